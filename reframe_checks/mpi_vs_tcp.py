@@ -1,0 +1,76 @@
+"""MPI against raw TCP on the same message sizes, side by side in one job
+(seed 000, Figures 2 and 4: the loss MPI adds over the TCP it runs on)."""
+
+import os
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import (parameter, performance_function, run_before,
+                                   sanity_function)
+
+from netbench import checklib, references
+
+checklib.require_netbench_config()
+
+
+@rfm.simple_test
+class MpiVsTcp(checklib.PingPongBase):
+    descr = "MPI ping-pong and raw TCP ping-pong, side by side"
+    transport = parameter(checklib.configured_transports())
+    placement = parameter(checklib.configured_placements())
+    tags = {"default", "tcp"}
+    tcp_output = "tcp.out"
+
+    @run_before("run")
+    def add_tcp_run(self):
+        # the same launcher runs netbench's TCP mode right after the MPI
+        # sweep; -P busy-polls the socket as the MPI progress engines do, so
+        # the comparison is not dominated by scheduler wake-ups
+        # ReFrame copies the task counts into the job only after this hook;
+        # the launcher needs them now to build the second command
+        self.job.num_tasks = self.num_tasks
+        self.job.num_tasks_per_node = self.num_tasks_per_node
+        launch = self.job.launcher.run_command(self.job)
+        tcp_opts = ["tcp", "-P", "-x", str(self.max_bytes), "-t", str(self.budget),
+                    "-r", str(self.precision), "-V"]
+        self.postrun_cmds = [f"{launch} {self.executable} {' '.join(tcp_opts)} "
+                             f"> {self.tcp_output}"]
+
+    @run_before("performance")
+    def set_references(self):
+        interconnect = self.current_partition.extras.get("interconnect", "")
+        raw = references.thresholds_for(interconnect, "tcp", "raw")
+        self.reference = {self.current_partition.fullname: {
+            f"tcp_{var}": t.reference for var, t in raw.items()}}
+
+    @sanity_function
+    def validate_both_runs(self):
+        tcp_file = os.path.join(self.stagedir, self.tcp_output)
+        return sn.all([
+            self.validate_run(),
+            sn.assert_found(r"^@ sweep_seconds", tcp_file,
+                            msg="the TCP run did not finish its sweep"),
+            sn.assert_eq(sn.extractsingle(r"^@ verify_errors (\d+)", tcp_file, 1, int), 0,
+                         msg="TCP: received data did not match what was sent"),
+        ])
+
+    def tcp_summary(self, key):
+        return sn.extractsingle(rf"^@ {key} (\S+)", os.path.join(self.stagedir, self.tcp_output),
+                                1, float)
+
+    @performance_function("us")
+    def tcp_latency(self):
+        return self.tcp_summary("latency_usec")
+
+    @performance_function("Mbit/s")
+    def tcp_peak_bw(self):
+        return self.tcp_summary("peak_Mbps")
+
+    @performance_function("%")
+    def overhead(self):
+        """MPI's bandwidth loss against raw TCP at the largest size, in %
+        (negative: MPI is faster, as shared memory is)."""
+        size = self.max_bytes
+        tcp_file = os.path.join(self.stagedir, self.tcp_output)
+        tcp = sn.extractsingle(rf"^\s*{size}" + r"\s+(\S+)" * 6, tcp_file, 6, float)
+        return 100.0 * (1.0 - self.column_at(size, "Mbps") / tcp)

@@ -1,0 +1,24 @@
+"""Ping-pong latency and bandwidth sweeps, 1 byte to 8 MiB, over every
+transport each MPI offers (seed 000's NetPIPE runs; seed 004's blocking
+and non-blocking point-to-point)."""
+
+import reframe as rfm
+from reframe.core.builtins import parameter, run_before
+
+from netbench import checklib
+
+checklib.require_netbench_config()
+
+
+@rfm.simple_test
+class PingPong(checklib.PingPongBase):
+    descr = "MPI ping-pong sweep"
+    variant = parameter(["blocking", "nonblocking"])
+    transport = parameter(checklib.configured_transports())
+    placement = parameter(checklib.configured_placements())
+    tags = {"default", "pingpong"}
+
+    @run_before("run")
+    def nonblocking_option(self):
+        if self.variant == "nonblocking":
+            self.executable_opts.append("-a")

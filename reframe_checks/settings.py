@@ -1,0 +1,16 @@
+"""ReFrame configuration for netbench: a local system recognised on any
+host, one programming environment per discovered MPI.
+
+Loaded through RFM_CONFIG_FILES, which `.venv/bin/activate` exports.
+"""
+
+import os
+import sys
+
+# the checks and this file import netbench; make it importable even from a
+# plain checkout (the venv installs it in editable mode)
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from netbench.rfmconfig import site_configuration as _generate  # noqa: E402
+
+site_configuration = _generate()

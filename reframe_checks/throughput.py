@@ -1,0 +1,28 @@
+"""Sendrecv and Exchange throughput per process on a periodic chain (seed
+002's Pallas MPI Benchmarks runs) and one-to-all broadcast (seed 004)."""
+
+import reframe as rfm
+from reframe.core.builtins import parameter, run_after
+
+from netbench import checklib
+
+checklib.require_netbench_config()
+
+# seed 002 ran 4 to 32 processes; only counts the largest partition can
+# host without oversubscribing its cores are generated
+RANK_COUNTS = [n for n in (2, 4, 8, 16, 32) if n <= checklib.max_ranks()]
+
+
+@rfm.simple_test
+class Throughput(checklib.ThroughputBase):
+    descr = "Sendrecv, Exchange and Bcast throughput per process"
+    pattern = parameter(["sendrecv", "exchange", "bcast"])
+    ranks = parameter(RANK_COUNTS)
+    transport = parameter(checklib.throughput_transports())
+    placement = parameter(checklib.configured_placements())
+    tags = {"default", "throughput"}
+
+    @run_after("init")
+    def set_pattern(self):
+        self.bench_mode = self.pattern
+        self.num_ranks = self.ranks

