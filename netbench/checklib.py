@@ -14,7 +14,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (fixture, performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from . import paths, references
+from . import benchrun, paths, references
 
 KiB, MiB = 1024, 1024 * 1024
 LOAD_HINT = (f"source {paths.REPO}/.venv/bin/activate "
@@ -83,6 +83,15 @@ def max_ranks():
     return best
 
 
+def read_curve(path):
+    """The benchmark's table in `path` as a list of dicts, [] when absent."""
+    try:
+        with open(path) as f:
+            return benchrun.parse_output(f.read())[0]
+    except OSError:
+        return []
+
+
 class NetbenchBuild(rfm.CompileOnlyRegressionTest):
     """Compile reframe_checks/src/netbench.c with the environment's mpicc."""
 
@@ -121,10 +130,35 @@ class NetbenchRun(rfm.RunOnlyRegressionTest):
     budget = variable(float, value=0.05)
     #: target relative error of each size's median
     precision = variable(float, value=0.01)
+    #: the sweep table, one dict per message size; set after the run so that
+    #: ReFrame's JSON run report carries the curve for the HTML report
+    curve = variable(list, value=[])
+    #: the MPI of the environment: family, version, source, launcher, transports
+    mpi_info = variable(dict, value={})
+    #: the partition's interconnect class, nodes and line rate
+    partition_info = variable(dict, value={})
     num_ranks = 2
     kind = "pingpong"
     bench_mode = "pingpong"
-    time_limit = "5m"
+    # a full sweep takes seconds; the limit catches MPIs that hang (Debian's
+    # MPICH 4.0.2 over UCX tcp in MPI_Finalize, platform-facts.md) early
+    time_limit = "2m"
+
+    @run_after("setup")
+    def record_provenance(self):
+        extras = self.current_environ.extras
+        self.mpi_info = {"family": extras.get("mpi_family", ""),
+                         "version": extras.get("mpi_version", ""),
+                         "source": extras.get("mpi_source", ""),
+                         "launcher": extras.get("mpi_launcher", ""),
+                         "transports": extras.get("transports", {})}
+        part = self.current_partition.extras
+        self.partition_info = {k: part[k] for k in ("interconnect", "nodes", "line_rate_mbps")
+                               if k in part}
+
+    @run_before("sanity")
+    def record_curve(self):
+        self.curve = read_curve(os.path.join(self.stagedir, self.job.stdout))
 
     @run_after("setup")
     def select_transport(self):

@@ -42,6 +42,27 @@ def cmd_references(args):
     return 0
 
 
+def cmd_report(args):
+    from . import report
+    try:
+        page = report.write_report(args.run_reports, args.output)
+    except ValueError as err:
+        print(f"netbench: {err}", file=sys.stderr)
+        return 2
+    what = "comparison of %d sessions" % len(args.run_reports) if len(args.run_reports) > 1 \
+        else "report"
+    print(f"netbench: {what}: {page}")
+    return 0
+
+
+def cmd_publish(args):
+    from . import report
+    folder = report.publish(args.run_report)
+    print(f"netbench: HTML report {paths.REPORTS / 'latest' / 'index.html'} "
+          f"(session {folder.name})")
+    return 0
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="netbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -52,6 +73,15 @@ def build_parser():
     p.add_argument("folder", nargs="?", help="default: reframe_checks/references")
     p.add_argument("--show", action="store_true", help="print every figure with its citation")
     p.set_defaults(func=cmd_references)
+    p = sub.add_parser("report", help="HTML report of saved ReFrame run reports "
+                                      "(several: a comparison)")
+    p.add_argument("run_reports", nargs="+", metavar="RUN_REPORT.json")
+    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.set_defaults(func=cmd_report)
+    p = sub.add_parser("publish", help="publish a raw ReFrame run report as a session of "
+                                       "reports/ (done after every run by the configuration)")
+    p.add_argument("run_report", metavar="RUN_REPORT.json")
+    p.set_defaults(func=cmd_publish)
     return parser
 
 

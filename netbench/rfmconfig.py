@@ -7,7 +7,7 @@ goes below the repository (`.reframe/`, `reports/`).
 
 import os
 
-from . import discovery, paths
+from . import discovery, paths, report
 
 SYSTEM = "local"
 PARTITION = "node"
@@ -126,7 +126,8 @@ def site_configuration(mpis=None):
     if mpis is None:
         mpis = discovery.discover(families=families)
     register_launcher()
-    for sub in ("logs", "perflogs", "stage", "output", "topology"):
+    report.register_after_session()
+    for sub in ("logs", "perflogs", "stage", "output", "topology", "reports"):
         paths.state_dir(sub)
     os.makedirs(paths.REPORTS, exist_ok=True)
     os.environ[MARKER_ENV] = str(paths.CONFIG)
@@ -136,7 +137,9 @@ def site_configuration(mpis=None):
         "environments": envs,
         "logging": logging_config(),
         "general": [{
-            "report_file": str(paths.REPORTS / "run-report-{sessionid}.json"),
+            # ReFrame's own report lands here; netbench.report publishes it
+            # with the HTML page as reports/<session>/run-report.json
+            "report_file": str(paths.STATE / "reports" / "run-report-{sessionid}.json"),
             "topology_prefix": str(paths.STATE / "topology"),
             "check_search_path": [str(paths.CHECKS)],
             "purge_environment": False,

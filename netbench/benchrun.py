@@ -1,0 +1,66 @@
+"""Compile and launch the netbench benchmark outside ReFrame, the way the
+checks do (same compiler wrapper, launcher, flags and transport settings),
+and parse its output.  Used by the tests, the NetPIPE comparison and
+`make bench`."""
+
+import os
+import subprocess
+from pathlib import Path
+
+from . import discovery, paths
+
+SOURCE = paths.SOURCES / "netbench.c"
+# Debian's MPICH can hang in MPI_Finalize (platform-facts.md): always bounded
+MPI_TIMEOUT = 300
+
+
+def job_environment(mpi, families, transport="shm"):
+    """os.environ plus what the ReFrame environment of `mpi` sets."""
+    env = dict(os.environ)
+    for key, value in discovery.environment_variables(mpi, families).items():
+        env[key] = value.replace("$PATH", os.environ.get("PATH", ""))
+    env.update(mpi.transports[transport])
+    return env
+
+
+class Benchmark:
+    """netbench.c compiled with one MPI."""
+
+    def __init__(self, mpi, families, binary):
+        self.mpi, self.families, self.binary = mpi, families, Path(binary)
+
+    @classmethod
+    def build(cls, mpi, families, outdir, extra_flags=("-Wall", "-Werror")):
+        out = Path(outdir) / "netbench"
+        subprocess.run([mpi.cc, "-O2", *extra_flags, "-o", str(out), str(SOURCE), "-lm",
+                        "-lpthread"], check=True, capture_output=True,
+                       env=job_environment(mpi, families))
+        return cls(mpi, families, out)
+
+    def launch_command(self, nranks, launcher_flags=None):
+        flags = self.families[self.mpi.family]["launcher_flags"] if launcher_flags is None \
+            else launcher_flags
+        return [self.mpi.launcher, *flags.split(), "-np", str(nranks)]
+
+    def run(self, nranks, *args, transport="shm", check=True, launcher_flags=None, prefix=()):
+        argv = [*prefix, *self.launch_command(nranks, launcher_flags), str(self.binary), *args]
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=MPI_TIMEOUT,
+                              env=job_environment(self.mpi, self.families, transport))
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"{self.mpi.name}: {' '.join(argv)} failed "
+                               f"({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+
+def parse_output(text):
+    """(table rows as dicts, summary dict) of one netbench run."""
+    columns, rows, summary = None, [], {}
+    for line in text.splitlines():
+        if line.startswith("# columns:"):
+            columns = line.split(":", 1)[1].split()
+        elif line.startswith("@ "):
+            _, key, value = line.split()
+            summary[key] = float(value)
+        elif columns and line.strip() and not line.startswith("#"):
+            rows.append(dict(zip(columns, map(float, line.split()))))
+    return rows, summary

@@ -1,0 +1,166 @@
+"""NetPIPE as an independent reference for the netbench benchmark.
+
+Debian ships NetPIPE 3.7 built against its own MPIs (`NPmpich2`,
+`NPopenmpi`) and for TCP (`NPtcp`).  NetPIPE's choices differ from
+netbench's, and the comparison aligns them where they change the figures:
+
+* NetPIPE's "Mbps" is bits / (s x 2^20); converted here to 10^6 bit/s;
+* in its default cache mode each process sends and receives from one buffer:
+  netbench runs with `-1` to do the same;
+* it keeps the fastest of three trials per size; netbench's headline is the
+  median of its samples, so the comparison reads netbench's fastest sample
+  (`usec_min`) too: like for like.  On this shared 2-vCPU machine the
+  median of blocking TCP drifted 50% above NetPIPE's best-of-three while
+  the fastest samples agreed.
+"""
+
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+
+from .benchrun import MPI_TIMEOUT, job_environment, parse_output
+
+NETPIPE_MPI = {"mpich": "NPmpich2", "openmpi": "NPopenmpi"}
+NETPIPE_TCP = "NPtcp"
+MIBIT = 1.048576          # NetPIPE Mbps -> 10^6 bit/s
+SMALL = 64                # latency: messages under 64 bytes (seed 000)
+# Where each tool looks for its figures: a short latency sweep and a
+# bandwidth sweep over the sizes where the peak lies (NetPIPE's full 1 B -
+# 8 MiB sweep takes 45-60 s; these two take about 10 s)
+LATENCY_RANGE = (1, 63)
+PEAK_RANGE = (131072, 8388608)
+
+
+@dataclass
+class Figures:
+    latency_us: float
+    peak_mbps: float      # 10^6 bit/s
+    seconds: float        # wall time of the run(s)
+
+
+def netpipe_for(mpi):
+    """NetPIPE's MPI binary built against `mpi`, or None.  Debian's NetPIPE
+    links Debian's MPIs: only the system MPI whose launcher sits beside it."""
+    name = NETPIPE_MPI.get(mpi.family)
+    path = shutil.which(name) if name else None
+    if not path or mpi.source != "system":
+        return None
+    return path if os.path.dirname(path) == os.path.dirname(mpi.launcher) else None
+
+
+def parse_netpipe(text):
+    """[(bytes, Mbit/s in 10^6, one-way seconds)] from NetPIPE's -o file."""
+    points = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) >= 3:
+            points.append((int(parts[0]), float(parts[1]) * MIBIT, float(parts[2])))
+    return points
+
+
+def figures_from_points(points, seconds):
+    small = [t for size, _, t in points if size < SMALL]
+    return Figures(latency_us=min(small) * 1e6 if small else float("nan"),
+                   peak_mbps=max(bw for _, bw, _ in points), seconds=seconds)
+
+
+def _netpipe_mpi_run(binary, mpi, families, bench, lo, hi):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "np.out")
+        argv = [*bench.launch_command(2), binary, "-l", str(lo), "-u", str(hi), "-p", "0",
+                "-o", out]
+        subprocess.run(argv, capture_output=True, text=True, timeout=MPI_TIMEOUT, check=True,
+                       env=job_environment(mpi, families), cwd=tmp)
+        with open(out) as f:
+            return parse_netpipe(f.read())
+
+
+def netpipe_mpi(binary, bench, ranges=(LATENCY_RANGE, PEAK_RANGE)):
+    """NetPIPE's figures for the MPI `bench` was built with."""
+    start, points = time.monotonic(), []
+    for lo, hi in ranges:
+        points += _netpipe_mpi_run(binary, bench.mpi, bench.families, bench, lo, hi)
+    return figures_from_points(points, time.monotonic() - start)
+
+
+def _nptcp_run(lo, hi, cpu):
+    """NPtcp receiver and transmitter on loopback, both pinned to `cpu`: a
+    sleeping TCP reader woken from the other vCPU costs 35-44 us here
+    (platform-facts.md), on one CPU about 3 us."""
+    with tempfile.TemporaryDirectory() as tmp:
+        pin = ["taskset", "-c", str(cpu)]
+        bounds = ["-l", str(lo), "-u", str(hi), "-p", "0"]
+        receiver = subprocess.Popen([*pin, NETPIPE_TCP, *bounds], cwd=tmp,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(0.3)
+            out = os.path.join(tmp, "np.out")
+            subprocess.run([*pin, NETPIPE_TCP, "-h", "127.0.0.1", *bounds, "-o", out],
+                           capture_output=True, timeout=MPI_TIMEOUT, check=True, cwd=tmp)
+            with open(out) as f:
+                return parse_netpipe(f.read())
+        finally:
+            receiver.terminate()
+            receiver.wait(timeout=10)
+
+
+def netpipe_tcp(ranges=(LATENCY_RANGE, PEAK_RANGE), cpu=0):
+    start, points = time.monotonic(), []
+    for lo, hi in ranges:
+        points += _nptcp_run(lo, hi, cpu)
+    return figures_from_points(points, time.monotonic() - start)
+
+
+def _netbench_figures(bench, mode_args, ranges, one_buffer=True, **run_options):
+    start, rows = time.monotonic(), []
+    for lo, hi in ranges:
+        out = bench.run(2, *mode_args, *(["-1"] if one_buffer else []), "-n", str(lo),
+                        "-x", str(hi), **run_options).stdout
+        rows += parse_output(out)[0]
+    elapsed = time.monotonic() - start
+    small = [r["usec_min"] for r in rows if r["bytes"] < SMALL]
+    return Figures(latency_us=min(small),
+                   peak_mbps=max(8 * r["bytes"] / r["usec_min"] for r in rows),
+                   seconds=elapsed)
+
+
+def netbench_mpi(bench, ranges=(LATENCY_RANGE, PEAK_RANGE)):
+    return _netbench_figures(bench, ["pingpong"], ranges)
+
+
+def netbench_tcp(bench, ranges=(LATENCY_RANGE, PEAK_RANGE), cpu=0, one_buffer=True):
+    """netbench's TCP mode with both ranks pinned to one CPU, as NPtcp."""
+    return _netbench_figures(bench, ["tcp"], ranges, one_buffer,
+                             launcher_flags=_unbound_flags(bench.mpi.family),
+                             prefix=("taskset", "-c", str(cpu)))
+
+
+def _unbound_flags(family):
+    # the launcher must not re-bind the ranks away from taskset's CPU
+    return {"mpich": "-bind-to none", "openmpi": "--bind-to none"}[family]
+
+
+def medians(runs):
+    return Figures(latency_us=statistics.median(r.latency_us for r in runs),
+                   peak_mbps=statistics.median(r.peak_mbps for r in runs),
+                   seconds=statistics.median(r.seconds for r in runs))
+
+
+def spread(runs, attr):
+    """(max - min) / median of one figure over repeated runs."""
+    values = [getattr(r, attr) for r in runs]
+    return (max(values) - min(values)) / statistics.median(values)
+
+
+def side_by_side(run_netpipe, run_netbench, repeats):
+    """Alternate the two tools `repeats` times (so drifting load hits both
+    alike); lists of Figures for each."""
+    np_runs, nb_runs = [], []
+    for _ in range(repeats):
+        np_runs.append(run_netpipe())
+        nb_runs.append(run_netbench())
+    return np_runs, nb_runs

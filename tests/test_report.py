@@ -1,0 +1,171 @@
+"""The HTML report: model fit and switch detection on synthetic curves,
+escaping, self-containment, atomic publishing, comparison of sessions."""
+
+import copy
+import json
+import os
+
+import html5lib
+import numpy as np
+import pytest
+
+from netbench import analysis, report
+
+SIZES = 2.0 ** np.arange(0, 24)
+
+
+@pytest.mark.parametrize("t0,rinf", [(0.4, 20000.0), (4.0, 1200.0), (50.0, 11.0)])
+def test_hockney_fit_recovers_t0_and_rinf_within_2_percent(t0, rinf):
+    rng = np.random.default_rng(7)
+    times = (t0 + SIZES / rinf) * (1 + 0.01 * rng.standard_normal(len(SIZES)))
+    fit = analysis.hockney_fit(SIZES, times)
+    assert fit.t0_us == pytest.approx(t0, rel=0.02)
+    assert fit.rinf_MBps == pytest.approx(rinf, rel=0.02)
+    assert fit.nhalf_bytes == pytest.approx(t0 * rinf, rel=0.04)
+    assert fit.residual < 0.03
+
+
+def test_protocol_switch_found_where_the_curve_steps():
+    eager, rendezvous = 1.0 + SIZES / 5000, 10.0 + SIZES / 8000
+    times = np.where(SIZES < 65536, eager, rendezvous)
+    switch = analysis.protocol_switch(SIZES, times)
+    assert switch.bytes == 65536
+    assert switch.below.rinf_MBps == pytest.approx(5000, rel=0.01)
+    assert switch.above.t0_us == pytest.approx(10, rel=0.01)
+    assert switch.step > 1.1
+
+
+def test_no_protocol_switch_on_a_plain_hockney_curve():
+    rng = np.random.default_rng(3)
+    times = (2.0 + SIZES / 3000) * (1 + 0.02 * rng.standard_normal(len(SIZES)))
+    assert analysis.protocol_switch(SIZES, times) is None
+
+
+def test_dips_like_untuned_gige():
+    bw = [10, 20, 40, 80, 160, 150, 300, 320, 330]     # a 6% wobble is no dip
+    assert analysis.dips(list(range(len(bw))), bw) == []
+    bw = [10, 20, 40, 80, 160, 60, 170, 320, 330]
+    assert analysis.dips([2 ** i for i in range(len(bw))], bw) == [32]
+
+
+def minimal_report(host="vm", environ="mpich", reason=None, started=1000.0, latency=0.5,
+                   uuid="00000000-aaaa"):
+    """The parts of a ReFrame 4.10 run report the page reads."""
+    curve = [{"bytes": float(n), "usec": 0.5 + n / 1e4, "Mbps": 8 * n / (0.5 + n / 1e4),
+              "MBps": n / (0.5 + n / 1e4)} for n in (1, 2, 4, 1024, 65536, 1048576)]
+    case = {
+        "name": "PingPong_1", "unique_name": "PingPong_1",
+        "display_name": "PingPong %variant=blocking %transport=shm %placement=intranode /94410d86",
+        "system": "local", "partition": "node", "environ": environ,
+        "result": "fail" if reason else "pass", "fail_reason": reason,
+        "placement": "intranode", "transport": "shm", "variant": "blocking",
+        "curve": curve, "partition_info": {"interconnect": "intranode"},
+        "mpi_info": {"family": "mpich", "version": "5.0.2", "source": "wheel",
+                     "launcher": "/x/mpirun", "transports": {"shm": {}}},
+        "perfvalues": {"local:node:latency": [latency, 0.42, None, 1.5, "us", "pass"],
+                       "local:node:peak_bw": [80000.0, 7688, 0.0, None, "Mbit/s", "pass"]},
+    }
+    return {"session_info": {"hostname": host, "uuid": uuid, "time_start": "20261121T100000+0000",
+                             "time_start_unix": started, "version": "4.10.4",
+                             "cmdline": "reframe -c reframe_checks -r", "num_cases": 1,
+                             "num_failures": 1 if reason else 0},
+            "runs": [{"testcases": [case]}]}
+
+
+def session_from(data, tmp_path, name="r.json"):
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return report.load_session(path)
+
+
+def test_everything_from_a_run_is_escaped(tmp_path):
+    evil = "<script>alert(1)</script>"
+    data = minimal_report(host=evil, environ="<b>env</b>", reason="<img src=x onerror=alert(2)>")
+    page = report.render_report([session_from(data, tmp_path)])
+    assert evil not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<b>env</b>" not in page and "&lt;b&gt;env&lt;/b&gt;" in page
+    assert "<img src=x" not in page
+    assert "<script" not in page.replace("&lt;script", "")
+
+
+def test_the_page_is_valid_html_and_requests_nothing(tmp_path):
+    page = report.render_report([session_from(minimal_report(), tmp_path)])
+    parser = html5lib.HTMLParser(strict=True)
+    parser.parse(page)
+    lowered = page.lower()
+    for attr in ("src=\"http", "href=\"http", "src='http", "href='http", "url(http", "@import"):
+        assert attr not in lowered, attr
+    assert page.count("<svg") >= 2          # latency and bandwidth curves, inline
+    assert "Hockney" in page and "t0" in page
+
+
+def test_a_failed_case_shows_its_reason(tmp_path):
+    page = report.render_report([session_from(minimal_report(reason="sanity error: boom"),
+                                              tmp_path)])
+    assert "sanity error: boom" in page and 'class="fail"' in page
+
+
+def test_two_sessions_make_a_comparison(tmp_path):
+    before = session_from(minimal_report(latency=0.5, uuid="11111111"), tmp_path, "a.json")
+    after = session_from(minimal_report(latency=0.4, started=2000, uuid="22222222"), tmp_path,
+                         "b.json")
+    page = report.render_report([before, after])
+    assert "comparison of 2 sessions" in page
+    rows = report.comparison_rows([before, after])
+    latency = next(r for r in rows if r["key"].endswith("| latency"))
+    assert latency["values"] == [0.5, 0.4]
+    assert latency["change"] == pytest.approx(-20.0)
+
+
+def test_history_against_earlier_sessions(tmp_path):
+    old = [session_from(minimal_report(latency=v, started=t, uuid=f"{t:08d}"), tmp_path,
+                        f"{t}.json") for v, t in ((0.6, 100), (0.5, 200))]
+    new = session_from(minimal_report(latency=0.4, started=300, uuid="00000300"), tmp_path)
+    history = report.history_for(new, old)
+    key = next(k for k in history if k.endswith("| latency"))
+    assert history[key]["values"] == [0.6, 0.5, 0.4]
+    assert history[key]["change"] == pytest.approx(-20.0)
+
+
+def test_publish_is_atomic_and_keeps_sessions(tmp_path, monkeypatch):
+    reports_dir = tmp_path / "reports"
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps(minimal_report(uuid="aaaaaaaa")))
+    folder = report.publish(first, reports_dir)
+    assert (folder / "index.html").exists() and (folder / "run-report.json").exists()
+    assert os.readlink(reports_dir / "latest") == folder.name
+    assert (reports_dir / "latest" / "index.html").exists()
+
+    second = tmp_path / "second.json"
+    data = minimal_report(uuid="bbbbbbbb", started=5000)
+    data["session_info"]["time_start"] = "20261121T110000+0000"
+    second.write_text(json.dumps(data))
+    monkeypatch.setattr(report, "render_report", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        report.publish(second, reports_dir)
+    # the failed publication left nothing half-written and `latest` alone
+    assert sorted(p.name for p in reports_dir.iterdir()) == sorted(
+        [folder.name, "latest", "index.html"])
+    assert os.readlink(reports_dir / "latest") == folder.name
+    monkeypatch.undo()
+
+    folder2 = report.publish(second, reports_dir)
+    index = (reports_dir / "index.html").read_text()
+    assert index.index(folder2.name) < index.index(folder.name)     # newest first
+    assert os.readlink(reports_dir / "latest") == folder2.name
+
+
+def test_netbench_report_rejects_a_non_report(tmp_path):
+    from netbench import cli
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"hello": 1}))
+    assert cli.main(["report", str(bad), "-o", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out" / "index.html").exists()
+
+
+def test_reference_points_come_from_the_documented_rows(tmp_path):
+    s = session_from(copy.deepcopy(minimal_report()), tmp_path)
+    lat, bw = report._reference_points(s.testcases)
+    (label, (size, value)), = bw.items()
+    assert (size, value) == (262141, 7688)
+    assert "Intranode / Myrinet / MPI" in label

@@ -1,0 +1,77 @@
+"""End to end: a short real suite, then the published report opened in
+headless Chromium from a file:// URL: it renders its plots and summary
+table, and the browser logs no errors.  The screenshot is kept in
+.reframe/artifacts/ for a person to look at."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import require
+from netbench import paths
+from test_reframe_suite import ACTIVATE, bash
+
+ARTIFACTS = paths.STATE / "artifacts"
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update",
+                  "--disable-sync", "--disable-quic", "--hide-scrollbars"]
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def run_chromium(url, profile, *args):
+    return subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
+                           "--enable-logging=stderr", "--v=0", *args, url],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def short_session(tmp_path_factory):
+    """Both wheel MPIs, every check family, a shortened sweep."""
+    home = tmp_path_factory.mktemp("home")
+    proc = bash(f"source {ACTIVATE} && reframe -c reframe_checks -r "
+                "-p '^(mpich|openmpi)$' -S budget=0.01 -S max_bytes=1048576",
+                paths.REPO, home)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert "netbench: HTML report" in proc.stdout
+    return proc
+
+
+def test_latest_report_and_index_are_published(short_session):
+    latest = paths.REPORTS / "latest"
+    assert (latest / "index.html").exists() and (latest / "run-report.json").exists()
+    session = os.readlink(latest)
+    assert session in (paths.REPORTS / "index.html").read_text()
+    page = (latest / "index.html").read_text()
+    for family in ("PingPong", "MpiVsTcp", "Throughput"):
+        assert family in page
+    assert "mpich" in page and "openmpi" in page
+
+
+def test_report_renders_in_headless_chromium(short_session, tmp_path):
+    require(chromium() is not None, "Debian's chromium is not installed")
+    url = (paths.REPORTS / "latest" / "index.html").resolve().as_uri()
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "report-latest.png"
+    if shot.exists():
+        shot.unlink()
+    taken = run_chromium(url, tmp_path / "p1", f"--screenshot={shot}", "--window-size=1280,2400")
+    assert shot.exists() and shot.stat().st_size > 20000, taken.stderr[-2000:]
+
+    dom = run_chromium(url, tmp_path / "p2", "--dump-dom")
+    rendered = dom.stdout
+    assert len(re.findall(r"<svg", rendered)) >= 4, "plots did not render"
+    assert re.search(r'<table id="cases">.*?<tbody>\s*<tr>', rendered, re.S), "no summary rows"
+    assert 'class="pass"' in rendered
+    # page-level problems Chromium reports: console errors, failed loads
+    logged = [line for line in (taken.stderr + dom.stderr).splitlines()
+              if "CONSOLE" in line or "Failed to load" in line or "net::ERR" in line]
+    assert logged == [], "\n".join(logged)
