@@ -11,6 +11,7 @@ reader never sees half a page.
 import atexit
 import dataclasses
 import datetime
+import functools
 import glob
 import hashlib
 import json
@@ -58,7 +59,7 @@ class Session:
     def started(self):
         return self.info.get("time_start_unix", 0)
 
-    @property
+    @functools.cached_property
     def testcases(self):
         """Every case, the last run of each (ReFrame reruns failed ones)."""
         cases = {}
@@ -303,17 +304,18 @@ def history_for(session, earlier):
     sessions on the same systems, oldest first."""
     systems = set(session.systems)
     older = [s for s in earlier if s.started < session.started and set(s.systems) & systems]
+    past = {}     # headline key -> values, oldest first, read once per session
+    for old in older:
+        for otc in old.testcases:
+            for orow in case_rows(otc):
+                if orow["key"] is not None and orow["value"] is not None:
+                    past.setdefault(orow["key"], []).append(orow["value"])
     history = {}
     for tc in session.testcases:
         for row in case_rows(tc):
             if row["key"] is None or row["value"] is None:
                 continue
-            values = []
-            for old in older:
-                for otc in old.testcases:
-                    for orow in case_rows(otc):
-                        if orow["key"] == row["key"] and orow["value"] is not None:
-                            values.append(orow["value"])
+            values = past.get(row["key"], [])
             if values:
                 prev = values[-1]
                 history[row["key"]] = {
@@ -417,7 +419,7 @@ def publish(raw_report, reports_dir=paths.REPORTS):
     try:
         shutil.copyfile(raw_report, staging / "run-report.json")
         (staging / "provenance.json").write_text(json.dumps(session.provenance, indent=2))
-        earlier = published_sessions(reports_dir)
+        earlier = [s for s in published_sessions(reports_dir) if s.name != session.name]
         (staging / "index.html").write_text(render_report([session], earlier))
         os.chmod(staging, 0o755)
         final = reports_dir / session.name
@@ -428,7 +430,7 @@ def publish(raw_report, reports_dir=paths.REPORTS):
         shutil.rmtree(staging, ignore_errors=True)
         raise
     point_latest(reports_dir, session.name)
-    atomic_write(reports_dir / "index.html", render_index(published_sessions(reports_dir)))
+    atomic_write(reports_dir / "index.html", render_index(earlier + [session]))
     return final
 
 
