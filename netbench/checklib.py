@@ -17,6 +17,11 @@ from reframe.core.builtins import (fixture, performance_function, run_after, run
 from . import benchrun, paths, references
 
 KiB, MiB = 1024, 1024 * 1024
+#: the transport of the benchmark's TCP mode: sockets, no MPI in the data path
+RAW_TCP = "raw"
+#: any network transport of the MPI: the first of NETWORK_PREFERENCE it offers
+ANY_NETWORK = "network"
+NETWORK_PREFERENCE = ["tcp", "ofi-tcp", "ucx-tcp"]
 LOAD_HINT = (f"source {paths.REPO}/.venv/bin/activate "
              f"(or export RFM_CONFIG_FILES={paths.CONFIG})")
 
@@ -71,6 +76,12 @@ def throughput_transports():
     if "internode" in configured_placements():
         return configured_transports()
     return ["shm"]
+
+
+def max_nodes():
+    """Nodes of the largest partition of the selected system."""
+    from reframe.core.runtime import runtime
+    return max((p.extras.get("nodes", 1) for p in runtime().system.partitions), default=1)
 
 
 def max_ranks():
@@ -138,6 +149,8 @@ class NetbenchRun(rfm.RunOnlyRegressionTest):
     #: the partition's interconnect class, nodes and line rate
     partition_info = variable(dict, value={})
     num_ranks = 2
+    #: the mode checks received data (-V); TCP streams do not
+    verifies = True
     kind = "pingpong"
     bench_mode = "pingpong"
     # a full sweep takes seconds; the limit catches MPIs that hang (Debian's
@@ -162,11 +175,18 @@ class NetbenchRun(rfm.RunOnlyRegressionTest):
 
     @run_after("setup")
     def select_transport(self):
+        if self.transport == RAW_TCP:
+            return          # sockets of the benchmark's own: no MPI transport to force
         offered = self.current_environ.extras.get("transports", {})
+        if self.transport == ANY_NETWORK:
+            self.transport = next((t for t in NETWORK_PREFERENCE if t in offered), "none")
         self.skip_if(self.transport not in offered,
                      f"{self.current_environ.name} offers no {self.transport} transport "
                      f"(offers: {', '.join(offered) or 'none'})")
         self.env_vars.update(offered[self.transport])
+
+    #: processes per node for internode placement (0: as few as fit)
+    procs_per_node = 0
 
     @run_after("setup")
     def place_ranks(self):
@@ -175,15 +195,34 @@ class NetbenchRun(rfm.RunOnlyRegressionTest):
         if self.placement == "internode":
             self.skip_if(nodes < 2, "internode placement needs a partition with 2+ nodes")
             self.skip_if(self.transport == "shm", "shared memory does not cross nodes")
-            self.num_tasks_per_node = max(1, self.num_ranks // nodes)
+            ppn = self.procs_per_node or -(-self.num_ranks // nodes)
+            self.skip_if(self.num_ranks > nodes * ppn,
+                         f"{self.num_ranks} ranks at {ppn} per node need more than "
+                         f"{nodes} nodes")
+            self.num_tasks_per_node = ppn
         else:
             self.num_tasks_per_node = self.num_ranks
+
+    @run_before("run")
+    def count_link_traffic(self):
+        """Snapshot the byte counters of the partition's links (the host ends
+        of a virtual cluster's veths) around the run: internode traffic must
+        be seen crossing them, or the MPI took a path outside the network
+        (shared memory between namespace nodes, say)."""
+        counters = self.current_partition.extras.get("link_counters", [])
+        if not counters:
+            return
+        dirs = " ".join(counters)
+        snapshot = ('for d in %s; do echo $(( $(cat $d/rx_bytes) + $(cat $d/tx_bytes) )); '
+                    'done > %s')
+        self.prerun_cmds.append(snapshot % (dirs, "links.before"))
+        self.postrun_cmds.append(snapshot % (dirs, "links.after"))
 
     @run_before("run")
     def set_command(self):
         self.executable = os.path.join(self.netbench.stagedir, self.netbench.executable)
         self.executable_opts = [self.bench_mode, "-x", str(self.max_bytes), "-t", str(self.budget),
-                                "-r", str(self.precision), "-V"]
+                                "-r", str(self.precision)] + (["-V"] if self.verifies else [])
 
     @run_before("performance")
     def set_references(self):
@@ -196,16 +235,50 @@ class NetbenchRun(rfm.RunOnlyRegressionTest):
 
     # ---- sanity: the run completed, data verified, ranks where asked ----
 
+    def link_traffic(self):
+        """Bytes that crossed each link during the job, [] without counters."""
+        before = os.path.join(self.stagedir, "links.before")
+        after = os.path.join(self.stagedir, "links.after")
+        if not os.path.exists(after):
+            return []
+        with open(before) as b, open(after) as a:
+            return [int(y) - int(x) for x, y in zip(b.read().split(), a.read().split())]
+
+    @sn.deferrable
+    def assert_traffic_crossed_links(self, hosts):
+        """Every host that ran a rank moved at least one largest message
+        through its link."""
+        if self.placement != "internode" or \
+                not self.current_partition.extras.get("link_counters"):
+            return True
+        traffic = self.link_traffic()
+        busy = sum(1 for t in traffic if t >= self.max_bytes)
+        nhosts = len(set(hosts))
+        if busy < nhosts:
+            raise sn.SanityError(
+                f"traffic did not cross the links: {busy} of {nhosts} nodes' links moved "
+                f"{self.max_bytes} bytes or more (bytes per link: {traffic})")
+        return True
+
+    @run_before("performance")
+    def report_link_traffic(self):
+        if self.current_partition.extras.get("link_counters"):
+            self.perf_variables["link_traffic"] = sn.make_performance_function(
+                sn.defer(sum(self.link_traffic()) / 1e6), "MB")
+
     @sanity_function
     def validate_run(self):
         hosts = sn.extractall(r"^# rank \d+ host (\S+) cpu", self.stdout, 1)
-        expected_hosts = 1 if self.placement == "intranode" else sn.count(sn.defer(
-            sorted(set(hosts.evaluate()))))
-        return sn.all([
+        # ranks fill each node with procs_per_node before the next
+        expected_hosts = 1 if self.placement == "intranode" else \
+            -(-self.num_tasks // self.num_tasks_per_node)
+        verified = [] if not self.verifies else [
+            sn.assert_eq(sn.extractsingle(r"^@ verify_errors (\d+)", self.stdout, 1, int), 0,
+                         msg="received data did not match what was sent")]
+        return sn.all(verified + [
+            self.assert_traffic_crossed_links(hosts),
             sn.assert_found(r"^@ sweep_seconds", self.stdout,
                             msg="the benchmark did not finish its sweep"),
-            sn.assert_eq(sn.extractsingle(r"^@ verify_errors (\d+)", self.stdout, 1, int), 0,
-                         msg="received data did not match what was sent"),
             sn.assert_eq(sn.count(hosts), self.num_tasks, msg="not every rank reported"),
             sn.assert_eq(sn.len(sn.defer(set(hosts.evaluate()))), expected_hosts,
                          msg="ranks ran on the wrong number of hosts"),

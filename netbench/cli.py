@@ -63,6 +63,92 @@ def cmd_publish(args):
     return 0
 
 
+def cmd_vcluster(args):
+    from . import vcluster
+    try:
+        return VCLUSTER_ACTIONS[args.action](vcluster, args)
+    except vcluster.VclusterError as err:
+        print(f"netbench vcluster: {err}", file=sys.stderr)
+        return 2
+
+
+def vcluster_up(vcluster, args):
+    state, created = vcluster.up(args.name, args.nodes, args.link, args.mtu, args.interconnect)
+    if not created:
+        print(f"netbench vcluster: {args.name} is already up ({len(state['nodes'])} nodes, "
+              f"links {state['link']['rate']} MTU {state['link']['mtu']}): nothing changed")
+        return 0
+    print(f"netbench vcluster: {args.name} up: {len(state['nodes'])} nodes on "
+          f"{state['network']}, links {state['link']['rate']} MTU {state['link']['mtu']}, "
+          f"interconnect {state['link']['interconnect']}")
+    print(f"  reframe: --system {state['system']}")
+    print(f"  ansible: -i {state['files']['inventory']}")
+    print(f"  mpi hostfile: {state['files']['hostfile']}, ssh: {state['files']['ssh_agent']}")
+    return 0
+
+
+def vcluster_down(vcluster, args):
+    if vcluster.down(args.name):
+        print(f"netbench vcluster: {args.name} is down")
+    else:
+        print(f"netbench vcluster: {args.name} is not up: nothing changed")
+    return 0
+
+
+def vcluster_status(vcluster, args):
+    clusters = vcluster.status()
+    if args.json:
+        print(json.dumps(clusters, indent=2))
+        return 0
+    if not clusters:
+        print("netbench vcluster: no virtual cluster is up")
+    for c in clusters:
+        if "nodes" not in c:
+            print(f"{c['name']}: {c['problem']}")
+            continue
+        health = "healthy" if c["healthy"] else "BROKEN: " + "; ".join(c["problems"])
+        print(f"{c['name']}: {len(c['nodes'])} nodes, {c['network']}, links "
+              f"{c['link']['rate']} MTU {c['link']['mtu']}, system {c['system']}, {health}")
+        for n in c["nodes"]:
+            print(f"  {n['name']:10} {n['address']:15} netns {n['namespace']:12} "
+                  f"sshd pid {n['sshd_pid']}")
+    return 0
+
+
+def vcluster_mtu(vcluster, args):
+    state = vcluster.set_mtu(args.name, args.mtu)
+    print(f"netbench vcluster: {args.name}: MTU {state['link']['mtu']} on every link")
+    return 0
+
+
+VCLUSTER_ACTIONS = {"up": vcluster_up, "down": vcluster_down, "status": vcluster_status,
+                    "mtu": vcluster_mtu}
+
+
+def add_vcluster_parser(sub):
+    p = sub.add_parser("vcluster", help="a virtual cluster of network-namespace nodes "
+                                        "(needs root)")
+    actions = p.add_subparsers(dest="action", required=True)
+    up = actions.add_parser("up", help="bring a cluster up (nothing changes if it is up)")
+    up.add_argument("--nodes", type=int, default=2)
+    up.add_argument("--link", default="none", metavar="RATE",
+                    help="shape each link with tbf: 100mbit (Fast Ethernet), 1gbit (GigE), "
+                         "none (default)")
+    up.add_argument("--mtu", type=int, default=1500)
+    up.add_argument("--interconnect", metavar="CLASS",
+                    help="interconnect class of the ReFrame partition (default: from the "
+                         "link rate, netbench/data/links.yaml), e.g. gige-untuned")
+    down = actions.add_parser("down", help="remove every namespace, link, mount and process "
+                                           "of a cluster")
+    status = actions.add_parser("status", help="the clusters that are up")
+    status.add_argument("--json", action="store_true")
+    mtu = actions.add_parser("mtu", help="change the MTU of a running cluster's links")
+    mtu.add_argument("mtu", type=int)
+    for action in (up, down, mtu):
+        action.add_argument("--name", default="vc", help="cluster name (default: vc)")
+    p.set_defaults(func=cmd_vcluster)
+
+
 def build_parser():
     parser = argparse.ArgumentParser(prog="netbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -82,6 +168,7 @@ def build_parser():
                                        "reports/ (done after every run by the configuration)")
     p.add_argument("run_report", metavar="RUN_REPORT.json")
     p.set_defaults(func=cmd_publish)
+    add_vcluster_parser(sub)
     return parser
 
 

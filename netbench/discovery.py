@@ -77,6 +77,9 @@ def load_families(path=FAMILIES_FILE):
             for i, alt in enumerate(alternatives):
                 require(alt, "requires", list, path, f"{where}.{tname}[{i}]")
                 require(alt, "env", dict, path, f"{where}.{tname}[{i}]")
+        require(spec, "remote_flags", list, path, family)
+        forward = require(spec, "forward_env", dict, path, family)
+        require(forward, "prefixes", list, path, f"{family}.forward_env")
     return data
 
 

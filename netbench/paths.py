@@ -15,6 +15,8 @@ STATE = REPO / ".reframe"
 WHEEL_PREFIXES = REPO / ".mpi"
 # Spack views, one folder per MPI variant (filled by `spack install`)
 SPACK_VIEWS = REPO / "views"
+# virtual clusters: keys, node /etc layers, inventory, hostfile, state
+VCLUSTERS = REPO / ".vcluster"
 DATA = Path(__file__).resolve().parent / "data"
 
 

@@ -6,8 +6,9 @@ goes below the repository (`.reframe/`, `reports/`).
 """
 
 import os
+import sys
 
-from . import discovery, paths, report
+from . import discovery, paths, report, vcluster
 
 SYSTEM = "local"
 PARTITION = "node"
@@ -36,6 +37,29 @@ def register_launcher():
             return ["$NETBENCH_MPIRUN", "$NETBENCH_MPIRUN_FLAGS", "-np", str(job.num_tasks)]
 
     return NetbenchMpirun
+
+
+def register_cluster_launcher():
+    """`netbench-ssh`: MPI across the nodes of a cluster partition, through
+    netbench.launch, which adds the family's flags for hostfile, ssh agent
+    and cluster network (data/mpi_families.yaml, `remote_flags`)."""
+    from reframe.core.backends import getlauncher
+    from reframe.core.backends import register_launcher as register
+    from reframe.core.launchers import JobLauncher
+
+    try:
+        return getlauncher("netbench-ssh")
+    except Exception:
+        pass
+
+    @register("netbench-ssh")
+    class NetbenchSsh(JobLauncher):
+        def command(self, job):
+            ppn = job.num_tasks_per_node or 1
+            return [sys.executable, "-m", "netbench.launch", "-np", str(job.num_tasks),
+                    "--ppn", str(ppn), "--"]
+
+    return NetbenchSsh
 
 
 def shell_value(value):
@@ -95,6 +119,22 @@ def local_system(env_names):
     }
 
 
+def cluster_systems(env_names):
+    """The ReFrame systems of the virtual clusters that are up (`netbench
+    vcluster up`); selected with `--system vcluster-<name>`.  They come after
+    `local`, whose hostname pattern matches everywhere, so ReFrame's
+    auto-detection keeps picking this machine."""
+    systems = []
+    for system in vcluster.running_systems():
+        for part in system["partitions"]:
+            part["environs"] = env_names or ["builtin"]
+            part.setdefault("processor", {"num_cpus": available_cpus()})
+        system.setdefault("stagedir", str(paths.STATE / "stage"))
+        system.setdefault("outputdir", str(paths.STATE / "output"))
+        systems.append(system)
+    return systems
+
+
 def logging_config():
     logs = paths.STATE / "logs"
     perflogs = paths.STATE / "perflogs"
@@ -126,6 +166,7 @@ def site_configuration(mpis=None):
     if mpis is None:
         mpis = discovery.discover(families=families)
     register_launcher()
+    register_cluster_launcher()
     report.register_after_session()
     for sub in ("logs", "perflogs", "stage", "output", "topology", "reports"):
         paths.state_dir(sub)
@@ -133,7 +174,8 @@ def site_configuration(mpis=None):
     os.environ[MARKER_ENV] = str(paths.CONFIG)
     envs = [environment(m, families) for m in mpis]
     return {
-        "systems": [local_system([e["name"] for e in envs])],
+        "systems": [local_system([e["name"] for e in envs])]
+                   + cluster_systems([e["name"] for e in envs]),
         "environments": envs,
         "logging": logging_config(),
         "general": [{

@@ -35,8 +35,10 @@ class MpiVsTcp(checklib.PingPongBase):
         launch = self.job.launcher.run_command(self.job)
         tcp_opts = ["tcp", "-P", "-x", str(self.max_bytes), "-t", str(self.budget),
                     "-r", str(self.precision), "-V"]
-        self.postrun_cmds = [f"{launch} {self.executable} {' '.join(tcp_opts)} "
-                             f"> {self.tcp_output}"]
+        # first of the post-run commands: the link counters' snapshot (see
+        # NetbenchRun.count_link_traffic) must include this run
+        self.postrun_cmds.insert(0, f"{launch} {self.executable} {' '.join(tcp_opts)} "
+                                    f"> {self.tcp_output}")
 
     @run_before("performance")
     def set_references(self):

@@ -26,3 +26,28 @@ class Throughput(checklib.ThroughputBase):
     def set_pattern(self):
         self.bench_mode = self.pattern
         self.num_ranks = self.ranks
+
+
+def _nodes():
+    return checklib.max_nodes()
+
+
+# seed 002 ran Sendrecv and Exchange with one and with two processes on each
+# dual-CPU node: the counts here span two nodes or more at each density
+PER_NODE_LAYOUTS = [(ppn, n) for ppn in (1, 2) for n in sorted({2, 4, 8, 16, 32, ppn * _nodes()})
+                    if ppn < n <= ppn * _nodes()]
+
+
+@rfm.simple_test
+class ThroughputPerNode(checklib.ThroughputBase):
+    descr = "Sendrecv and Exchange throughput, one or two processes per node"
+    pattern = parameter(["sendrecv", "exchange"])
+    layout = parameter(PER_NODE_LAYOUTS, fmt=lambda x: f"{x[0]}ppn-{x[1]}")
+    transport = checklib.ANY_NETWORK
+    placement = "internode"
+    tags = {"throughput", "seeds"}
+
+    @run_after("init")
+    def set_layout(self):
+        self.bench_mode = self.pattern
+        self.procs_per_node, self.num_ranks = self.layout

@@ -1,0 +1,39 @@
+"""The command lines netbench.launch builds for each MPI family."""
+
+import pytest
+
+from netbench import launch
+
+CLUSTER = {"NETBENCH_HOSTFILE": "/c/hostfile", "NETBENCH_SSH_AGENT": "/c/ssh",
+           "NETBENCH_HEAD_ADDRESS": "198.18.0.1", "NETBENCH_NETWORK": "198.18.0.0/24"}
+
+
+def test_mpich_goes_through_hydra_with_the_cluster_agent(families):
+    env = {**CLUSTER, "NETBENCH_MPI_FAMILY": "mpich", "NETBENCH_MPIRUN": "/m/mpiexec",
+           "UCX_TLS": "tcp,self"}
+    argv = launch.command(4, 2, ["./netbench", "pingpong"], env=env, families=families)
+    assert argv[:1] == ["/m/mpiexec"] and argv[-4:] == ["-np", "4", "./netbench", "pingpong"]
+    joined = " ".join(argv)
+    for part in ("-f /c/hostfile", "-launcher ssh", "-launcher-exec /c/ssh",
+                 "-localhost 198.18.0.1", "-ppn 2", "-bind-to none"):
+        assert part in joined
+    assert "-x" not in argv      # Hydra forwards the environment itself
+
+
+def test_open_mpi_forwards_the_transport_variables_it_would_drop(families):
+    env = {**CLUSTER, "NETBENCH_MPI_FAMILY": "openmpi", "NETBENCH_MPIRUN": "/o/mpirun",
+           "UCX_TLS": "tcp,self", "FI_PROVIDER": "tcp", "OMPI_MCA_pml": "ucx", "HOME": "/root"}
+    argv = launch.command(2, 1, ["./netbench"], env=env, families=families)
+    joined = " ".join(argv)
+    for part in ("--hostfile /c/hostfile", "--mca plm_rsh_agent /c/ssh",
+                 "--mca oob_tcp_if_include 198.18.0.0/24",
+                 "--mca btl_tcp_if_include 198.18.0.0/24", "--map-by ppr:1:node",
+                 "--bind-to none", "-x FI_PROVIDER", "-x UCX_TLS"):
+        assert part in joined
+    assert "-x HOME" not in joined and "-x OMPI_MCA_pml" not in joined
+
+
+def test_outside_a_cluster_partition_one_clear_error(families):
+    env = {"NETBENCH_MPI_FAMILY": "mpich", "NETBENCH_MPIRUN": "/m/mpiexec"}
+    with pytest.raises(launch.LaunchError, match="NETBENCH_HOSTFILE is not set"):
+        launch.command(2, 1, ["./netbench"], env=env, families=families)
