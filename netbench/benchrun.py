@@ -44,12 +44,7 @@ class Benchmark:
 
     def run(self, nranks, *args, transport="shm", check=True, launcher_flags=None, prefix=()):
         argv = [*prefix, *self.launch_command(nranks, launcher_flags), str(self.binary), *args]
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=MPI_TIMEOUT,
-                              env=job_environment(self.mpi, self.families, transport))
-        if check and proc.returncode != 0:
-            raise RuntimeError(f"{self.mpi.name}: {' '.join(argv)} failed "
-                               f"({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-        return proc
+        return self._execute(argv, job_environment(self.mpi, self.families, transport), check)
 
 
     def run_on_cluster(self, state, nranks, ppn, *args, transport):
@@ -60,8 +55,11 @@ class Benchmark:
                **vcluster.launch_environment(state)}
         argv = launch.command(nranks, ppn, [str(self.binary), *args], env=env,
                               families=self.families)
+        return self._execute(argv, env, check=True)
+
+    def _execute(self, argv, env, check):
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=MPI_TIMEOUT, env=env)
-        if proc.returncode != 0:
+        if check and proc.returncode != 0:
             raise RuntimeError(f"{self.mpi.name}: {' '.join(argv)} failed "
                                f"({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
         return proc

@@ -14,14 +14,13 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (fixture, performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from . import benchrun, paths, references
+from . import benchrun, discovery, paths, references
 
 KiB, MiB = 1024, 1024 * 1024
 #: the transport of the benchmark's TCP mode: sockets, no MPI in the data path
 RAW_TCP = "raw"
-#: any network transport of the MPI: the first of NETWORK_PREFERENCE it offers
+#: any network transport of the MPI (discovery.preferred_network_transport)
 ANY_NETWORK = "network"
-NETWORK_PREFERENCE = ["tcp", "ofi-tcp", "ucx-tcp"]
 LOAD_HINT = (f"source {paths.REPO}/.venv/bin/activate "
              f"(or export RFM_CONFIG_FILES={paths.CONFIG})")
 
@@ -179,7 +178,7 @@ class NetbenchRun(rfm.RunOnlyRegressionTest):
             return          # sockets of the benchmark's own: no MPI transport to force
         offered = self.current_environ.extras.get("transports", {})
         if self.transport == ANY_NETWORK:
-            self.transport = next((t for t in NETWORK_PREFERENCE if t in offered), "none")
+            self.transport = discovery.preferred_network_transport(offered) or "none"
         self.skip_if(self.transport not in offered,
                      f"{self.current_environ.name} offers no {self.transport} transport "
                      f"(offers: {', '.join(offered) or 'none'})")

@@ -271,6 +271,15 @@ def discover(wheel_dir=paths.WHEEL_PREFIXES, views_dir=paths.SPACK_VIEWS, search
     return found
 
 
+# transports through a TCP stack, the MPI's own module first
+NETWORK_TRANSPORTS = ("tcp", "ofi-tcp", "ucx-tcp")
+
+
+def preferred_network_transport(offered):
+    """The first of NETWORK_TRANSPORTS in `offered`, or None."""
+    return next((t for t in NETWORK_TRANSPORTS if t in offered), None)
+
+
 def environment_variables(mpi, families):
     """What a job using `mpi` needs in its environment."""
     spec = families[mpi.family]

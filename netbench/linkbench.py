@@ -18,7 +18,6 @@ from .benchrun import Benchmark, parse_output
 
 CONFIGS = (("untuned", 1500), ("tuned", 9000))
 SIZE = 8 * 1024 * 1024
-NETWORK_TRANSPORTS = ("tcp", "ofi-tcp", "ucx-tcp")
 
 
 def bandwidth_8mib(bench, state, transport):
@@ -50,7 +49,7 @@ def main(argv=None):
                 for label, mtu in CONFIGS:        # interleaved: noise hits both
                     vcluster.set_mtu(name, mtu)
                     for m in mpis:
-                        transport = next(t for t in NETWORK_TRANSPORTS if t in m.transports)
+                        transport = discovery.preferred_network_transport(m.transports)
                         key = (m.name, transport, label, mtu)
                         results.setdefault(key, []).append(
                             bandwidth_8mib(benches[m.name], state, transport))

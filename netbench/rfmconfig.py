@@ -16,50 +16,41 @@ PARTITION = "node"
 MARKER_ENV = "NETBENCH_CONFIG"
 
 
+def _register_launcher(name, command):
+    """Register a ReFrame job launcher whose `command(job)` is `command`;
+    once per interpreter (the configuration may be loaded twice)."""
+    from reframe.core.backends import getlauncher
+    from reframe.core.backends import register_launcher as register
+    from reframe.core.launchers import JobLauncher
+
+    try:
+        return getlauncher(name)
+    except Exception:
+        pass
+    class Launcher(JobLauncher):
+        def command(self, job):
+            return command(job)
+
+    return register(name)(Launcher)
+
+
 def register_launcher():
     """`netbench-mpirun`: the environment's own launcher (NETBENCH_MPIRUN,
     set per programming environment), so one partition serves MPICH's
     mpiexec.hydra and Open MPI's prterun alike."""
-    from reframe.core.backends import register_launcher as register
-    from reframe.core.launchers import JobLauncher
-    from reframe.core.backends import getlauncher
-
-    try:
-        return getlauncher("netbench-mpirun")
-    except Exception:
-        pass
-
-    @register("netbench-mpirun")
-    class NetbenchMpirun(JobLauncher):
-        def command(self, job):
-            # expanded by the job script's shell, after the environment's
-            # variables are set; FLAGS is deliberately unquoted to split
-            return ["$NETBENCH_MPIRUN", "$NETBENCH_MPIRUN_FLAGS", "-np", str(job.num_tasks)]
-
-    return NetbenchMpirun
+    # expanded by the job script's shell, after the environment's variables
+    # are set; FLAGS is deliberately unquoted to split
+    return _register_launcher("netbench-mpirun", lambda job: [
+        "$NETBENCH_MPIRUN", "$NETBENCH_MPIRUN_FLAGS", "-np", str(job.num_tasks)])
 
 
 def register_cluster_launcher():
     """`netbench-ssh`: MPI across the nodes of a cluster partition, through
     netbench.launch, which adds the family's flags for hostfile, ssh agent
     and cluster network (data/mpi_families.yaml, `remote_flags`)."""
-    from reframe.core.backends import getlauncher
-    from reframe.core.backends import register_launcher as register
-    from reframe.core.launchers import JobLauncher
-
-    try:
-        return getlauncher("netbench-ssh")
-    except Exception:
-        pass
-
-    @register("netbench-ssh")
-    class NetbenchSsh(JobLauncher):
-        def command(self, job):
-            ppn = job.num_tasks_per_node or 1
-            return [sys.executable, "-m", "netbench.launch", "-np", str(job.num_tasks),
-                    "--ppn", str(ppn), "--"]
-
-    return NetbenchSsh
+    return _register_launcher("netbench-ssh", lambda job: [
+        sys.executable, "-m", "netbench.launch", "-np", str(job.num_tasks),
+        "--ppn", str(job.num_tasks_per_node or 1), "--"])
 
 
 def shell_value(value):

@@ -432,8 +432,11 @@ def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None):
         undo = Undo()
         try:
             return build(name, nodes, link, undo), True
-        except BaseException:
-            undo.run()
+        except BaseException as err:
+            problems = undo.run()
+            if problems and isinstance(err, VclusterError):
+                raise VclusterError(f"{err}; rollback incomplete ({'; '.join(problems)}): "
+                                    f"run `netbench vcluster down --name {name}`") from err
             raise
 
 
@@ -453,7 +456,7 @@ def build(name, nnodes, link, undo):
     run(["ip", "link", "set", br, "up"])
     nodes = [make_node(name, i, addr, subnet.prefixlen, link, undo)
              for i, addr in enumerate(addresses, 1)]
-    cluster_hosts = "".join([f"127.0.0.1\tlocalhost\n", f"{head}\t{name}-head\n"]
+    cluster_hosts = "".join(["127.0.0.1\tlocalhost\n", f"{head}\t{name}-head\n"]
                             + [f"{n['address']}\t{n['name']}\n" for n in nodes])
     key_pub = (folder / "id_ed25519.pub").read_text()
     procs = []
