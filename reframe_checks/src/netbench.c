@@ -95,6 +95,21 @@ static void die(const char *fmt, const char *arg)
     exit(2);
 }
 
+/* Every rank parses the same command line, so a usage error is found by all
+ * of them: rank 0 reports it and all leave through MPI_Finalize.  Aborting
+ * instead races the launcher's stderr forwarding and can lose the message. */
+static void usage_error(const char *fmt, const char *arg)
+{
+    if (world_rank == 0) {
+        fprintf(stderr, "netbench: ");
+        fprintf(stderr, fmt, arg);
+        fprintf(stderr, "\n");
+        fflush(stderr);
+    }
+    MPI_Finalize();
+    exit(2);
+}
+
 static void usage(void)
 {
     if (world_rank == 0)
@@ -131,14 +146,14 @@ static size_t parse_size(const char *s, const char *what)
     errno = 0;
     double v = strtod(s, &end);
     if (errno || end == s || v < 0)
-        die("bad value for %s", what);
+        usage_error("bad value for %s", what);
     switch (*end) {
     case 'k': case 'K': v *= 1024; end++; break;
     case 'm': case 'M': v *= 1024 * 1024; end++; break;
     case 'g': case 'G': v *= 1024.0 * 1024 * 1024; end++; break;
     }
     if (*end)
-        die("bad value for %s", what);
+        usage_error("bad value for %s", what);
     return (size_t)v;
 }
 
@@ -163,7 +178,7 @@ static void parse_options(struct options *o, int argc, char **argv)
     };
     if (argc < 2) {
         usage();
-        die("%s", "missing MODE");
+        usage_error("%s", "missing MODE");
     }
     int found = 0;
     for (int m = PINGPONG; m <= TCP; m++)
@@ -173,7 +188,7 @@ static void parse_options(struct options *o, int argc, char **argv)
         }
     if (!found) {
         usage();
-        die("unknown mode '%s'", argv[1]);
+        usage_error("unknown mode '%s'", argv[1]);
     }
     optind = 2;
     int c;
@@ -198,19 +213,19 @@ static void parse_options(struct options *o, int argc, char **argv)
         case 'R': o->runs = atoi(optarg); break;
         case 'T': o->stream_bytes = parse_size(optarg, "-T"); break;
         case 'A': o->tcp_addr = optarg; break;
-        default: usage(); die("%s", "bad option");
+        default: usage(); usage_error("%s", "bad option");
         }
     }
     if (o->factor < 1.05)
-        die("%s", "-f must be at least 1.05");
+        usage_error("%s", "-f must be at least 1.05");
     if (o->min_samples < 1 || o->max_samples < o->min_samples || o->max_samples > MAX_SAMPLES_LIMIT)
-        die("%s", "need 1 <= -m <= -M <= 1000");
+        usage_error("%s", "need 1 <= -m <= -M <= 1000");
     if (o->connections < 1 || o->connections > MAX_CONNECTIONS)
-        die("%s", "-c must be between 1 and 256");
+        usage_error("%s", "-c must be between 1 and 256");
     if (o->min_bytes > o->max_bytes)
-        die("%s", "-n must not exceed -x");
+        usage_error("%s", "-n must not exceed -x");
     if (o->runs < 1)
-        die("%s", "-R must be at least 1");
+        usage_error("%s", "-R must be at least 1");
 }
 
 /* ---- message sizes ------------------------------------------------------ */
@@ -934,7 +949,7 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     parse_options(&o, argc, argv);
     if ((o.mode == PINGPONG || o.mode == TCP) && b.size < 2)
-        die("%s", "pingpong and tcp need at least 2 processes");
+        usage_error("%s", "pingpong and tcp need at least 2 processes");
     int nsizes;
     size_t *sizes = message_sizes(&o, &nsizes);
     size_t largest = nsizes ? sizes[nsizes - 1] : 1;
