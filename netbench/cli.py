@@ -73,7 +73,8 @@ def cmd_vcluster(args):
 
 
 def vcluster_up(vcluster, args):
-    state, created = vcluster.up(args.name, args.nodes, args.link, args.mtu, args.interconnect)
+    state, created = vcluster.up(args.name, args.nodes, args.link, args.mtu, args.interconnect,
+                                 args.switch_mtu)
     if not created:
         print(f"netbench vcluster: {args.name} is already up ({len(state['nodes'])} nodes, "
               f"links {state['link']['rate']} MTU {state['link']['mtu']}): nothing changed")
@@ -134,7 +135,10 @@ def add_vcluster_parser(sub):
     up.add_argument("--link", default="none", metavar="RATE",
                     help="shape each link with tbf: 100mbit (Fast Ethernet), 1gbit (GigE), "
                          "none (default)")
-    up.add_argument("--mtu", type=int, default=1500)
+    up.add_argument("--mtu", type=int, default=1500, help="MTU of the nodes' interfaces")
+    up.add_argument("--switch-mtu", type=int, metavar="MTU",
+                    help="largest frame the links and bridge carry (default: --mtu); "
+                         "e.g. 9000 lets tune.yml raise the nodes to jumbo frames")
     up.add_argument("--interconnect", metavar="CLASS",
                     help="interconnect class of the ReFrame partition (default: from the "
                          "link rate, netbench/data/links.yaml), e.g. gige-untuned")

@@ -106,23 +106,29 @@ def load_link_classes(path=LINKS_FILE):
     return data
 
 
-def link_settings(rate="none", mtu=1500, interconnect=None, classes=None):
+def link_settings(rate="none", mtu=1500, interconnect=None, classes=None, switch_mtu=None):
     """What the links of a cluster are: rate, tbf bucket, MTU and the
-    interconnect class its ReFrame partition declares."""
-    if not 576 <= int(mtu) <= 9216:
-        raise VclusterError(f"--mtu {mtu}: use 576 to 9216 (veth and Ethernet jumbo frames)")
+    interconnect class its ReFrame partition declares.  `mtu` is the nodes'
+    interface MTU; `switch_mtu` (at least `mtu`) that of the bridge and the
+    host ends of the links, i.e. the largest frame the "switch" carries, so
+    that a node tuned to jumbo frames (tune.yml) can use them."""
+    for option, value in (("--mtu", mtu), ("--switch-mtu", switch_mtu or mtu)):
+        if not 576 <= int(value) <= 9216:
+            raise VclusterError(f"{option} {value}: use 576 to 9216 (veth and Ethernet jumbo "
+                                f"frames)")
+    switch_mtu = max(int(switch_mtu or mtu), int(mtu))
     mbps = parse_rate(rate)
     if mbps is None:
         return {"rate": "none", "rate_mbps": None, "burst_bytes": None, "latency_ms": None,
-                "mtu": int(mtu), "interconnect": interconnect or "veth"}
+                "mtu": int(mtu), "switch_mtu": switch_mtu, "interconnect": interconnect or "veth"}
     classes = classes or load_link_classes()
     match = next((c for c, spec in classes["classes"].items()
                   if float(spec["rate_mbps"]) == mbps), None)
     burst = (classes["classes"][match]["burst_bytes"] if match
              else int(mbps * 1e6 / 8 * classes["default_burst_us"] * 1e-6))
-    burst = max(burst, int(mtu) + classes["min_burst_over_mtu"])
+    burst = max(burst, switch_mtu + classes["min_burst_over_mtu"])
     return {"rate": rate.strip().lower(), "rate_mbps": mbps, "burst_bytes": burst,
-            "latency_ms": classes["latency_ms"], "mtu": int(mtu),
+            "latency_ms": classes["latency_ms"], "mtu": int(mtu), "switch_mtu": switch_mtu,
             "interconnect": interconnect or match or f"emulated-{rate.strip().lower()}"}
 
 
@@ -262,7 +268,7 @@ def make_node(name, i, address, prefixlen, link, undo):
     in_ns = ["ip", "netns", "exec", ns]
     run(["ip", "netns", "add", ns])
     undo.push(delete_namespace, ns)
-    run(["ip", "link", "add", veth, "mtu", str(link["mtu"]), "type", "veth",
+    run(["ip", "link", "add", veth, "mtu", str(link["switch_mtu"]), "type", "veth",
          "peer", "name", "eth0", "mtu", str(link["mtu"]), "netns", ns])
     undo.push(run, ["ip", "link", "del", veth], False)
     run(["ip", "link", "set", veth, "master", bridge_name(name), "up"])
@@ -375,10 +381,30 @@ def client_files(folder, state):
     lines += ["", f"[{state['name']}:vars]", "ansible_user=root",
               f"ansible_ssh_private_key_file={folder / 'id_ed25519'}",
               f"ansible_ssh_common_args='-F {ssh_config}'",
+              # Ansible's default ssh_args (ControlMaster=auto, ControlPersist)
+              # override ssh_config: shared connections outlive a node's sshd
+              # and hang on a node whose link is down
+              "ansible_ssh_args='-C -o ControlMaster=no -o ControlPath=none'",
               "ansible_python_interpreter=/usr/bin/python3", ""]
     inventory.write_text("\n".join(lines))
+    group_vars = folder / "group_vars"
+    group_vars.mkdir(exist_ok=True)
+    (group_vars / f"{state['name']}.yml").write_text(TUNING_VARS)
     return {"ssh_config": str(ssh_config), "ssh_agent": str(agent), "hostfile": str(hostfile),
             "inventory": str(inventory), "ssh_key": str(folder / "id_ed25519")}
+
+
+# Ansible reads group_vars/ next to an inventory: how tune.yml must treat
+# namespace nodes (see playbooks/roles/*/meta/argument_specs.yml)
+TUNING_VARS = """---
+# The nodes of a netbench virtual cluster are network namespaces on one host.
+# Their NICs are veths (not in any profile's driver list).
+tune_nic_drivers: [veth]
+# They share the host's CPUs and /boot: CPU governors and the initramfs are
+# the host's, never the node's to change.
+tune_cpu_enabled: false
+tune_modules_rebuild_initramfs: false
+"""
 
 
 def reframe_system(state):
@@ -414,13 +440,13 @@ def reframe_system(state):
     }
 
 
-def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None):
+def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=None):
     """Bring a cluster up; returns (state, created).  An existing cluster is
     left as it is (created False)."""
     check_name(name)
     if not 1 <= nodes <= MAX_NODES:
         raise VclusterError(f"--nodes {nodes}: use 1 to {MAX_NODES}")
-    link = link_settings(rate, mtu, interconnect)
+    link = link_settings(rate, mtu, interconnect, switch_mtu=switch_mtu)
     require_root()
     with locked():
         existing = load_state(name)
@@ -450,7 +476,7 @@ def build(name, nnodes, link, undo):
     addresses = [hosts[FIRST_NODE_HOST - 2 + i] for i in range(1, nnodes + 1)]
     keygen(folder / "id_ed25519", f"netbench vcluster {name}")
     br = bridge_name(name)
-    run(["ip", "link", "add", br, "mtu", str(link["mtu"]), "type", "bridge"])
+    run(["ip", "link", "add", br, "mtu", str(link["switch_mtu"]), "type", "bridge"])
     undo.push(run, ["ip", "link", "del", br], False)
     run(["ip", "addr", "add", f"{head}/{subnet.prefixlen}", "dev", br])
     run(["ip", "link", "set", br, "up"])
@@ -616,14 +642,15 @@ def set_mtu(name, mtu):
         state = load_state(name)
         if state is None:
             raise VclusterError(f"cluster {name} is not up")
-        link = link_settings(state["link"]["rate"], mtu, state["link"]["interconnect"])
+        link = link_settings(state["link"]["rate"], mtu, state["link"]["interconnect"],
+                             switch_mtu=max(int(mtu), state["link"].get("switch_mtu", 0)))
         for node in state["nodes"]:
             ns = ["ip", "netns", "exec", node["namespace"]]
-            run(["ip", "link", "set", node["veth"], "mtu", str(mtu)])
+            run(["ip", "link", "set", node["veth"], "mtu", str(link["switch_mtu"])])
             run(["ip", "-n", node["namespace"], "link", "set", "eth0", "mtu", str(mtu)])
             shape([], node["veth"], link)
             shape(ns, "eth0", link)
-        run(["ip", "link", "set", state["bridge"], "mtu", str(mtu)])
+        run(["ip", "link", "set", state["bridge"], "mtu", str(link["switch_mtu"])])
         state["link"] = link
         write_json(Path(state["folder"]) / STATE_FILE, state)
         write_json(Path(state["folder"]) / SYSTEM_FILE, reframe_system(state))
