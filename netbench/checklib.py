@@ -8,6 +8,7 @@ otherwise skip the check files silently and report 0 test cases.
 """
 
 import os
+import re
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -21,6 +22,14 @@ KiB, MiB = 1024, 1024 * 1024
 RAW_TCP = "raw"
 #: any network transport of the MPI (discovery.preferred_network_transport)
 ANY_NETWORK = "network"
+#: how Slurm says it ended a job early, in the job's stderr: the controller's
+#: cancellation (slurmstepd), then srun's errors, the cause first: a node
+#: that failed, a task killed by a signal, then any other (the ranks that
+#: exited because a peer died come last)
+SLURM_CANCELLED = r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ (DUE TO [A-Z ]+)"
+SRUN_ERRORS = [r"^srun: error: (Node failure on .+)$",
+               r"^srun: error: (\S+: tasks? [\d,-]+: (?!Exited with exit code).+)$",
+               r"^srun: error: (.+)$"]
 LOAD_HINT = (f"source {paths.REPO}/.venv/bin/activate "
              f"(or export RFM_CONFIG_FILES={paths.CONFIG})")
 
@@ -102,6 +111,18 @@ def read_curve(path):
         return []
 
 
+def slurm_failure(stderr_text):
+    """Why Slurm ended a job early, from the job's stderr; None when it
+    did not (the cancellation, then the cause srun saw)."""
+    cancelled = re.search(SLURM_CANCELLED, stderr_text)
+    # once Slurm cancelled the job, the tasks it terminated are no cause;
+    # a node failure still says which node
+    errors = SRUN_ERRORS[:1] if cancelled else SRUN_ERRORS
+    cause = next((m for m in (re.search(p, stderr_text, re.MULTILINE) for p in errors)
+                  if m), None)
+    return "; ".join(m.group(1).strip() for m in (cancelled, cause) if m) or None
+
+
 class NetbenchBuild(rfm.CompileOnlyRegressionTest):
     """Compile reframe_checks/src/netbench.c with the environment's mpicc."""
 
@@ -120,38 +141,35 @@ class NetbenchBuild(rfm.CompileOnlyRegressionTest):
                               msg="netbench binary was not produced")
 
 
-class NetbenchRun(rfm.RunOnlyRegressionTest):
-    """Run one mode of the netbench benchmark and judge it against the
-    documented references of the partition's interconnect class.
+class MpiRun(rfm.RunOnlyRegressionTest):
+    """An MPI benchmark run judged against the documented references of the
+    partition's interconnect class: what netbench's own benchmark and the
+    OSU/IMB binaries have in common (transport, placement, link counters,
+    Slurm's verdict, provenance for the report).
 
-    Subclasses set `kind` (the thresholds' check kind), `bench_mode` and
-    `num_ranks`, and define `transport` (forced through the environment's
-    MPI, see mpi_families.yaml) and `placement` (intranode: all ranks on one
-    node; internode: spread over the partition's nodes), usually as
-    parameters.
+    Subclasses set `kind` (the thresholds' check kind) and `num_ranks`, and
+    define `transport` (forced through the environment's MPI, see
+    mpi_families.yaml) and `placement` (intranode: all ranks on one node;
+    internode: spread over the partition's nodes), usually as parameters.
     """
 
-    netbench = fixture(NetbenchBuild, scope="environment")
-    valid_systems = ["*"]
+    # not the container partition: its checks run inside the image (container.py)
+    valid_systems = ["-container"]
     valid_prog_environs = ["+mpi"]
-    #: largest message of the sweep
-    max_bytes = variable(int, value=8 * MiB)
-    #: seconds spent per message size at most (adaptive repetitions)
-    budget = variable(float, value=0.05)
-    #: target relative error of each size's median
-    precision = variable(float, value=0.01)
     #: the sweep table, one dict per message size; set after the run so that
     #: ReFrame's JSON run report carries the curve for the HTML report
     curve = variable(list, value=[])
+    #: which of the report's sections draws `curve`: pingpong | throughput
+    #: (empty: the report shows the case's figures only)
+    report_section = variable(str, value="")
     #: the MPI of the environment: family, version, source, launcher, transports
     mpi_info = variable(dict, value={})
     #: the partition's interconnect class, nodes and line rate
     partition_info = variable(dict, value={})
     num_ranks = 2
-    #: the mode checks received data (-V); TCP streams do not
-    verifies = True
     kind = "pingpong"
-    bench_mode = "pingpong"
+    #: bytes each node's link must carry for internode traffic to count
+    min_link_bytes = 1 * MiB
     # a full sweep takes seconds; the limit catches MPIs that hang (Debian's
     # MPICH 4.0.2 over UCX tcp in MPI_Finalize, platform-facts.md) early
     time_limit = "2m"
@@ -167,10 +185,6 @@ class NetbenchRun(rfm.RunOnlyRegressionTest):
         part = self.current_partition.extras
         self.partition_info = {k: part[k] for k in ("interconnect", "nodes", "line_rate_mbps")
                                if k in part}
-
-    @run_before("sanity")
-    def record_curve(self):
-        self.curve = read_curve(os.path.join(self.stagedir, self.job.stdout))
 
     @run_after("setup")
     def select_transport(self):
@@ -202,31 +216,45 @@ class NetbenchRun(rfm.RunOnlyRegressionTest):
         else:
             self.num_tasks_per_node = self.num_ranks
 
-    @run_before("run")
-    def count_link_traffic(self):
-        """Snapshot the byte counters of the partition's links (the host ends
-        of a virtual cluster's veths) around the run: internode traffic must
-        be seen crossing them, or the MPI took a path outside the network
-        (shared memory between namespace nodes, say)."""
+    def snapshot_link_counters(self, filename):
+        """Bytes through each of the partition's links (the host ends of a
+        virtual cluster's veths), read here on the host that owns them: a
+        job that Slurm runs inside a node sees only the node's own links."""
         counters = self.current_partition.extras.get("link_counters", [])
         if not counters:
             return
-        dirs = " ".join(counters)
-        snapshot = ('for d in %s; do echo $(( $(cat $d/rx_bytes) + $(cat $d/tx_bytes) )); '
-                    'done > %s')
-        self.prerun_cmds.append(snapshot % (dirs, "links.before"))
-        self.postrun_cmds.append(snapshot % (dirs, "links.after"))
+        totals = [sum(int(open(os.path.join(d, f)).read()) for f in ("rx_bytes", "tx_bytes"))
+                  for d in counters]
+        with open(os.path.join(self.stagedir, filename), "w") as out:
+            out.write("".join(f"{t}\n" for t in totals))
 
     @run_before("run")
-    def set_command(self):
-        self.executable = os.path.join(self.netbench.stagedir, self.netbench.executable)
-        self.executable_opts = [self.bench_mode, "-x", str(self.max_bytes), "-t", str(self.budget),
-                                "-r", str(self.precision)] + (["-V"] if self.verifies else [])
+    def count_link_traffic(self):
+        """Snapshot the link counters around the job (the partition runs one
+        job at a time): internode traffic must be seen crossing them, or the
+        MPI took a path outside the network (shared memory between namespace
+        nodes, say)."""
+        self.snapshot_link_counters("links.before")
+
+    @run_before("sanity")
+    def count_link_traffic_after(self):
+        self.snapshot_link_counters("links.after")
+
+    @run_after("setup")
+    def require_matching_slurm_conf(self):
+        """ReFrame submits with its own environment's SLURM_CONF: it must
+        name the partition's cluster, or the job lands on another one."""
+        conf = self.current_partition.extras.get("slurm_conf")
+        if conf and os.environ.get("SLURM_CONF") != conf:
+            raise ValueError(f"partition {self.current_partition.fullname} is the Slurm of "
+                             f"{conf}, but SLURM_CONF={os.environ.get('SLURM_CONF', '')!r}: "
+                             f"export SLURM_CONF={conf}")
 
     @run_before("performance")
     def set_references(self):
+        mine = set(self.perf_variables)
         self.reference = {self.current_partition.fullname: {
-            var: t.reference for var, t in self.thresholds().items()}}
+            var: t.reference for var, t in self.thresholds().items() if var in mine}}
 
     def thresholds(self):
         interconnect = self.current_partition.extras.get("interconnect", "")
@@ -244,20 +272,41 @@ class NetbenchRun(rfm.RunOnlyRegressionTest):
             return [int(y) - int(x) for x, y in zip(b.read().split(), a.read().split())]
 
     @sn.deferrable
+    def assert_no_scheduler_failure(self):
+        """The reason Slurm gave when it ended the job or a step early (time
+        limit, node failure, a rank that died): ReFrame's squeue scheduler
+        sees only that the job left the queue."""
+        path = os.path.join(self.stagedir, str(self.job.stderr))
+        try:
+            with open(path, errors="replace") as f:
+                text = f.read()
+        except OSError:
+            return True
+        reason = slurm_failure(text)
+        if reason:
+            raise sn.SanityError(f"Slurm ended the job: {reason}")
+        return True
+
+    @sn.deferrable
     def assert_traffic_crossed_links(self, hosts):
-        """Every host that ran a rank moved at least one largest message
-        through its link."""
+        """Every host that ran a rank (`hosts`: their names, or how many)
+        moved at least min_link_bytes through its link."""
         if self.placement != "internode" or \
                 not self.current_partition.extras.get("link_counters"):
             return True
         traffic = self.link_traffic()
-        busy = sum(1 for t in traffic if t >= self.max_bytes)
-        nhosts = len(set(hosts))
+        busy = sum(1 for t in traffic if t >= self.min_link_bytes)
+        nhosts = hosts if isinstance(hosts, int) else len(set(hosts))
         if busy < nhosts:
             raise sn.SanityError(
                 f"traffic did not cross the links: {busy} of {nhosts} nodes' links moved "
-                f"{self.max_bytes} bytes or more (bytes per link: {traffic})")
+                f"{self.min_link_bytes} bytes or more (bytes per link: {traffic})")
         return True
+
+    def expected_hosts(self):
+        """Ranks fill each node with procs_per_node before the next."""
+        return 1 if self.placement == "intranode" else \
+            -(-self.num_tasks // self.num_tasks_per_node)
 
     @run_before("performance")
     def report_link_traffic(self):
@@ -265,21 +314,51 @@ class NetbenchRun(rfm.RunOnlyRegressionTest):
             self.perf_variables["link_traffic"] = sn.make_performance_function(
                 sn.defer(sum(self.link_traffic()) / 1e6), "MB")
 
+
+
+class NetbenchRun(MpiRun):
+    """Run one mode of netbench's own benchmark (reframe_checks/src/netbench.c).
+
+    Subclasses set `bench_mode` besides MpiRun's attributes."""
+
+    netbench = fixture(NetbenchBuild, scope="environment")
+    #: largest message of the sweep
+    max_bytes = variable(int, value=8 * MiB)
+    #: seconds spent per message size at most (adaptive repetitions)
+    budget = variable(float, value=0.05)
+    #: target relative error of each size's median
+    precision = variable(float, value=0.01)
+    #: the mode checks received data (-V); TCP streams do not
+    verifies = True
+    bench_mode = "pingpong"
+
+    @run_after("setup")
+    def largest_message_crosses_links(self):
+        # every node's link carries at least one largest message
+        self.min_link_bytes = self.max_bytes
+
+    @run_before("sanity")
+    def record_curve(self):
+        self.curve = read_curve(os.path.join(self.stagedir, self.job.stdout))
+
+    @run_before("run")
+    def set_command(self):
+        self.executable = os.path.join(self.netbench.stagedir, self.netbench.executable)
+        self.executable_opts = [self.bench_mode, "-x", str(self.max_bytes), "-t", str(self.budget),
+                                "-r", str(self.precision)] + (["-V"] if self.verifies else [])
+
     @sanity_function
     def validate_run(self):
         hosts = sn.extractall(r"^# rank \d+ host (\S+) cpu", self.stdout, 1)
-        # ranks fill each node with procs_per_node before the next
-        expected_hosts = 1 if self.placement == "intranode" else \
-            -(-self.num_tasks // self.num_tasks_per_node)
         verified = [] if not self.verifies else [
             sn.assert_eq(sn.extractsingle(r"^@ verify_errors (\d+)", self.stdout, 1, int), 0,
                          msg="received data did not match what was sent")]
-        return sn.all(verified + [
+        return sn.all([self.assert_no_scheduler_failure()] + verified + [
             self.assert_traffic_crossed_links(hosts),
             sn.assert_found(r"^@ sweep_seconds", self.stdout,
                             msg="the benchmark did not finish its sweep"),
             sn.assert_eq(sn.count(hosts), self.num_tasks, msg="not every rank reported"),
-            sn.assert_eq(sn.len(sn.defer(set(hosts.evaluate()))), expected_hosts,
+            sn.assert_eq(sn.len(sn.defer(set(hosts.evaluate()))), self.expected_hosts(),
                          msg="ranks ran on the wrong number of hosts"),
         ])
 

@@ -63,6 +63,11 @@ def cmd_publish(args):
     return 0
 
 
+def cmd_spack_check(args):
+    from . import spackcheck
+    return spackcheck.main(args.spack_yaml, args.facts)
+
+
 def cmd_vcluster(args):
     from . import vcluster
     try:
@@ -74,10 +79,14 @@ def cmd_vcluster(args):
 
 def vcluster_up(vcluster, args):
     state, created = vcluster.up(args.name, args.nodes, args.link, args.mtu, args.interconnect,
-                                 args.switch_mtu)
+                                 args.switch_mtu, args.slurm)
     if not created:
         print(f"netbench vcluster: {args.name} is already up ({len(state['nodes'])} nodes, "
               f"links {state['link']['rate']} MTU {state['link']['mtu']}): nothing changed")
+        if args.slurm and not state.get("slurm"):
+            print(f"netbench vcluster: {args.name} runs without Slurm: take it down first "
+                  f"for --slurm", file=sys.stderr)
+            return 2
         return 0
     print(f"netbench vcluster: {args.name} up: {len(state['nodes'])} nodes on "
           f"{state['network']}, links {state['link']['rate']} MTU {state['link']['mtu']}, "
@@ -85,6 +94,11 @@ def vcluster_up(vcluster, args):
     print(f"  reframe: --system {state['system']}")
     print(f"  ansible: -i {state['files']['inventory']}")
     print(f"  mpi hostfile: {state['files']['hostfile']}, ssh: {state['files']['ssh_agent']}")
+    if state.get("slurm"):
+        print(f"  slurm: export SLURM_CONF={state['slurm']['conf']} (partition "
+              f"{state['slurm']['partition']})")
+        print(f"  reframe through Slurm: --system {state['slurm']['reframe']['srun']} (srun), "
+              f"--system {state['slurm']['reframe']['mpirun']} (mpirun in the allocation)")
     return 0
 
 
@@ -113,6 +127,11 @@ def vcluster_status(vcluster, args):
         for n in c["nodes"]:
             print(f"  {n['name']:10} {n['address']:15} netns {n['namespace']:12} "
                   f"sshd pid {n['sshd_pid']}")
+        if c.get("slurm"):
+            ctl = c["slurm"]["controller"]
+            print(f"  {ctl['name']:10} {ctl['address']:15} netns {ctl['namespace']:12} "
+                  f"slurmctld pid {c['slurm']['pids']['slurmctld']}; "
+                  f"SLURM_CONF={c['slurm']['conf']}")
     return 0
 
 
@@ -139,6 +158,9 @@ def add_vcluster_parser(sub):
     up.add_argument("--switch-mtu", type=int, metavar="MTU",
                     help="largest frame the links and bridge carry (default: --mtu); "
                          "e.g. 9000 lets tune.yml raise the nodes to jumbo frames")
+    up.add_argument("--slurm", action="store_true",
+                    help="run Slurm on the cluster: munged, slurmctld on a controller node, "
+                         "a slurmd in every node (needs slurm-wlm and munge)")
     up.add_argument("--interconnect", metavar="CLASS",
                     help="interconnect class of the ReFrame partition (default: from the "
                          "link rate, netbench/data/links.yaml), e.g. gige-untuned")
@@ -173,6 +195,14 @@ def build_parser():
     p.add_argument("run_report", metavar="RUN_REPORT.json")
     p.set_defaults(func=cmd_publish)
     add_vcluster_parser(sub)
+    p = sub.add_parser("spack-check", help="validate spack.yaml against the facts of Spack's "
+                                           "builtin repository and spack_repo/ (no Spack "
+                                           "needed)")
+    p.add_argument("spack_yaml", nargs="?", metavar="SPACK_YAML", help="default: spack.yaml")
+    p.add_argument("--facts", metavar="JSON", help="the builtin repository's package facts "
+                                                   "(default: netbench/data/"
+                                                   "spack-builtin-packages.json)")
+    p.set_defaults(func=cmd_spack_check)
     return parser
 
 

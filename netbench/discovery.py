@@ -27,6 +27,7 @@ from . import paths
 from .datafiles import DataError, load_yaml, require
 
 FAMILIES_FILE = paths.DATA / "mpi_families.yaml"
+FABRICS_FILE = paths.DATA / "fabrics.yaml"
 LAUNCHER_NAMES = ("mpirun", "mpiexec")
 PROBE_TIMEOUT = 20
 
@@ -53,6 +54,7 @@ class MPI:
     prefix: str
     capabilities: frozenset
     transports: dict     # transport name -> environment variables
+    fabric: str = ""     # a Spack view's fabric (data/fabrics.yaml), else ""
 
     @property
     def features(self):
@@ -78,6 +80,8 @@ def load_families(path=FAMILIES_FILE):
                 require(alt, "requires", list, path, f"{where}.{tname}[{i}]")
                 require(alt, "env", dict, path, f"{where}.{tname}[{i}]")
         require(spec, "remote_flags", list, path, family)
+        require(spec, "allocation_flags", list, path, family)
+        require(spec, "slurm_mpi", str, path, family)
         forward = require(spec, "forward_env", dict, path, family)
         require(forward, "prefixes", list, path, f"{family}.forward_env")
     return data
@@ -142,10 +146,18 @@ def system_candidates(search_path=None):
     return found
 
 
-def candidates(wheel_dir=paths.WHEEL_PREFIXES, views_dir=paths.SPACK_VIEWS, search_path=None):
+def views_folder():
+    """views/ (spack.yaml's view root), or the folder NETBENCH_VIEWS names."""
+    return os.environ.get("NETBENCH_VIEWS") or paths.SPACK_VIEWS
+
+
+def candidates(wheel_dir=paths.WHEEL_PREFIXES, views_dir=None, search_path=None):
     """All candidates, first occurrence of each compiler wrapper winning
-    (Debian's plain `mpicc` is an alternative link to `mpicc.openmpi`)."""
-    every = (prefixes_in(wheel_dir, "wheel") + prefixes_in(views_dir, "view")
+    (Debian's plain `mpicc` is an alternative link to `mpicc.openmpi`).
+    Spack views come first: a site's builds keep their view names even
+    where the same install is reachable another way."""
+    views_dir = views_folder() if views_dir is None else views_dir
+    every = (prefixes_in(views_dir, "view") + prefixes_in(wheel_dir, "wheel")
              + system_candidates(search_path))
     unique, seen = [], set()
     for cand in every:
@@ -251,12 +263,32 @@ def probe(cand, families):
     if family not in CAPABILITY_PARSERS:
         raise DiscoveryError(f"{cand.launcher}: no capability parser for family {family}")
     caps = capabilities(cand, family, families)
+    transports = offered_transports(family, caps, families)
+    fabric = view_fabric(cand)
+    if fabric:
+        transports = {t: env for t, env in transports.items() if t in load_fabrics()[fabric]}
     return MPI(name=cand.name, source=cand.source, family=family, version=version,
                cc=cand.cc, launcher=cand.launcher, prefix=cand.prefix, capabilities=caps,
-               transports=offered_transports(family, caps, families))
+               transports=transports, fabric=fabric)
 
 
-def discover(wheel_dir=paths.WHEEL_PREFIXES, views_dir=paths.SPACK_VIEWS, search_path=None,
+def load_fabrics(path=FABRICS_FILE):
+    data = load_yaml(path)
+    for fabric, transports in data.items():
+        require(data, fabric, list, path, "")
+    return data
+
+
+def view_fabric(cand):
+    """The fabric a Spack view was built for, from its name (`mpich-ucx`),
+    or "" (wheels, system MPIs, views named otherwise)."""
+    if cand.source != "view":
+        return ""
+    suffix = cand.name.rsplit("-", 1)[-1]
+    return suffix if "-" in cand.name and suffix in load_fabrics() else ""
+
+
+def discover(wheel_dir=paths.WHEEL_PREFIXES, views_dir=None, search_path=None,
              families=None, on_error=None):
     """Every working MPI, in candidate order.  Candidates that fail to probe
     are passed to `on_error(candidate, error)` (default: skipped)."""
@@ -287,6 +319,8 @@ def environment_variables(mpi, families):
     env["NETBENCH_MPIRUN"] = mpi.launcher
     env["NETBENCH_MPIRUN_FLAGS"] = spec["launcher_flags"]
     env["NETBENCH_MPI_FAMILY"] = mpi.family
+    # srun's --mpi for this MPI; only srun reads it
+    env["SLURM_MPI_TYPE"] = spec["slurm_mpi"]
     if mpi.prefix:
         env["PATH"] = f"{mpi.prefix}/bin:$PATH"
     return env

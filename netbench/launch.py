@@ -1,14 +1,17 @@
 """Start an MPI job across the nodes of a cluster partition.
 
-    python -m netbench.launch -np N --ppn K -- PROGRAM [ARGS...]
+    python -m netbench.launch -np N --ppn K [--allocation] -- PROGRAM [ARGS...]
 
 ReFrame's `netbench-ssh` launcher writes this line into the job script; the
 environment says the rest: the MPI (`NETBENCH_MPIRUN`, `NETBENCH_MPI_FAMILY`,
 set by the programming environment) and the cluster (`NETBENCH_HOSTFILE`,
 `NETBENCH_SSH_AGENT`, `NETBENCH_HEAD_ADDRESS`, `NETBENCH_NETWORK`, set by the
 partition).  Each family's flags for this live in data/mpi_families.yaml
-(`remote_flags`, `forward_env`).  The command is printed to stderr before it
-runs, so the job's output says exactly what was launched.
+(`remote_flags`, `forward_env`).  With `--allocation` the job runs inside a
+Slurm allocation instead: the MPI's launcher takes the nodes from Slurm and
+starts its daemons with srun (`allocation_flags`); only NETBENCH_NETWORK is
+needed.  The command is printed to stderr before it runs, so the job's output
+says exactly what was launched.
 """
 
 import argparse
@@ -20,6 +23,7 @@ from . import discovery
 
 CLUSTER_VARIABLES = {"hostfile": "NETBENCH_HOSTFILE", "agent": "NETBENCH_SSH_AGENT",
                      "head": "NETBENCH_HEAD_ADDRESS", "network": "NETBENCH_NETWORK"}
+ALLOCATION_VARIABLES = {"network": "NETBENCH_NETWORK"}
 
 
 class LaunchError(Exception):
@@ -42,17 +46,20 @@ def forwarded(spec, env):
     return [arg for n in names for arg in (flag, n)]
 
 
-def command(nprocs, ppn, program, env=None, families=None):
-    """The launcher command line for `program` on the partition's nodes."""
+def command(nprocs, ppn, program, env=None, families=None, allocation=False):
+    """The launcher command line for `program` on the partition's nodes
+    (over ssh; inside a Slurm allocation with `allocation`)."""
     env = os.environ if env is None else env
     families = families or discovery.load_families()
     family = required(env, "NETBENCH_MPI_FAMILY")
     if family not in families:
         raise LaunchError(f"NETBENCH_MPI_FAMILY={family}: not in {discovery.FAMILIES_FILE}")
     spec = families[family]
-    values = {key: required(env, var) for key, var in CLUSTER_VARIABLES.items()}
+    variables, flags = (ALLOCATION_VARIABLES, spec["allocation_flags"]) if allocation \
+        else (CLUSTER_VARIABLES, spec["remote_flags"])
+    values = {key: required(env, var) for key, var in variables.items()}
     values["ppn"] = str(ppn)
-    flags = [flag.format(**values) for flag in spec["remote_flags"]]
+    flags = [flag.format(**values) for flag in flags]
     return ([required(env, "NETBENCH_MPIRUN")] + flags + forwarded(spec, env)
             + ["-np", str(nprocs)] + list(program))
 
@@ -62,13 +69,15 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-np", type=int, required=True, help="number of processes")
     parser.add_argument("--ppn", type=int, required=True, help="processes per node")
+    parser.add_argument("--allocation", action="store_true",
+                        help="inside a Slurm allocation: nodes and daemons through Slurm")
     parser.add_argument("program", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program:
         parser.error("no program to launch")
     try:
-        argv = command(args.np, args.ppn, program)
+        argv = command(args.np, args.ppn, program, allocation=args.allocation)
     except LaunchError as err:
         print(f"netbench.launch: {err}", file=sys.stderr)
         return 2

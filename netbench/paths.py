@@ -18,6 +18,7 @@ SPACK_VIEWS = REPO / "views"
 # virtual clusters: keys, node /etc layers, inventory, hostfile, state
 VCLUSTERS = REPO / ".vcluster"
 DATA = Path(__file__).resolve().parent / "data"
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 def state_dir(name):

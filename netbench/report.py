@@ -30,7 +30,7 @@ import jinja2
 from . import analysis, paths, references
 
 RAW_REPORTS = paths.STATE / "reports"
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+TEMPLATES = paths.TEMPLATES
 TUNING_STATE = paths.STATE / "tuning-state.json"
 
 
@@ -147,6 +147,16 @@ def family(tc):
     return tc.get("display_name", tc.get("name", "")).split(" ")[0]
 
 
+#: sections of reports written before checks named theirs (report_section)
+FAMILY_SECTIONS = {"PingPong": "pingpong", "Throughput": "throughput"}
+
+
+def section(tc):
+    """The report section that draws a case's curve: pingpong, throughput,
+    or "" (figures only)."""
+    return tc.get("report_section") or FAMILY_SECTIONS.get(family(tc), "")
+
+
 def case_label(tc):
     """Display name without ReFrame's hash suffix: stable across sessions."""
     return re.sub(r"\s+/[0-9a-f]{8}$", "", tc.get("display_name", tc.get("name", "")))
@@ -187,7 +197,7 @@ def case_rows(tc):
 
 def _series_label(tc):
     parts = [tc.get("environ", "")]
-    for attr in ("transport", "variant", "pattern"):
+    for attr in ("benchmark", "transport", "variant", "pattern"):
         if tc.get(attr):
             parts.append(str(tc[attr]))
     if tc.get("ranks"):
@@ -247,7 +257,7 @@ def build_sections(sessions):
     all_cases = [tc for s in sessions for tc in s.testcases]
     for s in sessions:
         tag = f"[{s.name}] " if multi else ""
-        cases = [tc for tc in s.testcases if family(tc) == "PingPong"]
+        cases = [tc for tc in s.testcases if section(tc) == "pingpong"]
         l_, b_, f_ = pingpong_section(cases, tag)
         lat += l_
         bw += b_
@@ -261,7 +271,7 @@ def build_sections(sessions):
                                  [100 * (1 - mpi[n] / tcp[n]) for n in sizes], i))
         points = {}
         for tc in s.testcases:
-            if family(tc) != "Throughput":
+            if section(tc) != "throughput":
                 continue
             rows = _curve(tc)
             if rows:
@@ -270,7 +280,9 @@ def build_sections(sessions):
             peak = (tc.get("perfvalues") or {})
             peak = next((v[0] for k, v in peak.items() if k.endswith(":peak_throughput")), None)
             if peak is not None and tc.get("pattern") in ("sendrecv", "exchange"):
-                key = f"{tag}{tc.get('environ')} {tc.get('pattern')} {tc.get('transport', '')}"
+                tool = "" if family(tc) == "Throughput" else f"{family(tc)} "
+                key = (f"{tag}{tool}{tc.get('environ')} {tc.get('pattern')} "
+                       f"{tc.get('transport', '')}")
                 points.setdefault(key, []).append((tc.get("ranks", 0), peak))
         scaling += [(k, [x for x, _ in sorted(v)], [y for _, y in sorted(v)])
                     for k, v in points.items()]
@@ -461,7 +473,7 @@ def register_after_session():
 def _after_session(start):
     fresh = [p for p in glob.glob(str(RAW_REPORTS / "run-report-*.json"))
              if os.path.getmtime(p) >= start]
-    if not fresh:
+    if not fresh or "--dry-run" in sys.argv:
         return            # listing, --show-config, dry runs: nothing ran
     # a fresh interpreter: ReFrame's, at exit, is half torn down
     proc = subprocess.run([sys.executable, "-m", "netbench.cli", "publish",

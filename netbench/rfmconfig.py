@@ -8,7 +8,7 @@ goes below the repository (`.reframe/`, `reports/`).
 import os
 import sys
 
-from . import discovery, paths, report, vcluster
+from . import discovery, paths, report, sites, vcluster
 
 SYSTEM = "local"
 PARTITION = "node"
@@ -53,6 +53,14 @@ def register_cluster_launcher():
         "--ppn", str(job.num_tasks_per_node or 1), "--"])
 
 
+def register_allocation_launcher():
+    """`netbench-alloc`: the MPI's own launcher inside a Slurm allocation
+    (the alternative to srun), through netbench.launch --allocation."""
+    return _register_launcher("netbench-alloc", lambda job: [
+        sys.executable, "-m", "netbench.launch", "--allocation", "-np", str(job.num_tasks),
+        "--ppn", str(job.num_tasks_per_node or 1), "--"])
+
+
 def shell_value(value):
     """ReFrame writes `export K=V` verbatim into the job script: double-quote
     values with blanks, keeping `$VAR` expansion (e.g. in PATH) working."""
@@ -78,6 +86,7 @@ def environment(mpi, families):
             "mpi_prefix": mpi.prefix,
             "mpi_launcher": mpi.launcher,
             "transports": mpi.transports,
+            "fabric": mpi.fabric,
         },
     }
 
@@ -87,6 +96,48 @@ def available_cpus():
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
+
+
+CONTAINER_SYSTEM = "local-container"
+
+
+def container_system(env_names):
+    """`local-container:container`: the ranks inside the netbench image
+    (containers/) on this machine, with the runtime it has (none: no such
+    system).  A system of its own, selected with --system: ReFrame runs the
+    partitions of one system side by side, and two benchmarks busy-polling
+    on this machine's cores at once measure each other.  Its feature
+    `container` keeps the other checks off it."""
+    from . import container
+    try:
+        name = container.runtime()
+    except container.ContainerError:
+        return []
+    platform = {"type": "Apptainer", "default": True} if name == "apptainer" else {
+        # ReFrame's Docker platform runs `docker`: podman answers, with
+        # netbench's containers.conf (containers/bin/docker)
+        "type": "Docker", "default": True,
+        "env_vars": [["PATH", f"{container.CONTAINERS / 'bin'}:$PATH"],
+                     ["CONTAINERS_CONF", str(container.CONF)]]}
+    partition = {
+        "name": "container",
+        "descr": f"ranks inside the netbench image ({name}), this node",
+        "scheduler": "local",
+        "launcher": "local",
+        "environs": env_names or ["builtin"],
+        "max_jobs": 1,
+        "features": ["container"],
+        "container_platforms": [platform],
+        "processor": {"num_cpus": available_cpus()},
+        "extras": {"interconnect": "intranode", "nodes": 1, "container_runtime": name,
+                   "container_image": str(container.SIF) if name == "apptainer"
+                   else container.IMAGE},
+    }
+    # after `local`, whose hostname pattern ReFrame's auto-detection matches first
+    return [{"name": CONTAINER_SYSTEM, "descr": "this machine, ranks in the netbench image",
+             "hostnames": [".*"], "modules_system": "nomod",
+             "stagedir": str(paths.STATE / "stage"), "outputdir": str(paths.STATE / "output"),
+             "partitions": [partition]}]
 
 
 def local_system(env_names):
@@ -116,7 +167,9 @@ def cluster_systems(env_names):
     `local`, whose hostname pattern matches everywhere, so ReFrame's
     auto-detection keeps picking this machine."""
     systems = []
-    for system in vcluster.running_systems():
+    running = vcluster.running_systems()
+    point_slurm_clients_at(running)
+    for system in running:
         for part in system["partitions"]:
             part["environs"] = env_names or ["builtin"]
             part.setdefault("processor", {"num_cpus": available_cpus()})
@@ -124,6 +177,22 @@ def cluster_systems(env_names):
         system.setdefault("outputdir", str(paths.STATE / "output"))
         systems.append(system)
     return systems
+
+
+def point_slurm_clients_at(systems):
+    """ReFrame runs sbatch and squeue in its own environment: with one
+    virtual cluster running Slurm and SLURM_CONF unset, point them at it.
+    Otherwise SLURM_CONF stays as the user set it (the checks fail with a
+    message when it names another cluster than the partition's)."""
+    confs = {p["extras"]["slurm_conf"] for s in systems for p in s["partitions"]
+             if "slurm_conf" in p.get("extras", {})}
+    if len(confs) == 1 and not os.environ.get("SLURM_CONF"):
+        os.environ["SLURM_CONF"] = confs.pop()
+
+
+def site_folder():
+    """reframe_checks/sites, or the folder NETBENCH_SITES names."""
+    return os.environ.get("NETBENCH_SITES") or sites.SITES
 
 
 def logging_config():
@@ -158,6 +227,7 @@ def site_configuration(mpis=None):
         mpis = discovery.discover(families=families)
     register_launcher()
     register_cluster_launcher()
+    register_allocation_launcher()
     report.register_after_session()
     for sub in ("logs", "perflogs", "stage", "output", "topology", "reports"):
         paths.state_dir(sub)
@@ -165,7 +235,11 @@ def site_configuration(mpis=None):
     os.environ[MARKER_ENV] = str(paths.CONFIG)
     envs = [environment(m, families) for m in mpis]
     return {
-        "systems": [local_system([e["name"] for e in envs])]
+        # sites first: ReFrame takes the first system whose hostnames match,
+        # and `local` matches every host
+        "systems": sites.site_systems([e["name"] for e in envs], site_folder())
+                   + [local_system([e["name"] for e in envs])]
+                   + container_system([e["name"] for e in envs])
                    + cluster_systems([e["name"] for e in envs]),
         "environments": envs,
         "logging": logging_config(),

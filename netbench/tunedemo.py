@@ -8,13 +8,12 @@ MTU 1500, and the profile raises them to 9000 (seed 004's jumbo frames).
 """
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from . import paths, vcluster
+from . import paths, session, vcluster
 
 NAME = "tdemo"
 PROFILE = "ethernet_1g"
@@ -26,11 +25,8 @@ OUT = paths.STATE / "tune-demo"
 
 def reframe(system):
     """Run the selection; returns (exit code, the session's run report)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RFM_", "NETBENCH_"))}
-    proc = subprocess.run([str(BIN / "reframe"), "-C", str(paths.CONFIG), "-c", str(paths.CHECKS),
-                           "--system", system, *SELECTION, "-r"],
-                          cwd=paths.REPO, env=env, capture_output=True, text=True, timeout=1800)
-    return proc.returncode, json.loads((paths.REPORTS / "latest" / "run-report.json").read_text())
+    proc = session.run_reframe(system, *SELECTION)
+    return proc.returncode, session.latest_report()
 
 
 def playbook(state, name, *args):

@@ -421,33 +421,49 @@ def reframe_system(state):
                           "--name", state["name"]]}
     if link["rate_mbps"]:
         extras["line_rate_mbps"] = link["rate_mbps"]
+    partitions = [{
+        "name": "nodes",
+        "descr": "MPI launched from this host over ssh into every node",
+        "scheduler": "local",
+        "launcher": "netbench-ssh",
+        "environs": [],
+        "max_jobs": 1,
+        "env_vars": [[k, v] for k, v in launch_environment(state).items()],
+        "extras": extras,
+    }]
     return {
         "name": system_name(state["name"]),
         "descr": (f"netbench virtual cluster {state['name']}: {len(state['nodes'])} namespace "
                   f"nodes, links {link['rate']} MTU {link['mtu']}"),
         "hostnames": [rf"^{state['name']}-n\d+$"],
         "modules_system": "nomod",
-        "partitions": [{
-            "name": "nodes",
-            "descr": "MPI launched from this host over ssh into every node",
-            "scheduler": "local",
-            "launcher": "netbench-ssh",
-            "environs": [],
-            "max_jobs": 1,
-            "env_vars": [[k, v] for k, v in launch_environment(state).items()],
-            "extras": extras,
-        }],
+        "partitions": partitions,
     }
 
 
-def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=None):
+def reframe_systems(state):
+    """The cluster's ReFrame systems: the ssh one, and with Slurm one per
+    Slurm launch path.  One partition each: ReFrame runs the partitions of
+    a system side by side, and the nodes (and their 2 shared CPUs, and the
+    links whose MTU the checks change) cannot take two suites at once."""
+    system = reframe_system(state)
+    if not state.get("slurm"):
+        return [system]
+    return [system] + slurm_module().reframe_systems(state, system)
+
+
+def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=None,
+       slurm=False):
     """Bring a cluster up; returns (state, created).  An existing cluster is
-    left as it is (created False)."""
+    left as it is (created False).  `slurm`: with a Slurm controller and a
+    slurmd per node (netbench.slurm)."""
     check_name(name)
     if not 1 <= nodes <= MAX_NODES:
         raise VclusterError(f"--nodes {nodes}: use 1 to {MAX_NODES}")
     link = link_settings(rate, mtu, interconnect, switch_mtu=switch_mtu)
     require_root()
+    if slurm:
+        slurm_module().require_slurm()
     with locked():
         existing = load_state(name)
         if existing:
@@ -457,7 +473,7 @@ def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=
                                 f"run `netbench vcluster down --name {name}` first")
         undo = Undo()
         try:
-            return build(name, nodes, link, undo), True
+            return build(name, nodes, link, undo, slurm), True
         except BaseException as err:
             problems = undo.run()
             if problems and isinstance(err, VclusterError):
@@ -466,7 +482,12 @@ def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=
             raise
 
 
-def build(name, nnodes, link, undo):
+def slurm_module():
+    from . import slurm            # imports this module
+    return slurm
+
+
+def build(name, nnodes, link, undo, with_slurm=False):
     folder = cluster_folder(name)
     os.makedirs(folder)
     undo.push(shutil.rmtree, folder, True)
@@ -495,8 +516,11 @@ def build(name, nnodes, link, undo):
              "head_address": str(head), "bridge": br, "link": link, "nodes": nodes,
              "folder": str(folder), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
     state["files"] = client_files(folder, state)
+    if with_slurm:
+        state["slurm"] = slurm_module().start(state, undo)
+        state["files"]["slurm_conf"] = state["slurm"]["conf"]
     state["files"]["reframe_system"] = str(folder / SYSTEM_FILE)
-    write_json(folder / SYSTEM_FILE, reframe_system(state))
+    write_json(folder / SYSTEM_FILE, reframe_systems(state))
     write_json(folder / STATE_FILE, state)
     return state
 
@@ -556,16 +580,17 @@ def down(name="vc"):
 
 def teardown(name, state):
     nodes = state["nodes"] if state else []
+    slurm = slurm_module()
     # ssh sessions and launchers on the host that use the cluster's files go
-    # too: they would only wait for nodes that no longer exist
+    # too (munged among them): they would only wait for nodes that no longer
+    # exist
     clients = [pid for pid, kind in processes_using(cluster_folder(name))
                if kind == "process" and pid != os.getpid()]
-    stop_processes([n["namespace"] for n in nodes],
-                   [n.get("sshd_pid") for n in nodes] + clients)
+    stop_processes([n["namespace"] for n in nodes] + slurm.namespaces(state or {}),
+                   [n.get("sshd_pid") for n in nodes] + slurm.pids(state or {}) + clients)
     # also whatever a broken bring-up left behind under the cluster's names
-    for ns in namespaces():
-        if ns.startswith(f"nb-{name}-n"):
-            delete_namespace(ns)
+    for ns in owned_namespaces(name):
+        delete_namespace(ns)
     run(["ip", "link", "del", bridge_name(name)], check=False)
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline and owned_links(name):
@@ -577,6 +602,11 @@ def teardown(name, state):
     rest = leftovers(name)
     if rest:
         raise VclusterError(f"cluster {name}: still present after down: {'; '.join(rest)}")
+
+
+def owned_namespaces(name):
+    """Nodes `nb-<name>-n<i>` and Slurm's controller `nb-<name>-ctl`."""
+    return [ns for ns in namespaces() if ns.startswith(f"nb-{name}-")]
 
 
 def owned_links(name):
@@ -603,7 +633,7 @@ def processes_using(folder):
 def leftovers(name):
     """Everything of cluster `name` that exists on this machine, as text;
     empty once `down` has done its job."""
-    rest = [f"namespace {ns}" for ns in namespaces() if ns.startswith(f"nb-{name}-n")]
+    rest = [f"namespace {ns}" for ns in owned_namespaces(name)]
     rest += [f"link {link}" for link in owned_links(name)]
     rest += [f"{kind} in pid {pid}" for pid, kind in processes_using(cluster_folder(name))
              if pid != os.getpid()]
@@ -627,6 +657,7 @@ def status():
                     for n in state["nodes"] if not alive(n["sshd_pid"])]
         problems += [f"{n['name']}: namespace {n['namespace']} is missing"
                      for n in state["nodes"] if n["namespace"] not in namespaces()]
+        problems += slurm_module().problems(state)
         state["healthy"] = not problems
         state["problems"] = problems
         clusters.append(state)
@@ -653,7 +684,7 @@ def set_mtu(name, mtu):
         run(["ip", "link", "set", state["bridge"], "mtu", str(link["switch_mtu"])])
         state["link"] = link
         write_json(Path(state["folder"]) / STATE_FILE, state)
-        write_json(Path(state["folder"]) / SYSTEM_FILE, reframe_system(state))
+        write_json(Path(state["folder"]) / SYSTEM_FILE, reframe_systems(state))
         return state
 
 
@@ -696,5 +727,7 @@ def running_systems():
         path = cluster_folder(name) / SYSTEM_FILE
         with contextlib.suppress(OSError, ValueError):
             if (cluster_folder(name) / STATE_FILE).exists():
-                systems.append(json.loads(path.read_text()))
+                found = json.loads(path.read_text())
+                # one system (a cluster brought up before Slurm), or a list
+                systems += [found] if isinstance(found, dict) else found
     return systems

@@ -11,6 +11,11 @@ import sys
 # plain checkout (the venv installs it in editable mode)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from netbench.datafiles import DataError  # noqa: E402
 from netbench.rfmconfig import site_configuration as _generate  # noqa: E402
 
-site_configuration = _generate()
+try:
+    site_configuration = _generate()
+except DataError as _err:
+    # one line naming the file and key, not a traceback of the loader
+    sys.exit(f"netbench: {_err}")

@@ -16,6 +16,7 @@ RANK_COUNTS = [n for n in (2, 4, 8, 16, 32) if n <= checklib.max_ranks()]
 @rfm.simple_test
 class Throughput(checklib.ThroughputBase):
     descr = "Sendrecv, Exchange and Bcast throughput per process"
+    report_section = "throughput"
     pattern = parameter(["sendrecv", "exchange", "bcast"])
     ranks = parameter(RANK_COUNTS)
     transport = parameter(checklib.throughput_transports())

@@ -93,7 +93,7 @@ def test_thresholds_for_the_local_machine():
     assert shm["peak_bw"].reference == (7688, 0.0, None, "Mbit/s")
     assert shm["latency"].figure.value == 0.42
     net = references.thresholds_for("intranode", "pingpong", "ucx-tcp")
-    assert net["latency"].reference == (8.66, None, 0.0, "us")
+    assert net["latency"].reference == (8.66, None, 1.0, "us")
     assert references.thresholds_for("intranode", "pingpong", "nonexistent") == {}
     assert "gige" in references.interconnect_classes()
 

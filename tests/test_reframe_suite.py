@@ -3,6 +3,7 @@ it, every output inside the repository."""
 
 import json
 import os
+import re
 import subprocess
 
 import pytest
@@ -94,3 +95,16 @@ def test_the_default_suite_runs_and_reports(tmp_path, home):
             latency = tc["perfvalues"]["local:node:latency"]
             assert latency[1] in (0.42, 8.66), tc["display_name"]
             assert latency[-1] == "pass"
+
+
+def test_every_check_file_loads(home):
+    """ReFrame only warns about a check file it cannot load and runs the
+    rest: a broken file must fail here instead."""
+    proc = bash(f"source {ACTIVATE} && reframe -c {paths.CHECKS} -l", paths.REPO, home)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    out = proc.stdout + proc.stderr
+    assert "skipping test file" not in out, out[-3000:]
+    listed = set(re.findall(r"^- (\w+)", proc.stdout, re.M))
+    for check in ("PingPong", "Throughput", "MpiVsTcp", "TcpSocketBuffer", "OsuPt2Pt",
+                  "ImbMpi1", "NetpipeMpi"):
+        assert check in listed, sorted(listed)

@@ -2,24 +2,18 @@
 over ssh into namespace nodes, forces TCP, and proves the bytes crossed the
 emulated links."""
 
-import json
 import os
 import subprocess
 
 from conftest import require
-from netbench import launch, paths, vcluster
+from netbench import launch, session, vcluster
 from test_vcluster import cluster
 
-ACTIVATE = paths.REPO / ".venv" / "bin" / "activate"
 MiB = 1024 * 1024
 
 
-def run_reframe(system, *selection):
-    args = " ".join(f"'{a}'" for a in selection)
-    script = f"source {ACTIVATE} && reframe -c {paths.CHECKS} --system {system} {args} -r"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("RFM_", "NETBENCH_"))}
-    return subprocess.run(["bash", "-c", script], cwd=paths.REPO, env=env, capture_output=True,
-                          text=True, timeout=900)
+def run_reframe(system, *selection, env=None):
+    return session.run_reframe(system, *selection, env=env, timeout=900)
 
 
 def cases_of(report):
@@ -39,7 +33,7 @@ def test_internode_checks_run_on_both_mpis_over_the_emulated_links():
                            "-x", "intranode|shm|nonblocking|mtu=(4000|7000)")
         out = proc.stdout[-6000:] + proc.stderr[-2000:]
         assert proc.returncode == 0, out
-        report = json.loads((paths.REPORTS / "latest" / "run-report.json").read_text())
+        report = session.latest_report()
     every = cases_of(report)
     assert all(tc["system"] == "vcluster-tsuite" for tc in every)
     # MPICH has no native TCP module of its own (tcp is Open MPI's btl)

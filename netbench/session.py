@@ -1,0 +1,35 @@
+"""Run a ReFrame session of netbench's checks from Python (tests, demos) the
+way a user runs it from a shell: the venv's reframe, netbench's
+configuration, and a clean environment.
+
+The environment drops RFM_* and NETBENCH_* variables (a caller's own
+configuration or a job's leftovers would change what runs) and SLURM_CONF
+(the configuration points ReFrame at a virtual cluster's Slurm itself)
+unless `env` sets them again.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from . import paths
+
+BIN = Path(sys.executable).parent
+DROPPED = ("RFM_", "NETBENCH_", "SLURM_CONF")
+
+
+def run_reframe(system, *selection, env=None, timeout=1800):
+    """`reframe -c reframe_checks --system SYSTEM SELECTION... -r`."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED)}
+    clean.update(env or {})
+    return subprocess.run([str(BIN / "reframe"), "-C", str(paths.CONFIG), "-c",
+                           str(paths.CHECKS), "--system", system, *selection, "-r"],
+                          cwd=paths.REPO, env=clean, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def latest_report():
+    """The run report of the last session (published by the configuration)."""
+    return json.loads((paths.REPORTS / "latest" / "run-report.json").read_text())

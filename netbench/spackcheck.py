@@ -1,0 +1,425 @@
+"""`netbench spack-check [spack.yaml]`: validate the Spack environment
+without Spack (which cannot be installed everywhere netbench is developed).
+
+Every spec of the environment (definitions, specs and matrices, develop
+entries, view and module projections) is parsed, and every package,
+version and variant value is checked against the facts of Spack's builtin
+repository (`netbench/data/spack-builtin-packages.json`, or --facts) and the
+project-local repository (`spack_repo/netbench`, read from its package.py
+files).  Then the views: each MPI build must land in a view folder of its
+own, and every benchmark in the folder of the MPI it was built with, the
+layout netbench's MPI discovery turns into ReFrame environments.
+"""
+
+import ast
+import itertools
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import paths, spackspec
+from .datafiles import DataError, load_yaml
+
+#: versions and variants of the packages spack.yaml uses, from Spack's builtin
+#: repository at the commit in the file (a copy of the project's
+#: ../shared/spack/builtin-packages.json, so the check works in any checkout)
+FACTS = paths.DATA / "spack-builtin-packages.json"
+SPACK_YAML = paths.REPO / "spack.yaml"
+#: packages that provide MPI (whose builds get a view folder each)
+MPI_PROVIDERS_VIRTUAL = "mpi"
+
+
+@dataclass
+class Package:
+    name: str
+    versions: list
+    variants: dict          # name -> [definition dicts: default, values, multi, when]
+    provides: list = field(default_factory=list)
+    source: str = "builtin"
+
+    def defaults(self):
+        """Variant defaults: a bool, a value string, or None where the
+        default is an expression Spack evaluates (e.g. per platform)."""
+        out = {}
+        for name, defs in self.variants.items():
+            default = defs[0].get("default")
+            if is_boolean(defs[0]):
+                out[name] = default if isinstance(default, bool) else None
+            else:
+                out[name] = None if default is None else str(default)
+        return out
+
+
+def is_boolean(definition):
+    return "values" not in definition and "values_expr" not in definition
+
+
+# ---- package facts ----------------------------------------------------------------
+
+def load_facts(path=FACTS):
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as err:
+        raise DataError(path, None, f"cannot read: {err.strerror}") from err
+    except ValueError as err:
+        raise DataError(path, None, f"invalid JSON: {err}") from err
+    packages = {name: Package(name, spec.get("versions", []), spec.get("variants", {}),
+                              spec.get("provides", []))
+                for name, spec in data.get("packages", {}).items()}
+    return packages, data.get("commit", "")
+
+
+def _literal(node):
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return ast.unparse(node)          # an expression Spack evaluates
+
+
+def load_local_repo(folder):
+    """Packages of a Spack repository read from their package.py files: the
+    `version()` and `variant()` directives (never executed: they import
+    Spack)."""
+    folder = Path(folder)
+    packages = {}
+    for recipe in sorted(folder.glob("packages/*/package.py")):
+        name = recipe.parent.name.replace("_", "-")
+        versions, variants, provides = [], {}, []
+        try:
+            tree = ast.parse(recipe.read_text(), str(recipe))
+        except SyntaxError as err:
+            raise DataError(recipe, None, f"line {err.lineno}: {err.msg}") from err
+        for call in ast.walk(tree):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+                continue
+            args = [_literal(a) for a in call.args]
+            kwargs = {k.arg: _literal(k.value) for k in call.keywords}
+            if call.func.id == "version" and args:
+                versions.append(str(args[0]))
+            elif call.func.id == "variant" and args:
+                definition = {k: kwargs[k] for k in ("default", "values", "multi", "when")
+                              if k in kwargs}
+                if isinstance(definition.get("values"), tuple):
+                    definition["values"] = list(definition["values"])
+                variants.setdefault(args[0], []).append(definition)
+            elif call.func.id == "provides" and args:
+                provides.append(str(args[0]))
+        packages[name] = Package(name, versions, variants, provides, source=str(recipe))
+    return packages
+
+
+# ---- the environment's specs ---------------------------------------------------------
+
+@dataclass
+class Located:
+    """A spec and where in spack.yaml it comes from."""
+    where: str
+    text: str
+    kind: str = "spec"        # spec | constraint
+
+
+def _expand(items, definitions, where):
+    """A definitions/specs list with `$name` and `$^name` references expanded."""
+    out = []
+    for i, item in enumerate(items):
+        here = f"{where}[{i}]"
+        if isinstance(item, str) and item.startswith("$"):
+            ref = item[1:]
+            dep = ref.startswith("^")
+            ref = ref.lstrip("^")
+            if ref not in definitions:
+                raise DataError(SPACK_YAML, here, f"{item}: no definition named {ref!r}")
+            out += [(w, ("^" + t) if dep else t) for w, t in definitions[ref]]
+        elif isinstance(item, str):
+            out.append((here, item))
+        elif isinstance(item, list):
+            out += _expand(item, definitions, here)
+        else:
+            raise DataError(SPACK_YAML, here, f"expected a spec string, got {item!r}")
+    return out
+
+
+def environment_specs(env, path):
+    """[(where, spec text)] of the root specs, with the definitions."""
+    definitions = {}
+    for i, entry in enumerate(env.get("definitions") or []):
+        if not isinstance(entry, dict):
+            raise DataError(path, f"spack.definitions[{i}]", "expected a mapping name: [specs]")
+        for name, items in entry.items():
+            if name == "when":
+                continue
+            definitions[name] = definitions.get(name, []) + _expand(
+                items or [], definitions, f"spack.definitions[{i}].{name}")
+    specs = []
+    for i, item in enumerate(env.get("specs") or []):
+        here = f"spack.specs[{i}]"
+        if isinstance(item, dict) and "matrix" in item:
+            rows = [_expand(row, definitions, f"{here}.matrix[{r}]")
+                    for r, row in enumerate(item["matrix"])]
+            # a matrix entry: one spec per combination of its rows
+            for combo in itertools.product(*rows):
+                specs.append((f"{here}.matrix", " ".join(t for _, t in combo)))
+        elif isinstance(item, str):
+            specs += [(here, t) for _, t in _expand([item], definitions, "spack.specs")]
+        else:
+            raise DataError(path, here, f"expected a spec or a matrix, got {item!r}")
+    return definitions, specs
+
+
+# ---- checks ------------------------------------------------------------------------
+
+class Checker:
+    def __init__(self, path, packages, facts_commit):
+        self.path, self.packages, self.facts_commit = Path(path), packages, facts_commit
+        self.problems = []
+        self.seen = set()
+
+    def problem(self, where, text, message, once=None):
+        """One line per problem; a node's problem (`once`: the node) only
+        where it first appears, usually its definition, not again in every
+        spec built from it."""
+        if once is not None:
+            if (once, message) in self.seen:
+                return
+            self.seen.add((once, message))
+        spec = f" '{text}'" if text else ""
+        self.problems.append(f"{self.path}: {where}{spec}: {message}")
+
+    def node_problem(self, node, where, text, message):
+        self.problem(where, text, message, once=str(node))
+
+    def defaults_of(self, name):
+        pkg = self.packages.get(name)
+        return pkg.defaults() if pkg else {}
+
+    def is_virtual(self, name):
+        return any(p.split("@")[0] == name for pkg in self.packages.values()
+                   for p in pkg.provides)
+
+    def check_spec(self, where, text, anonymous_ok=False):
+        try:
+            spec = spackspec.parse(text)
+        except spackspec.SpecError as err:
+            self.problem(where, text, f"not a spec: {err}")
+            return None
+        if not spec.root.name and not anonymous_ok:
+            self.problem(where, text, "a root spec needs a package name")
+            return None
+        for node in [spec.root] + spec.deps:
+            if node.name:
+                self.check_node(where, text, node)
+        return spec
+
+    def check_node(self, where, text, node):
+        pkg = self.packages.get(node.name)
+        if pkg is None:
+            if not self.is_virtual(node.name):
+                self.problem(where, text, f"unknown package {node.name!r} (neither in the "
+                                          f"builtin facts nor the local repository)",
+                             once=str(node))
+            return
+        if node.versions and not any(spackspec.version_satisfies(v, node.versions)
+                                     for v in pkg.versions) \
+                and not node.versions.lstrip("=") in pkg.versions:
+            shown = ", ".join(pkg.versions[:8]) + (", ..." if len(pkg.versions) > 8 else "")
+            self.problem(where, text, f"{node.name}@{node.versions}: no such version "
+                                      f"(known: {shown})", once=str(node))
+        for name, value in node.variants.items():
+            if name not in spackspec.NON_VARIANTS:
+                self.check_variant(where, text, node, pkg, name, value)
+
+    def check_variant(self, where, text, node, pkg, name, value):
+        defs = pkg.variants.get(name)
+        if not defs:
+            self.node_problem(node, where, text, f"{node.name} has no variant {name!r} "
+                                      f"(variants: {', '.join(sorted(pkg.variants))})")
+            return
+        definition = defs[0]
+        allowed = definition.get("values")
+        boolean = is_boolean(definition)
+        if isinstance(value, bool) or str(value).lower() in ("true", "false"):
+            if not boolean and allowed is not None:
+                self.node_problem(node, where, text, f"{node.name} variant {name} is not boolean: "
+                                          f"give {name}=<{'|'.join(map(str, allowed))}>")
+                return
+        elif boolean:
+            self.node_problem(node, where, text, f"{node.name} variant {name} is boolean: use +{name} "
+                                      f"or ~{name}")
+            return
+        elif isinstance(allowed, list):
+            chosen = str(value).split(",")
+            bad = [v for v in chosen if v not in map(str, allowed)]
+            if bad:
+                self.node_problem(node, where, text, f"{node.name} variant {name}={value}: "
+                                          f"{', '.join(map(repr, bad))} not allowed "
+                                          f"(allowed: {', '.join(map(str, allowed))})")
+                return
+            if definition.get("multi") is False and len(chosen) > 1:
+                self.node_problem(node, where, text, f"{node.name} variant {name} takes one value")
+                return
+            exclusive = [v for v in chosen if v in ("auto", "none")]
+            if "disjoint_sets" in str(definition.get("values_expr", "")) and exclusive \
+                    and len(chosen) > 1:
+                self.node_problem(node, where, text, f"{node.name} variant {name}: {exclusive[0]} cannot "
+                                          f"be combined with other values")
+                return
+        conditions = [d.get("when") for d in defs]
+        if None not in conditions and not any(self.condition_holds(node, c) is not False
+                                              for c in conditions):
+            self.node_problem(node, where, text, f"{node.name} variant {name} exists only when "
+                                      f"{' or '.join(conditions)}")
+
+    def condition_holds(self, node, condition):
+        try:
+            wanted = spackspec.parse(str(condition)).root
+        except spackspec.SpecError:
+            return None
+        return spackspec.node_satisfies(node, wanted, self.defaults_of(node.name))
+
+
+def check_repos(env, path, checker, folder):
+    repos = env.get("repos") or {}
+    if isinstance(repos, list):
+        repos = {f"[{i}]": r for i, r in enumerate(repos)}
+    local = []
+    for name, spec in repos.items():
+        if isinstance(spec, str):
+            repo = (folder / spec).resolve()
+            if not (repo / "repo.yaml").exists():
+                checker.problem(f"spack.repos.{name}", spec, "no repo.yaml there")
+                continue
+            namespace = (load_yaml(repo / "repo.yaml").get("repo") or {}).get("namespace")
+            if namespace != name and not name.startswith("["):
+                checker.problem(f"spack.repos.{name}", spec,
+                                f"the repository's namespace is {namespace!r}")
+            local.append(repo)
+        elif isinstance(spec, dict) and name == "builtin":
+            pinned = spec.get("commit")
+            if pinned != checker.facts_commit:
+                checker.problem("spack.repos.builtin.commit", str(pinned),
+                                f"the builtin facts are of commit {checker.facts_commit}: "
+                                f"pin that one, or the check says nothing of the packages "
+                                f"Spack will use")
+    return local
+
+
+def view_folders(env, checker, root_specs):
+    """{folder: [spec texts]} of the root specs under the view's projections."""
+    view = env.get("view")
+    if not isinstance(view, dict):
+        checker.problem("spack.view", "", "one view with projections is needed: "
+                                          "views/<mpi>-<fabric> per MPI build")
+        return {}
+    folders = {}
+    for vname, settings in view.items():
+        projections = settings.get("projections") or {}
+        rules = []
+        for key, folder in projections.items():
+            where = f"spack.view.{vname}.projections"
+            if key == "all":
+                rules.append((None, folder))
+            else:
+                spec = checker.check_spec(where, key, anonymous_ok=True)
+                if spec:
+                    rules.append((spec, folder))
+        for where, text, spec in root_specs:
+            folder = next((f for rule, f in rules if rule is None
+                           or spackspec.satisfies(spec, rule, checker.defaults_of)), None)
+            if folder is not None:
+                folders.setdefault(folder, []).append((where, text, spec))
+    return folders
+
+
+def check_views(env, checker, root_specs):
+    """Each MPI build in a folder of its own; each benchmark with its MPI."""
+    folders = view_folders(env, checker, root_specs)
+    mpi_names = {name for name, pkg in checker.packages.items()
+                 if any(p.split("@")[0] == MPI_PROVIDERS_VIRTUAL for p in pkg.provides)}
+    builds = {}
+    for folder, entries in folders.items():
+        mpis = [(w, t) for w, t, s in entries if s.root.name in mpi_names]
+        if len(mpis) > 1:
+            checker.problem("spack.view", "", f"view folder {folder!r} gets "
+                                              f"{len(mpis)} MPI builds: "
+                                              f"{'; '.join(t for _, t in mpis)}")
+        for w, t in mpis:
+            builds[t] = folder
+    for folder, entries in folders.items():
+        for where, text, spec in entries:
+            if spec.root.name in mpi_names:
+                continue
+            home = next((f for t, f in builds.items() if built_with(spec, spackspec.parse(t))),
+                        None)
+            if home is not None and home != folder:
+                checker.problem(where, text, f"lands in view folder {folder!r}, its MPI "
+                                             f"in {home!r}")
+    return {f: [t for _, t, _ in e] for f, e in folders.items()}, builds
+
+
+def built_with(spec, build):
+    """Is `spec` (a benchmark) built against the MPI build `build`: the
+    build's root and its dependencies among the spec's `^` nodes?"""
+    return build.root in spec.deps and all(d in spec.deps for d in build.deps)
+
+
+def check(path=SPACK_YAML, facts=FACTS):
+    """(problems, summary) of one spack.yaml."""
+    path = Path(path)
+    data = load_yaml(path)
+    env = data.get("spack")
+    if not isinstance(env, dict):
+        raise DataError(path, "spack", "missing: a Spack environment file has a top-level "
+                                       "`spack:` mapping")
+    packages, commit = load_facts(facts)
+    checker = Checker(path, packages, commit)
+    for repo in check_repos(env, path, checker, path.parent):
+        for name, pkg in load_local_repo(repo).items():
+            packages.setdefault(name, pkg)
+    definitions, specs = environment_specs(env, path)
+    for name, items in definitions.items():
+        for where, text in items:
+            checker.check_spec(where, text.lstrip("^"))
+    root_specs = []
+    for where, text in specs:
+        spec = checker.check_spec(where, text)
+        if spec:
+            root_specs.append((where, text, spec))
+    for name, entry in (env.get("develop") or {}).items():
+        checker.check_spec(f"spack.develop.{name}.spec", entry.get("spec", ""))
+        if not (path.parent / entry.get("path", name)).exists():
+            checker.problem(f"spack.develop.{name}.path", entry.get("path", ""), "no such folder")
+    for mset, settings in ((env.get("modules") or {}).items()):
+        for tool in ("lmod", "tcl"):
+            for key in ((settings or {}).get(tool) or {}).get("projections") or {}:
+                if key != "all":
+                    checker.check_spec(f"spack.modules.{mset}.{tool}.projections", key,
+                                       anonymous_ok=True)
+    unify = (env.get("concretizer") or {}).get("unify", True)
+    names = [s.root.name for _, _, s in root_specs]
+    if unify is True and len(names) != len(set(names)):
+        checker.problem("spack.concretizer.unify", "", "several builds of one package "
+                                                       "cannot concretize together: use "
+                                                       "false or when_possible")
+    folders, builds = check_views(env, checker, root_specs)
+    return checker.problems, {"specs": len(root_specs), "mpi_builds": builds,
+                              "folders": folders}
+
+
+def main(path, facts):
+    try:
+        problems, summary = check(path or SPACK_YAML, facts or FACTS)
+    except DataError as err:
+        print(f"netbench: {err}", file=sys.stderr)
+        return 2
+    for line in problems:
+        print(line, file=sys.stderr)
+    if problems:
+        print(f"netbench spack-check: {len(problems)} problem(s)", file=sys.stderr)
+        return 1
+    print(f"netbench spack-check: {path or SPACK_YAML}: {summary['specs']} root specs, "
+          f"{len(summary['mpi_builds'])} MPI builds, each in its own view folder:")
+    for spec, folder in summary["mpi_builds"].items():
+        count = len(summary["folders"][folder]) - 1
+        print(f"  views/{folder}: {spec} and {count} benchmark(s)")
+    return 0

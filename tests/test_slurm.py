@@ -1,0 +1,266 @@
+"""Slurm on the virtual cluster, for real: munged, slurmctld on a controller
+namespace, a slurmd in every node; ReFrame submits through sbatch and its
+`squeue` scheduler, ranks start through srun (PMI-2 for MPICH, PMIx for Open
+MPI) or through the MPI's own launcher inside the allocation.  Failures
+(a rank that dies, a node whose link goes down, the time limit) must come
+back as failed checks with Slurm's reason, and the session goes on."""
+
+import json
+import os
+import shutil
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import require
+from netbench import checklib, slurm, vcluster
+from netbench.session import latest_report, run_reframe
+from test_vcluster import cluster, netbench_cli
+from test_vcluster_suite import cases_of, perf
+
+MiB = 1024 * 1024
+SHORT = ["-S", "budget=0.01", "-S", "max_bytes=1048576"]
+
+
+def require_slurm():
+    require(all(shutil.which(tool) for tool in (*slurm.DAEMONS, *slurm.CLIENTS)),
+            "Slurm missing: apt-get install slurm-wlm munge")
+
+
+def slurm_cmd(state, *argv, timeout=30):
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **slurm.environment(state)})
+
+
+def node_states(state):
+    out = slurm_cmd(state, "sinfo", "-h", "-N", "-o", "%N %T").stdout
+    return dict(line.split() for line in out.splitlines())
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster():
+    """A 3-node cluster with Slurm for the module; its bring-up is timed."""
+    require_slurm()
+    started = time.monotonic()
+    with cluster("tslurm", nodes=3, slurm=True, rate="1gbit", mtu=9000) as state:
+        state["bringup_s"] = time.monotonic() - started
+        yield state
+    assert not any(vcluster.alive(pid) for pid in slurm.pids(state))
+
+
+def test_bring_up_shows_the_nodes_in_sinfo_and_status(slurm_cluster):
+    state = slurm_cluster
+    print(f"Slurm on 3 nodes up in {state['bringup_s']:.1f} s")
+    assert state["bringup_s"] < 15
+    assert node_states(state) == {f"tslurm-n{i}": "idle" for i in (1, 2, 3)}
+    # jobs run inside the nodes: their hostnames, not the host's
+    hosts = slurm_cmd(state, "srun", "-N3", "hostname").stdout.split()
+    assert sorted(hosts) == ["tslurm-n1", "tslurm-n2", "tslurm-n3"]
+    status = json.loads(netbench_cli("vcluster", "status", "--json").stdout)
+    mine = next(c for c in status if c["name"] == "tslurm")
+    assert mine["healthy"], mine["problems"]
+    assert mine["slurm"]["conf"] == state["files"]["slurm_conf"]
+    settings = dict(line.split("=", 1) for line in open(mine["slurm"]["conf"])
+                    if "=" in line and not line.startswith(("#", "NodeName", "PartitionName")))
+    # not Slurm's default ports (6817, 6818)
+    assert (settings["SlurmctldPort"].strip(), settings["SlurmdPort"].strip()) == (
+        str(slurm.CTLD_PORT), str(slurm.SLURMD_PORT))
+    # the controller listens in its own namespace, on no address of the host
+    assert mine["slurm"]["controller"]["namespace"] in vcluster.namespaces()
+    listening = subprocess.run(["ss", "-Htln"], capture_output=True, text=True).stdout
+    assert f":{slurm.CTLD_PORT} " not in listening
+
+
+@pytest.mark.parametrize("path", ["srun", "mpirun"])
+def test_internode_checks_run_through_slurm_on_both_mpis(slurm_cluster, path):
+    state = slurm_cluster
+    system = state["slurm"]["reframe"][path]
+    proc = run_reframe(system, "-p", "^(mpich|openmpi)$",
+                       "-n", "^PingPong%variant=blocking", "-n", "ThroughputPerNode%pattern=sendrecv",
+                       "-n", "^MtuPingPong%mtu=(1500|9000)%variant=blocking",
+                       "-x", "intranode|shm", *SHORT)
+    out = proc.stdout[-6000:] + proc.stderr[-2000:]
+    assert proc.returncode == 0, out
+    cases = [tc for tc in cases_of(latest_report()) if tc["result"] != "skip"]
+    assert all(tc["result"] == "pass" for tc in cases), out
+    assert {f'{tc["system"]}:{tc["partition"]}' for tc in cases} == {system}
+    assert {tc["environ"] for tc in cases} == {"mpich", "openmpi"}
+    names = {tc["name"].split()[0] for tc in cases}
+    assert names == {"PingPong", "ThroughputPerNode", "MtuPingPong"}, names
+    for tc in cases:
+        # the bytes crossed the veths (counted on the host)
+        assert perf(tc, "link_traffic") > 2 * MiB / 1e6, tc["display_name"]
+        job = os.path.join(tc["outputdir"], "rfm_job.sh")
+        script = open(job).read()
+        assert "#SBATCH --exclusive" in script and "#SBATCH --time=" in script
+        assert f"#SBATCH --partition={state['slurm']['partition']}" in script
+        mpi_type = {"mpich": "pmi2", "openmpi": "pmix"}[tc["environ"]]
+        assert f"export SLURM_MPI_TYPE={mpi_type}" in script
+        launcher = "srun " if path == "srun" else "netbench.launch --allocation"
+        assert launcher in script, script
+    # the MTU checks reach the host's links from a job inside a node: jumbo
+    # frames beat 1500 on the shaped links (seed 004)
+    by_mtu = {(tc["environ"], tc["mtu"]): perf(tc, "bw_1MiB") for tc in cases
+              if tc["name"].startswith("MtuPingPong")}
+    for env in ("mpich", "openmpi"):
+        assert by_mtu[(env, 9000)] > 1.1 * by_mtu[(env, 1500)], by_mtu
+    # seed 002's layouts: one and two processes per node, placed by Slurm
+    per_node = {tc["num_tasks_per_node"] for tc in cases
+                if tc["name"].startswith("ThroughputPerNode")}
+    assert per_node == {1, 2}
+
+
+def wait_for_running_job(state, seen, timeout=60):
+    """(job id, name, nodes) of the next job that runs, not in `seen`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = slurm_cmd(state, "squeue", "-h", "-t", "R", "-o", "%i|%j|%N").stdout
+        for line in out.splitlines():
+            jobid, name, nodes = line.split("|")
+            if jobid not in seen:
+                expanded = slurm_cmd(state, "scontrol", "show", "hostnames", nodes).stdout.split()
+                return jobid, name, expanded
+        time.sleep(0.2)
+    raise AssertionError("no job started running")
+
+
+def kill_rank(state, node_name):
+    """SIGKILL the benchmark's rank in a node (a rank that dies)."""
+    node = next(n for n in state["nodes"] if n["name"] == node_name)
+    for pid in vcluster.namespace_pids(node["namespace"]):
+        if open(f"/proc/{pid}/comm").read().strip() == "netbench":
+            os.kill(pid, 9)
+            return
+    raise AssertionError(f"no netbench rank in {node_name}")
+
+
+def test_a_dying_rank_and_a_failing_node_come_back_as_failures(slurm_cluster):
+    """Two long runs in one session: the first loses a rank, the second a
+    node (its link goes down).  Both fail with Slurm's reason, the second
+    runs although the first failed, and nothing waits for the time limit."""
+    state = slurm_cluster
+    actions = {}
+
+    def sabotage():
+        seen = set()
+        for action in ("kill_rank", "link_down"):
+            jobid, _, nodes = wait_for_running_job(state, seen)
+            seen.add(jobid)
+            time.sleep(1.5)             # the ranks are up and talking
+            victim = nodes[-1]
+            if action == "kill_rank":
+                kill_rank(state, victim)
+            else:
+                node = next(n for n in state["nodes"] if n["name"] == victim)
+                vcluster.run(["ip", "link", "set", node["veth"], "down"])
+            actions[jobid] = (action, victim)
+
+    saboteur = threading.Thread(target=sabotage, daemon=True)
+    saboteur.start()
+    started = time.monotonic()
+    try:
+        proc = run_reframe(state["slurm"]["reframe"]["srun"], "-p", "^(mpich|openmpi)$",
+                           "-n", "^PingPong%variant=blocking%transport=ofi-tcp",
+                           "-x", "intranode", "-S", "budget=20")
+        elapsed = time.monotonic() - started
+        saboteur.join(timeout=5)
+    finally:
+        for node in state["nodes"]:
+            vcluster.run(["ip", "link", "set", node["veth"], "up"])
+    out = proc.stdout[-5000:] + proc.stderr[-2000:]
+    assert len(actions) == 2, out
+    cases = [tc for tc in cases_of(latest_report())]
+    assert len(cases) == 2 and all(tc["result"] == "fail" for tc in cases), out
+    for tc in cases:
+        action, victim = actions[str(tc["jobid"])]
+        assert tc["fail_phase"] == "sanity"
+        if action == "kill_rank":
+            assert f"Slurm ended the job: {victim}: task 1: Killed" in tc["fail_reason"]
+        else:
+            assert "DUE TO NODE FAILURE" in tc["fail_reason"], tc["fail_reason"]
+            assert f"Node failure on {victim}" in tc["fail_reason"], tc["fail_reason"]
+    # well before the checks' 2-minute time limit, each
+    print(f"two sabotaged runs ended in {elapsed:.0f} s")
+    assert elapsed < 120
+    # the node rejoins once its link is back (ReturnToService=2)
+    deadline = time.monotonic() + 30
+    while set(node_states(state).values()) != {"idle"} and time.monotonic() < deadline:
+        time.sleep(1)
+    assert set(node_states(state).values()) == {"idle"}, node_states(state)
+
+
+def test_the_time_limit_ends_a_job_that_runs_too_long(slurm_cluster):
+    """Slurm counts in whole minutes and checks about every 30 s: a job
+    limited to 1 minute ends within about 1.5."""
+    state = slurm_cluster
+    started = time.monotonic()
+    proc = run_reframe(state["slurm"]["reframe"]["srun"], "-p", "^mpich$",
+                       "-n", "^PingPong%variant=blocking%transport=ofi-tcp", "-x", "intranode",
+                       "-S", "budget=1000", "-S", "time_limit=1m")
+    elapsed = time.monotonic() - started
+    print(f"a 1-minute job ended after {elapsed:.0f} s")
+    (case,) = cases_of(latest_report())
+    assert case["result"] == "fail", proc.stdout[-3000:]
+    assert "Slurm ended the job: DUE TO TIME LIMIT" in case["fail_reason"]
+    assert elapsed < 150
+
+
+def test_checks_refuse_a_slurm_conf_of_another_cluster(slurm_cluster, tmp_path):
+    state = slurm_cluster
+    proc = run_reframe(state["slurm"]["reframe"]["srun"], "-p", "^mpich$",
+                       "-n", "^PingPong%variant=blocking%transport=ofi-tcp", "-x", "intranode",
+                       *SHORT, env={"SLURM_CONF": str(tmp_path / "other.conf")})
+    (case,) = cases_of(latest_report())
+    assert proc.returncode != 0 and case["result"] == "fail"
+    assert f"export SLURM_CONF={state['slurm']['conf']}" in case["fail_reason"]
+
+
+# ---- without root: the configuration and the failure reasons --------------------
+
+def test_slurm_conf_names_every_node_with_its_address_and_project_paths(tmp_path):
+    state = {"name": "demo", "folder": str(tmp_path), "network": "198.18.7.0/24",
+             "nodes": [{"name": "demo-n1", "address": "198.18.7.11"},
+                       {"name": "demo-n2", "address": "198.18.7.12"}]}
+    ctl = {"name": "demo-ctl", "address": "198.18.7.2"}
+    conf = slurm.write_config(state, ctl, tmp_path / "slurm").read_text()
+    assert "SlurmctldHost=demo-ctl(198.18.7.2)" in conf
+    assert "NodeName=demo-n1 NodeAddr=198.18.7.11" in conf
+    assert "NodeName=demo-n2 NodeAddr=198.18.7.12" in conf
+    assert "PartitionName=demo Nodes=demo-n1,demo-n2" in conf
+    assert f"AuthInfo=socket={tmp_path}/slurm/munge/munge.socket" in conf
+    assert "AccountingStorageType=accounting_storage/none" in conf
+    for line in conf.splitlines():
+        if line.split("=")[0] in ("StateSaveLocation", "SlurmdSpoolDir", "SlurmctldLogFile"):
+            assert line.split("=", 1)[1].startswith(str(tmp_path))
+    key = tmp_path / "slurm" / "munge" / "munge.key"
+    assert key.stat().st_mode & 0o777 == 0o600 and key.stat().st_size == 1024
+
+
+@pytest.mark.parametrize("stderr,reason", [
+    # real job stderr of the runs above (a node whose link went down; a
+    # rank killed, its peer exiting after it; the time limit)
+    ("srun: error: Node failure on sl-n2\n"
+     "srun: Job step aborted: Waiting up to 7 seconds for job step to finish.\n"
+     "slurmstepd-sl-n1: error: *** JOB 13 ON sl-n1 CANCELLED AT 2026-11-21T11:12:44 DUE TO "
+     "NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***\n"
+     "srun: error: sl-n1: task 0: Terminated\n",
+     "DUE TO NODE FAILURE; Node failure on sl-n2"),
+    ("srun: Job step aborted: Waiting up to 7 seconds for job step to finish.\n"
+     "srun: error: sl-n1: task 0: Exited with exit code 14\n"
+     "srun: error: sl-n2: task 1: Killed\n",
+     "sl-n2: task 1: Killed"),
+    ("slurmstepd-sl-n1: error: *** JOB 15 ON sl-n1 CANCELLED AT 2026-11-21T11:14:41 DUE TO "
+     "TIME LIMIT ***\n"
+     "srun: Job step aborted: Waiting up to 7 seconds for job step to finish.\n"
+     "slurmstepd-sl-n1: error: *** STEP 15.0 ON sl-n1 CANCELLED AT 2026-11-21T11:14:41 DUE TO "
+     "TIME LIMIT ***\n"
+     "srun: got SIGCONT\nsrun: forcing job termination\n"
+     "srun: error: sl-n1: task 0: Terminated\n"
+     "srun: launch/slurm: _step_signal: Terminating StepId=15.0\n"
+     "srun: error: sl-n2: task 1: Terminated\n", "DUE TO TIME LIMIT"),
+    ("# launch: mpirun -np 2 ./netbench\n", None),
+])
+def test_slurm_failure_reason_names_the_cause(stderr, reason):
+    assert checklib.slurm_failure(stderr) == reason

