@@ -9,6 +9,7 @@ otherwise skip the check files silently and report 0 test cases.
 
 import os
 import re
+from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -223,7 +224,7 @@ class MpiRun(rfm.RunOnlyRegressionTest):
         counters = self.current_partition.extras.get("link_counters", [])
         if not counters:
             return
-        totals = [sum(int(open(os.path.join(d, f)).read()) for f in ("rx_bytes", "tx_bytes"))
+        totals = [sum(int(Path(d, f).read_text()) for f in ("rx_bytes", "tx_bytes"))
                   for d in counters]
         with open(os.path.join(self.stagedir, filename), "w") as out:
             out.write("".join(f"{t}\n" for t in totals))

