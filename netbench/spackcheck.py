@@ -345,12 +345,12 @@ def check_views(env, checker, root_specs):
                                               f"{'; '.join(t for _, t in mpis)}")
         for w, t in mpis:
             builds[t] = folder
+    parsed = {t: spackspec.parse(t) for t in builds}     # once, not per benchmark
     for folder, entries in folders.items():
         for where, text, spec in entries:
             if spec.root.name in mpi_names:
                 continue
-            home = next((f for t, f in builds.items() if built_with(spec, spackspec.parse(t))),
-                        None)
+            home = next((f for t, f in builds.items() if built_with(spec, parsed[t])), None)
             if home is not None and home != folder:
                 checker.problem(where, text, f"lands in view folder {folder!r}, its MPI "
                                              f"in {home!r}")

@@ -10,6 +10,7 @@ no host environment by itself: a container that silently runs another
 transport is the trap the parity check looks for.
 """
 
+import functools
 import os
 import shlex
 
@@ -26,6 +27,12 @@ checklib.require_netbench_config()
 TRANSPORT_PREFIXES = ("FI_", "UCX_", "OMPI_MCA_", "MPIR_CVAR_", "MPICH_")
 #: the container may be this much slower before the parity check fails
 MAX_SLOWDOWN = 1.05
+
+
+@functools.lru_cache(maxsize=None)
+def image_present(image):
+    """Asked of podman once per session, not once per test case."""
+    return container.image_exists(image)
 
 
 def image_mpirun(family):
@@ -51,7 +58,7 @@ class ContainerMixin(rfm.RegressionTestPlugin):
         self.skip_if(self.current_environ.extras.get("mpi_source") != "wheel",
                      "the image carries the PyPI wheel MPIs: compare with those")
         present = os.path.exists(self.image) if self.runtime == "apptainer" else \
-            container.image_exists(self.image)
+            image_present(self.image)
         self.skip_if(not present, f"no image {self.image}: run `make container`")
 
     def transport_env(self):
