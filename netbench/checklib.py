@@ -167,6 +167,7 @@ class MpiRun(rfm.RunOnlyRegressionTest):
     mpi_info = variable(dict, value={})
     #: the partition's interconnect class, nodes and line rate
     partition_info = variable(dict, value={})
+    #: ranks of the job; 0: one per node of the partition
     num_ranks = 2
     kind = "pingpong"
     #: bytes each node's link must carry for internode traffic to count
@@ -205,6 +206,8 @@ class MpiRun(rfm.RunOnlyRegressionTest):
     @run_after("setup")
     def place_ranks(self):
         nodes = self.current_partition.extras.get("nodes", 1)
+        # 0: one rank on every node of the partition (a ring over all nodes)
+        self.num_ranks = self.num_ranks or nodes
         self.num_tasks = self.num_ranks
         if self.placement == "internode":
             self.skip_if(nodes < 2, "internode placement needs a partition with 2+ nodes")
@@ -216,6 +219,23 @@ class MpiRun(rfm.RunOnlyRegressionTest):
             self.num_tasks_per_node = ppn
         else:
             self.num_tasks_per_node = self.num_ranks
+        self.skip_if_oversubscribed()
+        self.skip_if_known_defect()
+
+    def skip_if_oversubscribed(self):
+        # busy-polling ranks that share a core measure the scheduler's time
+        # slices (8 ms "latencies" here), not the network
+        cpus = self.current_partition.processor.num_cpus
+        self.skip_if(cpus and self.num_tasks_per_node > cpus,
+                     f"{self.num_tasks_per_node} ranks on one node of {cpus} CPUs would "
+                     f"oversubscribe it")
+
+    def skip_if_known_defect(self):
+        defects = self.current_environ.extras.get("known_defects") or {}
+        defect = defects.get(self.transport)
+        self.skip_if(defect and self.num_ranks >= defect["min_ranks"],
+                     f"known defect, not run: {defect and defect['why']} "
+                     f"(mpi_families.yaml known_defects)")
 
     def snapshot_link_counters(self, filename):
         """Bytes through each of the partition's links (the host ends of a

@@ -55,6 +55,8 @@ class MPI:
     capabilities: frozenset
     transports: dict     # transport name -> environment variables
     fabric: str = ""     # a Spack view's fabric (data/fabrics.yaml), else ""
+    # transport -> {min_ranks, why}: runs this build is known to fail
+    known_defects: dict = dataclasses.field(default_factory=dict)
 
     @property
     def features(self):
@@ -84,6 +86,12 @@ def load_families(path=FAMILIES_FILE):
         require(spec, "slurm_mpi", str, path, family)
         forward = require(spec, "forward_env", dict, path, family)
         require(forward, "prefixes", list, path, f"{family}.forward_env")
+        for i, defect in enumerate(spec.get("known_defects") or []):
+            where = f"{family}.known_defects[{i}]"
+            require(defect, "versions", list, path, where)
+            require(defect, "transport", str, path, where)
+            require(defect, "min_ranks", int, path, where)
+            require(defect, "why", str, path, where)
     return data
 
 
@@ -269,7 +277,15 @@ def probe(cand, families):
         transports = {t: env for t, env in transports.items() if t in load_fabrics()[fabric]}
     return MPI(name=cand.name, source=cand.source, family=family, version=version,
                cc=cand.cc, launcher=cand.launcher, prefix=cand.prefix, capabilities=caps,
-               transports=transports, fabric=fabric)
+               transports=transports, fabric=fabric,
+               known_defects=known_defects(family, version, transports, families))
+
+
+def known_defects(family, version, transports, families):
+    """The family's known defects that apply to this version's transports."""
+    return {d["transport"]: {"min_ranks": d["min_ranks"], "why": d["why"]}
+            for d in families[family].get("known_defects") or []
+            if version in map(str, d["versions"]) and d["transport"] in transports}
 
 
 def load_fabrics(path=FABRICS_FILE):

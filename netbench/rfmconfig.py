@@ -87,6 +87,7 @@ def environment(mpi, families):
             "mpi_launcher": mpi.launcher,
             "transports": mpi.transports,
             "fabric": mpi.fabric,
+            "known_defects": mpi.known_defects,
         },
     }
 

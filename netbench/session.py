@@ -20,12 +20,13 @@ BIN = Path(sys.executable).parent
 DROPPED = ("RFM_", "NETBENCH_", "SLURM_CONF")
 
 
-def run_reframe(system, *selection, env=None, timeout=1800):
-    """`reframe -c reframe_checks --system SYSTEM SELECTION... -r`."""
+def run_reframe(system, *selection, env=None, timeout=1800, action="-r"):
+    """`reframe -c reframe_checks --system SYSTEM SELECTION... -r` (or
+    another `action`: --dry-run, -l)."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED)}
     clean.update(env or {})
     return subprocess.run([str(BIN / "reframe"), "-C", str(paths.CONFIG), "-c",
-                           str(paths.CHECKS), "--system", system, *selection, "-r"],
+                           str(paths.CHECKS), "--system", system, *selection, action],
                           cwd=paths.REPO, env=clean, capture_output=True, text=True,
                           timeout=timeout)
 

@@ -61,10 +61,6 @@ class MtuPingPong(MtuMixin, checklib.PingPongBase):
 class MtuRing(MtuMixin, checklib.ThroughputBase):
     descr = "ring neighbour exchange over every node at one MTU"
     bench_mode = "exchange"
+    num_ranks = 0           # one on every node
     procs_per_node = 1
     tags = {"mtu", "seeds"}
-
-    @run_after("setup")
-    def one_rank_per_node(self):
-        self.num_ranks = self.current_partition.extras.get("nodes", 1)
-        self.num_tasks = self.num_ranks
