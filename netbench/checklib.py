@@ -231,11 +231,11 @@ class MpiRun(rfm.RunOnlyRegressionTest):
                      f"oversubscribe it")
 
     def skip_if_known_defect(self):
-        defects = self.current_environ.extras.get("known_defects") or {}
-        defect = defects.get(self.transport)
-        self.skip_if(defect and self.num_ranks >= defect["min_ranks"],
-                     f"known defect, not run: {defect and defect['why']} "
-                     f"(mpi_families.yaml known_defects)")
+        defect = (self.current_environ.extras.get("known_defects") or {}).get(self.transport)
+        if defect:
+            self.skip_if(self.num_ranks >= defect["min_ranks"],
+                         f"known defect, not run: {defect['why']} "
+                         f"(mpi_families.yaml known_defects)")
 
     def snapshot_link_counters(self, filename):
         """Bytes through each of the partition's links (the host ends of a

@@ -170,11 +170,14 @@ def spread(runs, attr):
     return (max(values) - min(values)) / statistics.median(values)
 
 
-def side_by_side(run_netpipe, run_netbench, repeats):
+def side_by_side(run_netpipe, run_netbench, repeats, match_time=False):
     """Alternate the two tools `repeats` times (so drifting load hits both
-    alike); lists of Figures for each."""
+    alike); lists of Figures for each.  With `match_time`, each netbench
+    entry is the best of its runs over as long as the NetPIPE run before it
+    took (best_within)."""
     np_runs, nb_runs = [], []
     for _ in range(repeats):
         np_runs.append(run_netpipe())
-        nb_runs.append(run_netbench())
+        nb_runs.append(best_within(run_netbench, np_runs[-1].seconds) if match_time
+                       else run_netbench())
     return np_runs, nb_runs

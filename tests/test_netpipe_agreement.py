@@ -40,15 +40,6 @@ def overlap(a, b, tolerance=TOLERANCE):
     return min(a) <= max(b) * (1 + tolerance) and min(b) <= max(a) * (1 + tolerance)
 
 
-def side_by_side(run_netpipe, run_netbench):
-    """Alternate the tools; netbench gets as much time per run as NetPIPE."""
-    np_runs, nb_runs = [], []
-    for _ in range(REPEATS):
-        np_runs.append(run_netpipe())
-        nb_runs.append(netpipe.best_within(run_netbench, np_runs[-1].seconds))
-    return np_runs, nb_runs
-
-
 def assert_agree(np_runs, nb_runs, what, peak_tolerance=TOLERANCE):
     for attr, unit, tolerance in (("latency_us", "us", TOLERANCE),
                                   ("peak_mbps", "Mbit/s", peak_tolerance)):
@@ -76,15 +67,18 @@ def test_mpi_pingpong_agrees_with_netpipe(family, mpis, build_benchmark):
     require(binary is not None, f"Debian's NetPIPE for {family} "
                                 f"({netpipe.NETPIPE_MPI[family]}) is not installed")
     bench = build_benchmark(system)
-    np_runs, nb_runs = side_by_side(lambda: netpipe.netpipe_mpi(binary, bench),
-                                    lambda: netpipe.netbench_mpi(bench))
+    np_runs, nb_runs = netpipe.side_by_side(lambda: netpipe.netpipe_mpi(binary, bench),
+                                            lambda: netpipe.netbench_mpi(bench), REPEATS,
+                                            match_time=True)
     assert_agree(np_runs, nb_runs, system.name, peak_tolerance=SHM_PEAK_TOLERANCE)
 
 
 def test_tcp_pingpong_agrees_with_nptcp(wheel_mpis, build_benchmark):
     require(shutil.which(netpipe.NETPIPE_TCP) is not None, "netpipe-tcp is not installed")
     bench = build_benchmark(wheel_mpis["mpich"])
-    np_runs, nb_runs = side_by_side(netpipe.netpipe_tcp, lambda: netpipe.netbench_tcp(bench))
+    np_runs, nb_runs = netpipe.side_by_side(netpipe.netpipe_tcp,
+                                            lambda: netpipe.netbench_tcp(bench), REPEATS,
+                                            match_time=True)
     assert_agree(np_runs, nb_runs, "tcp loopback")
 
 
