@@ -4,7 +4,9 @@ and parse its output.  Used by the tests, the NetPIPE comparison and
 `make bench`."""
 
 import os
+import re
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 from . import discovery, paths
@@ -77,3 +79,22 @@ def parse_output(text):
         elif columns and line.strip() and not line.startswith("#"):
             rows.append(dict(zip(columns, map(float, line.split()))))
     return rows, summary
+
+
+PLACEMENT = re.compile(r"^# rank (\d+) host (\S+) cpu \d+(?: allowed (\S+))?", re.MULTILINE)
+
+
+def rank_placements(text):
+    """{rank: (host, CPUs the rank may run on)} from a run's header; an
+    empty tuple where the benchmark did not say."""
+    return {int(rank): (host, tuple(int(c) for c in allowed.split(",")) if allowed else ())
+            for rank, host, allowed in PLACEMENT.findall(text)}
+
+
+def stacked_ranks(text):
+    """"host:cpuN" for each CPU that two or more ranks are pinned to alone.
+    Busy-polling ranks on one CPU take turns in scheduler time slices:
+    milliseconds per message, a placement error that is not the network."""
+    pinned = Counter(placement for placement in rank_placements(text).values()
+                     if len(placement[1]) == 1)
+    return sorted(f"{host}:cpu{cpus[0]}" for (host, cpus), n in pinned.items() if n > 1)

@@ -375,6 +375,7 @@ class NetbenchRun(MpiRun):
             sn.assert_eq(sn.extractsingle(r"^@ verify_errors (\d+)", self.stdout, 1, int), 0,
                          msg="received data did not match what was sent")]
         return sn.all([self.assert_no_scheduler_failure()] + verified + [
+            self.assert_ranks_not_stacked(),
             self.assert_traffic_crossed_links(hosts),
             sn.assert_found(r"^@ sweep_seconds", self.stdout,
                             msg="the benchmark did not finish its sweep"),
@@ -382,6 +383,18 @@ class NetbenchRun(MpiRun):
             sn.assert_eq(sn.len(sn.defer(set(hosts.evaluate()))), self.expected_hosts(),
                          msg="ranks ran on the wrong number of hosts"),
         ])
+
+    def assert_ranks_not_stacked(self):
+        # runs with more ranks than CPUs per node are skipped before they
+        # start (skip_if_oversubscribed), so a shared pin is the launcher's
+        try:
+            with open(os.path.join(self.stagedir, self.job.stdout)) as f:
+                stacked = benchrun.stacked_ranks(f.read())
+        except OSError:
+            stacked = []
+        return sn.assert_false(stacked, msg=f"ranks pinned to one CPU each ({', '.join(stacked)})"
+                                            f": they take turns, so the run measured the "
+                                            f"scheduler; check the launcher's binding flags")
 
     def summary(self, key, conv=float):
         return sn.extractsingle(rf"^@ {key} (\S+)", self.stdout, 1, conv)

@@ -148,7 +148,7 @@ def start(state, undo):
         started(f"slurmd:{node['name']}", spawn(
             ["nsenter", "-t", str(node["sshd_pid"]), "-m", "-u", "-n",
              "unshare", "--mount", "--propagation", "private", "sh", "-c",
-             f"{cgroup_mount_script()} mount --bind {spool / 'tmp'} /tmp && "
+             f"{cgroup_mount_script()} {own_tmp_script(spool / 'tmp', folder)} && "
              f"exec slurmd -D -f {conf} -N {node['name']}"],
             spool / "slurmd.out"), [node["namespace"]])
     slurm = {"conf": str(conf), "partition": state["name"], "controller": ctl,
@@ -158,6 +158,24 @@ def start(state, undo):
     wait_for(lambda: nodes_idle(env, len(state["nodes"])), "slurmctld and slurmd", procs,
              folder)
     return slurm
+
+
+def own_tmp_script(node_tmp, folder):
+    """Shell commands that mount `node_tmp` over /tmp in a node's mount
+    namespace.  Where the cluster's `folder` (its Slurm config, spool and
+    logs) lies under /tmp itself, as in a repository cloned there, its top
+    folder under /tmp is bound into the node's /tmp first, so that slurmd
+    still finds it."""
+    top = _top_under_tmp(Path(folder).resolve())
+    keep = "" if top is None else (
+        f"mkdir -p {node_tmp / top.name} && mount --bind {top} {node_tmp / top.name} && ")
+    return f"{keep}mount --rbind {node_tmp} /tmp"
+
+
+def _top_under_tmp(path):
+    """The folder directly under /tmp that holds `path`, or None."""
+    tmp = Path("/tmp").resolve()
+    return tmp / path.relative_to(tmp).parts[0] if path.is_relative_to(tmp) else None
 
 
 def cgroup_mount_script(mounts="/proc/self/mounts"):

@@ -684,6 +684,22 @@ static struct stats measure(struct bench *b, batch_fn fn, size_t n)
 
 /* ---- output ------------------------------------------------------------- */
 
+#define CPU_LIST_MAX 256
+
+/* The CPUs this process may run on, as "0,1" (truncated past the buffer). */
+static const char *allowed_cpus(char *buf, size_t size)
+{
+    cpu_set_t set;
+    size_t used = 0;
+    buf[0] = 0;
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return "?";
+    for (int c = 0; c < CPU_SETSIZE && used + 8 < size; c++)
+        if (CPU_ISSET(c, &set))
+            used += (size_t)snprintf(buf + used, size - used, "%s%d", used ? "," : "", c);
+    return buf;
+}
+
 static void print_header(struct bench *b)
 {
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -694,9 +710,12 @@ static void print_header(struct bench *b)
     if (nl)
         *nl = 0;
     MPI_Get_processor_name(host, &len);
-    /* each rank's host and CPU let checks verify the placement */
-    char line[MPI_MAX_PROCESSOR_NAME + 64];
-    snprintf(line, sizeof line, "# rank %d host %s cpu %d", b->rank, host, cpu);
+    /* each rank's host, CPU and the CPUs it may run on let checks verify
+     * the placement: two busy-polling ranks on one CPU cost milliseconds */
+    char line[MPI_MAX_PROCESSOR_NAME + 64 + CPU_LIST_MAX];
+    char allowed[CPU_LIST_MAX];
+    snprintf(line, sizeof line, "# rank %d host %s cpu %d allowed %s", b->rank, host, cpu,
+             allowed_cpus(allowed, sizeof allowed));
     char *all = NULL;
     if (b->rank == 0)
         all = calloc((size_t)b->size, sizeof line);
