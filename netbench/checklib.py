@@ -103,13 +103,18 @@ def max_ranks():
     return best
 
 
-def read_curve(path):
-    """The benchmark's table in `path` as a list of dicts, [] when absent."""
+def read_output(path):
+    """The benchmark's output in `path`, "" when absent."""
     try:
         with open(path) as f:
-            return benchrun.parse_output(f.read())[0]
+            return f.read()
     except OSError:
-        return []
+        return ""
+
+
+def read_curve(path):
+    """The benchmark's table in `path` as a list of dicts, [] when absent."""
+    return benchrun.parse_output(read_output(path))[0]
 
 
 def slurm_failure(stderr_text):
@@ -160,6 +165,8 @@ class MpiRun(rfm.RunOnlyRegressionTest):
     #: the sweep table, one dict per message size; set after the run so that
     #: ReFrame's JSON run report carries the curve for the HTML report
     curve = variable(list, value=[])
+    #: "host:cpuN" where two ranks were pinned to the same single CPU
+    stacked_ranks = variable(list, value=[])
     #: which of the report's sections draws `curve`: pingpong | throughput
     #: (empty: the report shows the case's figures only)
     report_section = variable(str, value="")
@@ -360,7 +367,10 @@ class NetbenchRun(MpiRun):
 
     @run_before("sanity")
     def record_curve(self):
-        self.curve = read_curve(os.path.join(self.stagedir, self.job.stdout))
+        # the output read once: the table, and ranks pinned to a shared CPU
+        text = read_output(os.path.join(self.stagedir, self.job.stdout))
+        self.curve = benchrun.parse_output(text)[0]
+        self.stacked_ranks = benchrun.stacked_ranks(text)
 
     @run_before("run")
     def set_command(self):
@@ -387,11 +397,7 @@ class NetbenchRun(MpiRun):
     def assert_ranks_not_stacked(self):
         # runs with more ranks than CPUs per node are skipped before they
         # start (skip_if_oversubscribed), so a shared pin is the launcher's
-        try:
-            with open(os.path.join(self.stagedir, self.job.stdout)) as f:
-                stacked = benchrun.stacked_ranks(f.read())
-        except OSError:
-            stacked = []
+        stacked = self.stacked_ranks
         return sn.assert_false(stacked, msg=f"ranks pinned to one CPU each ({', '.join(stacked)})"
                                             f": they take turns, so the run measured the "
                                             f"scheduler; check the launcher's binding flags")

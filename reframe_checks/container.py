@@ -19,7 +19,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from netbench import checklib, container
+from netbench import checklib, container, discovery
 
 checklib.require_netbench_config()
 
@@ -33,6 +33,12 @@ MAX_SLOWDOWN = 1.05
 def image_present(image):
     """Asked of podman once per session, not once per test case."""
     return container.image_exists(image)
+
+
+@functools.lru_cache(maxsize=None)
+def launcher_flags(family):
+    """mpi_families.yaml's launcher_flags of `family`, read once."""
+    return discovery.load_families()[family]["launcher_flags"] if family else ""
 
 
 def image_mpirun(family):
@@ -72,11 +78,9 @@ class ContainerMixin(rfm.RegressionTestPlugin):
                 f"{self.image} {' '.join(argv)}")
 
     def launcher_flags(self):
-        # one rank per core: Open MPI 5 left to itself (or --oversubscribe)
-        # may bind both ranks of a ping-pong to one core in the container,
-        # which costs milliseconds per message when they busy-poll
-        return {"mpich": "-bind-to core",
-                "openmpi": "--bind-to core --map-by core"}.get(self.family, "")
+        # the family's own flags, which pin one rank per core: the image
+        # carries the same wheel MPIs as the host
+        return launcher_flags(self.family)
 
 
 @rfm.simple_test
