@@ -114,6 +114,11 @@ def validate(data, schema, path, where=()):
     raise DataError(path, dotted(parts) or None, problem)
 
 
+#: JSON Schema's type names as a YAML author knows them
+_TYPE_NAMES = {"number": "a finite number", "integer": "an integer", "string": "a string",
+               "object": "a mapping", "array": "a list", "boolean": "true or false"}
+
+
 def _short(error):
     """jsonschema's message, shortened to what the user needs: the value is
     repeated only when short."""
@@ -122,12 +127,15 @@ def _short(error):
     kind = type(error.instance).__name__
     if error.validator == "type":
         expected = error.validator_value
-        expected = " or ".join(expected) if isinstance(expected, list) else expected
-        expected = "a finite number" if expected == "number" else expected
+        expected = expected if isinstance(expected, list) else [expected]
+        expected = " or ".join(_TYPE_NAMES.get(e, e) for e in expected)
         return f"expected {expected}, got {kind} {value}"
     if error.validator == "enum":
         return f"{value}: use one of {', '.join(map(str, error.validator_value))}"
-    return f"{value}: {error.message.replace(repr(error.instance), '').strip()}"
+    message = error.message
+    if message.startswith(repr(error.instance)):
+        message = message[len(repr(error.instance)):]
+    return f"{value}: {message.strip()}"
 
 
 def require(mapping, key, kind, path, where):

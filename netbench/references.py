@@ -3,7 +3,10 @@
 `reframe_checks/references/seed*.yaml` hold the source documents' figures,
 each with its citation; `thresholds.yaml` says which figure each
 performance variable is compared with per interconnect class.  Every
-malformed entry raises DataError naming the file and the key.
+malformed entry raises DataError naming the file and the key: types are
+checked by the JSON Schemas below where the files are read, and the bounds
+by the rules ReFrame applies much later (a lower bound is a fraction from
+-1 to 0 of a positive figure, an upper bound at least 0).
 """
 
 import dataclasses
@@ -11,10 +14,89 @@ import functools
 from pathlib import Path
 
 from . import paths
-from .datafiles import DataError, load_yaml, require
+from .datafiles import DataError, load_yaml, require, validate as validate_schema
 
 THRESHOLDS_FILE = "thresholds.yaml"
+#: the virtual cluster's link classes: every class it can give a partition
+#: must have thresholds
+LINKS_FILE = paths.DATA / "links.yaml"
 NUMBER = (int, float)
+
+_STRING = {"type": "string"}
+_NUMBER = {"type": "number"}
+
+#: a seed*.yaml file (the figures of each table row are checked against the
+#: table's `fields` below)
+SEED_SCHEMA = {
+    "type": "object",
+    "required": ["source"],
+    "additionalProperties": False,
+    "properties": {
+        "source": {"type": "object", "required": ["file"], "properties": {"file": _STRING}},
+        "tables": {"type": ["object", "null"], "additionalProperties": {
+            "type": "object",
+            "required": ["citation", "fields", "rows"],
+            "properties": {
+                "citation": _STRING,
+                "fields": {"type": "object", "additionalProperties": {
+                    "type": "object", "required": ["unit"], "properties": {"unit": _STRING}}},
+                "rows": {"type": "array", "items": {
+                    "type": "object", "required": ["id", "row"],
+                    "properties": {"id": _STRING, "row": _STRING}}},
+            }}},
+        "facts": {"type": ["array", "null"], "items": {
+            "type": "object",
+            "required": ["id", "value", "unit", "citation"],
+            "properties": {
+                "id": _STRING, "unit": _STRING, "citation": _STRING,
+                # one figure, or the list of values a document tested
+                "value": {"type": ["number", "array"], "items": _NUMBER},
+            }}},
+    },
+}
+
+#: one performance variable's rule in thresholds.yaml
+RULE_SCHEMA = {
+    "type": "object",
+    "required": ["ref", "lower", "upper", "unit"],
+    "additionalProperties": False,
+    "properties": {
+        "ref": _STRING,
+        "lower": {"type": ["number", "null"]},
+        "upper": {"type": ["number", "null"]},
+        "unit": _STRING,
+        "scale": _NUMBER,
+        "per_line_rate_mbps": _NUMBER,
+    },
+}
+
+THRESHOLDS_SCHEMA = {
+    "type": "object",
+    "required": ["transport_groups", "classes"],
+    "additionalProperties": False,
+    "properties": {
+        "transport_groups": {"type": "object", "additionalProperties": _STRING},
+        "classes": {"type": "object", "additionalProperties": {
+            # description, then {check kind: {transport group: {variable: rule}}}
+            "type": "object",
+            "properties": {"description": _STRING},
+            "additionalProperties": {"type": "object", "additionalProperties": {
+                "type": "object", "additionalProperties": RULE_SCHEMA}},
+        }},
+    },
+}
+
+#: the classes links.yaml gives a virtual cluster's partition besides its
+#: `classes`: an unshaped link, and a shaped rate no class has
+LINKS_SCHEMA = {
+    "type": "object",
+    "required": ["unshaped_interconnect", "other_rates_interconnect", "classes"],
+    "properties": {
+        "unshaped_interconnect": _STRING,
+        "other_rates_interconnect": _STRING,
+        "classes": {"type": "object"},
+    },
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +118,9 @@ class Threshold:
     upper: object
     unit: str
     scale: float = 1.0
+    #: the line rate the figure was measured on: the reference is then the
+    #: figure times (partition's line rate / this); None: an absolute figure
+    per_line_rate_mbps: float = None
 
     @property
     def reference(self):
@@ -44,23 +129,17 @@ class Threshold:
 
 
 def _seed_figures(path):
-    data = load_yaml(path)
+    data = validate_schema(load_yaml(path), SEED_SCHEMA, path)
     stem = Path(path).stem
-    source = require(data, "source", dict, path, "")
-    seed_file = require(source, "file", str, path, "source")
+    seed_file = data["source"]["file"]
     figures = {}
     for tname, table in (data.get("tables") or {}).items():
         where = f"tables.{tname}"
-        citation = require(table, "citation", str, path, where)
-        fields = require(table, "fields", dict, path, where)
-        for fname, spec in fields.items():
-            require(spec, "unit", str, path, f"{where}.fields.{fname}")
-        rows = require(table, "rows", list, path, where)
+        citation, fields = table["citation"], table["fields"]
         seen = set()
-        for i, row in enumerate(rows):
+        for i, row in enumerate(table["rows"]):
             rwhere = f"{where}.rows[{i}]"
-            rid = require(row, "id", str, path, rwhere)
-            label = require(row, "row", str, path, rwhere)
+            rid, label = row["id"], row["row"]
             if rid in seen:
                 raise DataError(path, f"{rwhere}.id", f"duplicate row id {rid!r}")
             seen.add(rid)
@@ -70,14 +149,9 @@ def _seed_figures(path):
                 figures[key] = Figure(key, value, spec["unit"],
                                       f"{seed_file}, {citation}, row {label}")
     for i, fact in enumerate(data.get("facts") or []):
-        where = f"facts[{i}]"
-        fid = require(fact, "id", str, path, where)
-        if "value" not in fact:
-            raise DataError(path, f"{where}.value", "missing")
-        unit = require(fact, "unit", str, path, where)
-        citation = require(fact, "citation", str, path, where)
-        key = f"{stem}#facts/{fid}"
-        figures[key] = Figure(key, fact["value"], unit, f"{seed_file}, {citation}")
+        key = f"{stem}#facts/{fact['id']}"
+        figures[key] = Figure(key, fact["value"], fact["unit"],
+                              f"{seed_file}, {fact['citation']}")
     return figures
 
 
@@ -92,50 +166,62 @@ def load_figures(folder=paths.REFERENCES):
 
 
 def _threshold(path, where, variable, rule, figures):
-    ref = require(rule, "ref", str, path, where)
+    ref = rule["ref"]
     if ref not in figures:
         raise DataError(path, f"{where}.ref", f"no documented figure {ref!r}")
-    bounds = {}
-    for side in ("lower", "upper"):
-        if side not in rule:
-            raise DataError(path, f"{where}.{side}", "missing (use null for unbounded)")
-        value = rule[side]
-        if value is not None and (not isinstance(value, NUMBER) or isinstance(value, bool)):
-            raise DataError(path, f"{where}.{side}", f"expected a number or null, got {value!r}")
-        bounds[side] = value
-    unit = require(rule, "unit", str, path, where)
-    scale = float(rule.get("scale", 1.0))
-    return Threshold(variable, figures[ref], bounds["lower"], bounds["upper"], unit, scale)
+    figure = figures[ref]
+    if isinstance(figure.value, list):
+        raise DataError(path, f"{where}.ref", f"{ref!r} is a list of values, not one figure")
+    scale = rule.get("scale", 1.0)
+    for key in ("scale", "per_line_rate_mbps"):
+        if key in rule and rule[key] <= 0:
+            raise DataError(path, f"{where}.{key}", f"expected a positive number, got "
+                                                    f"{rule[key]!r}")
+    # ReFrame's rules (reference_bounds): bounds are fractions of the
+    # reference; below a positive reference lower is -1..0, upper >= 0
+    # (a negative reference: lower <= 0, upper 0..1)
+    positive = figure.value * scale >= 0
+    lower, upper = rule["lower"], rule["upper"]
+    if lower is not None and not (-1 <= lower <= 0 if positive else lower <= 0):
+        raise DataError(path, f"{where}.lower", f"{lower!r}: expected a fraction "
+                        f"{'from -1 ' if positive else ''}to 0 below the figure, or null "
+                        f"(ReFrame refuses it)")
+    if upper is not None and not (upper >= 0 if positive else 0 <= upper <= 1):
+        raise DataError(path, f"{where}.upper", f"{upper!r}: expected a fraction from 0 "
+                        f"{'' if positive else 'to 1 '}above the figure, or null "
+                        f"(ReFrame refuses it)")
+    return Threshold(variable, figure, lower, upper, rule["unit"], float(scale),
+                     rule.get("per_line_rate_mbps"))
 
 
 @functools.lru_cache(maxsize=None)
-def load_thresholds(folder=paths.REFERENCES):
-    """{(class, check kind, transport group): {variable: Threshold}} and the
-    transport -> group map."""
+def _load_thresholds(folder):
     path = Path(folder) / THRESHOLDS_FILE
     figures = load_figures(folder)
-    data = load_yaml(path)
-    groups = require(data, "transport_groups", dict, path, "")
-    classes = require(data, "classes", dict, path, "")
+    data = validate_schema(load_yaml(path), THRESHOLDS_SCHEMA, path)
     table = {}
-    for cname, checks in classes.items():
-        require(classes, cname, dict, path, "classes")
+    for cname, checks in data["classes"].items():
         for kind, by_group in checks.items():
             if kind == "description":
                 continue
-            for group, variables in require(checks, kind, dict, path,
-                                            f"classes.{cname}").items():
+            for group, variables in by_group.items():
                 where = f"classes.{cname}.{kind}.{group}"
-                require(checks[kind], group, dict, path, f"classes.{cname}.{kind}")
                 table[(cname, kind, group)] = {
                     var: _threshold(path, f"{where}.{var}", var, rule, figures)
                     for var, rule in variables.items()}
-    return table, dict(groups)
+    return table, dict(data["transport_groups"]), tuple(data["classes"])
+
+
+def load_thresholds(folder=paths.REFERENCES):
+    """{(class, check kind, transport group): {variable: Threshold}} and the
+    transport -> group map."""
+    table, groups, _ = _load_thresholds(folder)
+    return table, groups
 
 
 def interconnect_classes(folder=paths.REFERENCES):
-    table, _ = load_thresholds(folder)
-    return sorted({cls for cls, _, _ in table})
+    """Every class of thresholds.yaml."""
+    return sorted(_load_thresholds(folder)[2])
 
 
 def transport_group(transport, folder=paths.REFERENCES):
@@ -144,17 +230,68 @@ def transport_group(transport, folder=paths.REFERENCES):
     return groups.get(transport, transport)
 
 
-def thresholds_for(interconnect, kind, transport, folder=paths.REFERENCES):
+def thresholds_for(interconnect, kind, transport, folder=paths.REFERENCES,
+                   line_rate_mbps=None):
     """{variable: Threshold} for a check of `kind` using `transport` on a
-    partition of class `interconnect`; empty where nothing is documented."""
+    partition of class `interconnect`; empty where nothing is documented.
+    A rule whose figure was measured on a line rate (`per_line_rate_mbps`)
+    is scaled to the partition's `line_rate_mbps`, and left out without one."""
     table, _ = load_thresholds(folder)
-    return table.get((interconnect, kind, transport_group(transport, folder)), {})
+    out = {}
+    for var, th in table.get((interconnect, kind, transport_group(transport, folder)),
+                             {}).items():
+        if th.per_line_rate_mbps is not None:
+            if not line_rate_mbps:
+                continue
+            th = dataclasses.replace(
+                th, scale=th.scale * float(line_rate_mbps) / th.per_line_rate_mbps)
+        out[var] = th
+    return out
 
 
-def validate(folder=paths.REFERENCES):
-    """Load everything, raising DataError on the first problem."""
+def missing_thresholds(interconnect, kind, transport, folder=paths.REFERENCES):
+    """None when a check of `kind` using `transport` on a partition of class
+    `interconnect` can be judged, or is informational by design (no class
+    documents that kind and transport group); else one line saying why it
+    cannot be judged."""
+    table, _, classes = _load_thresholds(folder)
+    path = Path(folder) / THRESHOLDS_FILE
+    if not interconnect:
+        return (f"the partition declares no interconnect class (extras.interconnect; "
+                f"classes of {path}: {', '.join(sorted(classes))})")
+    if interconnect not in classes:
+        return (f"interconnect class {interconnect!r} is not in {path} "
+                f"(classes: {', '.join(sorted(classes))})")
+    group = transport_group(transport, folder)
+    if (interconnect, kind, group) in table:
+        return None
+    others = sorted(c for c, k, g in table if (k, g) == (kind, group))
+    if not others:
+        return None
+    via = f"transport group {group}" if group != transport else f"transport {transport}"
+    return (f"interconnect class {interconnect!r} has no {kind} thresholds for {via} in "
+            f"{path} (documented for {', '.join(others)})")
+
+
+def link_classes(path=LINKS_FILE):
+    """{dotted key in links.yaml: class} of every interconnect class the
+    virtual cluster can give its partition."""
+    data = validate_schema(load_yaml(path), LINKS_SCHEMA, path)
+    out = {key: data[key] for key in ("unshaped_interconnect", "other_rates_interconnect")}
+    out.update({f"classes.{name}": name for name in data["classes"]})
+    return out
+
+
+def validate(folder=paths.REFERENCES, links=LINKS_FILE):
+    """Load everything, raising DataError on the first problem; every class
+    links.yaml can produce must have thresholds."""
     load_figures.cache_clear()
-    load_thresholds.cache_clear()
+    _load_thresholds.cache_clear()
     figures = load_figures(folder)
     table, _ = load_thresholds(folder)
+    classes = interconnect_classes(folder)
+    for key, cname in link_classes(links).items():
+        if cname not in classes:
+            raise DataError(links, key, f"class {cname!r} has no thresholds in "
+                                        f"{Path(folder) / THRESHOLDS_FILE}")
     return figures, table

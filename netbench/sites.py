@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 
 from . import paths, references
-from .datafiles import DataError, load_yaml, require
+from .datafiles import DataError, load_yaml, validate
 
 SITES = paths.CHECKS / "sites"
 #: ReFrame's schedulers that make sense for a benchmark site
@@ -19,6 +19,60 @@ SCHEDULERS = ("slurm", "squeue", "local", "pbs", "torque", "lsf", "sge", "oar", 
 #: ReFrame's launchers plus netbench's own (rfmconfig registers them)
 LAUNCHERS = ("srun", "srunalloc", "mpirun", "mpiexec", "local", "netbench-alloc",
              "netbench-mpirun", "netbench-ssh")
+#: ReFrame's modules systems (its configuration schema)
+MODULES_SYSTEMS = ("nomod", "lmod", "tmod4", "envmod", "spack")
+#: ReFrame's durations (reframe.utility.typecheck.Duration): seconds, or
+#: days, hours, minutes and seconds in that order, e.g. 30m, 1h30m, 90s, 1d
+DURATION = r"^(\d+(\.\d*)?|(?=\d)(\d+d)?(\d+h)?(\d+m)?(\d+s)?)$"
+
+_STRING = {"type": "string"}
+#: a site file, with ReFrame's rules for names (its configuration schema)
+SITE_SCHEMA = {
+    "type": "object",
+    "required": ["name", "hostnames", "partitions"],
+    "additionalProperties": False,
+    "properties": {
+        "name": {"type": "string", "pattern": r"^[A-Za-z][\w-]*$",
+                 "description": "use letters, digits, - and _, starting with a letter"},
+        "descr": _STRING,
+        "hostnames": {"type": "array", "items": _STRING},
+        "modules_system": {"enum": list(MODULES_SYSTEMS)},
+        "partitions": {"type": "array", "minItems": 1, "items": {
+            "type": "object",
+            "required": ["name", "scheduler", "launcher", "environs", "extras"],
+            "additionalProperties": False,
+            "properties": {
+                "name": {"type": "string", "pattern": r"^[A-Za-z_][\w-]*$",
+                         "description": "use letters, digits, - and _, starting with a "
+                                        "letter or _"},
+                "descr": _STRING,
+                "scheduler": {"enum": list(SCHEDULERS)},
+                "launcher": {"enum": list(LAUNCHERS)},
+                # one scheduler option per item (a string would be one per character)
+                "access": {"type": "array", "items": _STRING},
+                "time_limit": {
+                    "type": ["string", "number"], "minimum": 0, "pattern": DURATION,
+                    "description": "not a ReFrame duration: give seconds or "
+                                   "<days>d<hours>h<minutes>m<seconds>s, e.g. 30m, 1h30m, "
+                                   "90s, 1d"},
+                "max_jobs": {"type": "integer", "minimum": 1},
+                "environs": _STRING,
+                "env_vars": {
+                    "type": "object",
+                    "propertyNames": {"pattern": r"^[A-Za-z_]\w*$",
+                                      "description": "not an environment variable name"},
+                    "additionalProperties": {"type": ["string", "number"]}},
+                "extras": {
+                    "type": "object",
+                    "required": ["interconnect", "nodes"],
+                    "properties": {
+                        "interconnect": _STRING,
+                        "nodes": {"type": "integer", "minimum": 1},
+                        "line_rate_mbps": {"type": "number", "exclusiveMinimum": 0},
+                    }},
+            }}},
+    },
+}
 
 
 def site_files(folder=SITES):
@@ -30,66 +84,53 @@ def site_files(folder=SITES):
 
 def load_site(path, env_names):
     """The ReFrame system of one site file, DataError naming file and key."""
-    data = load_yaml(path)
-    name = require(data, "name", str, path, "")
-    if not re.fullmatch(r"[A-Za-z][\w-]*", name):
-        raise DataError(path, "name", f"{name!r}: use letters, digits, - and _")
-    hostnames = require(data, "hostnames", list, path, "")
-    for i, pattern in enumerate(hostnames):
+    data = validate(load_yaml(path), SITE_SCHEMA, path)
+    for i, pattern in enumerate(data["hostnames"]):
         compiled(pattern, path, f"hostnames[{i}]")
-    partitions = require(data, "partitions", list, path, "")
-    if not partitions:
-        raise DataError(path, "partitions", "at least one partition is needed")
+    first = {}
+    for i, spec in enumerate(data["partitions"]):
+        index = first.setdefault(spec["name"], i)
+        if index != i:
+            raise DataError(path, f"partitions[{i}].name", f"{spec['name']!r} is already "
+                                                           f"the name of partitions[{index}]")
     classes = references.interconnect_classes()
+    name = data["name"]
     return {
         "name": name,
-        "descr": str(data.get("descr", name)),
-        "hostnames": hostnames,
-        "modules_system": str(data.get("modules_system", "nomod")),
+        "descr": data.get("descr", name),
+        "hostnames": data["hostnames"],
+        "modules_system": data.get("modules_system", "nomod"),
         # ReFrame's working folders stay below the repository, as for `local`
         "stagedir": str(paths.STATE / "stage"),
         "outputdir": str(paths.STATE / "output"),
         "partitions": [partition(p, f"partitions[{i}]", path, env_names, classes)
-                       for i, p in enumerate(partitions)],
+                       for i, p in enumerate(data["partitions"])],
     }
 
 
 def partition(spec, where, path, env_names, classes):
-    name = require(spec, "name", str, path, where)
-    scheduler = choice(spec, "scheduler", SCHEDULERS, path, where)
-    launcher = choice(spec, "launcher", LAUNCHERS, path, where)
-    pattern = compiled(require(spec, "environs", str, path, where), path, f"{where}.environs")
-    extras = require(spec, "extras", dict, path, where)
-    interconnect = require(extras, "interconnect", str, path, f"{where}.extras")
-    if interconnect not in classes:
+    """One partition of a site file that SITE_SCHEMA accepted."""
+    name = spec["name"]
+    pattern = compiled(spec["environs"], path, f"{where}.environs")
+    extras = spec["extras"]
+    if extras["interconnect"] not in classes:
         raise DataError(path, f"{where}.extras.interconnect",
-                        f"{interconnect!r} is not a class of thresholds.yaml "
+                        f"{extras['interconnect']!r} is not a class of thresholds.yaml "
                         f"({', '.join(classes)})")
-    nodes = require(extras, "nodes", int, path, f"{where}.extras")
-    env_vars = spec.get("env_vars", {})
-    if not isinstance(env_vars, dict):
-        raise DataError(path, f"{where}.env_vars", "expected a mapping NAME: value")
     part = {
         "name": name,
-        "descr": str(spec.get("descr", name)),
-        "scheduler": scheduler,
-        "launcher": launcher,
-        "access": [str(a) for a in spec.get("access", [])],
+        "descr": spec.get("descr", name),
+        "scheduler": spec["scheduler"],
+        "launcher": spec["launcher"],
+        "access": list(spec.get("access", [])),
         "environs": [e for e in env_names if pattern.search(e)] or ["builtin"],
-        "max_jobs": int(spec.get("max_jobs", 1)),
-        "env_vars": [[str(k), str(v)] for k, v in env_vars.items()],
-        "extras": {**extras, "interconnect": interconnect, "nodes": nodes},
+        "max_jobs": spec.get("max_jobs", 1),
+        "env_vars": [[k, str(v)] for k, v in spec.get("env_vars", {}).items()],
+        "extras": dict(extras),
     }
     if "time_limit" in spec:
         part["time_limit"] = str(spec["time_limit"])
     return part
-
-
-def choice(spec, key, allowed, path, where):
-    value = require(spec, key, str, path, where)
-    if value not in allowed:
-        raise DataError(path, f"{where}.{key}", f"{value!r}: use one of {', '.join(allowed)}")
-    return value
 
 
 def compiled(pattern, path, key):

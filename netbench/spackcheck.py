@@ -13,13 +13,12 @@ layout netbench's MPI discovery turns into ReFrame environments.
 
 import ast
 import itertools
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import paths, spackspec
-from .datafiles import DataError, load_yaml
+from .datafiles import DataError, load_json, load_yaml, validate
 
 #: versions and variants of the packages spack.yaml uses, from Spack's builtin
 #: repository at the commit in the file (a copy of the project's
@@ -28,6 +27,71 @@ FACTS = paths.DATA / "spack-builtin-packages.json"
 SPACK_YAML = paths.REPO / "spack.yaml"
 #: packages that provide MPI (whose builds get a view folder each)
 MPI_PROVIDERS_VIRTUAL = "mpi"
+
+_STRING = {"type": "string"}
+_STRINGS = {"type": "array", "items": _STRING}
+_PROJECTIONS = {"type": "object", "additionalProperties": _STRING}
+#: the parts of a Spack environment (the `spack:` mapping) the check reads,
+#: with the types Spack's own schema gives them
+ENV_SCHEMA = {
+    "type": "object",
+    "$defs": {
+        # a spec list: spec strings, `$name` references and nested lists
+        "spec_list": {"type": "array", "items": {"$ref": "#/$defs/spec_item"}},
+        "spec_item": {"type": ["string", "array"], "items": {"$ref": "#/$defs/spec_item"}},
+    },
+    "properties": {
+        "definitions": {"type": ["array", "null"], "items": {
+            "type": "object",
+            "properties": {"when": _STRING},
+            "additionalProperties": {"type": ["array", "null"],
+                                     "items": {"$ref": "#/$defs/spec_item"}}}},
+        "specs": {"type": ["array", "null"], "items": {
+            "type": ["string", "object"],
+            "required": ["matrix"],
+            "properties": {"matrix": {"type": "array", "items": {"$ref": "#/$defs/spec_list"}},
+                           "exclude": _STRINGS}}},
+        "repos": {"type": ["object", "array", "null"], "items": _STRING,
+                  "additionalProperties": {"type": ["string", "object"]}},
+        "develop": {"type": ["object", "null"], "additionalProperties": {
+            "type": "object", "required": ["spec"],
+            "properties": {"spec": _STRING, "path": _STRING}}},
+        "view": {"type": ["boolean", "string", "object"], "additionalProperties": {
+            "type": "object", "properties": {"projections": _PROJECTIONS}}},
+        "modules": {"type": ["object", "null"], "additionalProperties": {
+            "type": ["object", "null"],
+            "properties": {tool: {"type": ["object", "null"],
+                                  "properties": {"projections": _PROJECTIONS}}
+                           for tool in ("lmod", "tcl")}}},
+        "concretizer": {"type": "object", "properties": {
+            "unify": {"enum": [True, False, "when_possible"]}}},
+    },
+}
+#: the package facts of Spack's builtin repository (FACTS)
+FACTS_SCHEMA = {
+    "type": "object",
+    "required": ["packages"],
+    "properties": {
+        "commit": _STRING,
+        "packages": {"type": "object", "additionalProperties": {
+            "type": "object",
+            "properties": {
+                "versions": _STRINGS,
+                "provides": _STRINGS,
+                "variants": {"type": "object", "additionalProperties": {
+                    "type": "array", "minItems": 1, "items": {
+                        "type": "object",
+                        "properties": {"multi": {"type": "boolean"}, "when": _STRING,
+                                       "values": {"type": "array"},
+                                       "values_expr": _STRING}}}}}}},
+    },
+}
+#: a package repository's repo.yaml
+REPO_SCHEMA = {
+    "type": "object",
+    "required": ["repo"],
+    "properties": {"repo": {"type": "object", "properties": {"namespace": _STRING}}},
+}
 
 
 @dataclass
@@ -58,12 +122,7 @@ def is_boolean(definition):
 # ---- package facts ----------------------------------------------------------------
 
 def load_facts(path=FACTS):
-    try:
-        data = json.loads(Path(path).read_text())
-    except OSError as err:
-        raise DataError(path, None, f"cannot read: {err.strerror}") from err
-    except ValueError as err:
-        raise DataError(path, None, f"invalid JSON: {err}") from err
+    data = validate(load_json(path), FACTS_SCHEMA, path)
     packages = {name: Package(name, spec.get("versions", []), spec.get("variants", {}),
                               spec.get("provides", []))
                 for name, spec in data.get("packages", {}).items()}
@@ -87,9 +146,11 @@ def load_local_repo(folder):
         name = recipe.parent.name.replace("_", "-")
         versions, variants, provides = [], {}, []
         try:
-            tree = ast.parse(recipe.read_text(), str(recipe))
-        except SyntaxError as err:
+            tree = ast.parse(recipe.read_bytes(), str(recipe))
+        except SyntaxError as err:      # also undecodable bytes (PEP 263)
             raise DataError(recipe, None, f"line {err.lineno}: {err.msg}") from err
+        except ValueError as err:       # NUL bytes
+            raise DataError(recipe, None, f"not Python source: {err}") from err
         for call in ast.walk(tree):
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
                 continue
@@ -119,8 +180,9 @@ class Located:
     kind: str = "spec"        # spec | constraint
 
 
-def _expand(items, definitions, where):
-    """A definitions/specs list with `$name` and `$^name` references expanded."""
+def _expand(items, definitions, where, path):
+    """A definitions/specs list with `$name` and `$^name` references expanded;
+    `path`: the file they come from."""
     out = []
     for i, item in enumerate(items):
         here = f"{where}[{i}]"
@@ -129,14 +191,14 @@ def _expand(items, definitions, where):
             dep = ref.startswith("^")
             ref = ref.lstrip("^")
             if ref not in definitions:
-                raise DataError(SPACK_YAML, here, f"{item}: no definition named {ref!r}")
+                raise DataError(path, here, f"{item}: no definition named {ref!r}")
             out += [(w, ("^" + t) if dep else t) for w, t in definitions[ref]]
         elif isinstance(item, str):
             out.append((here, item))
         elif isinstance(item, list):
-            out += _expand(item, definitions, here)
+            out += _expand(item, definitions, here, path)
         else:
-            raise DataError(SPACK_YAML, here, f"expected a spec string, got {item!r}")
+            raise DataError(path, here, f"expected a spec string, got {item!r}")
     return out
 
 
@@ -150,18 +212,18 @@ def environment_specs(env, path):
             if name == "when":
                 continue
             definitions[name] = definitions.get(name, []) + _expand(
-                items or [], definitions, f"spack.definitions[{i}].{name}")
+                items or [], definitions, f"spack.definitions[{i}].{name}", path)
     specs = []
     for i, item in enumerate(env.get("specs") or []):
         here = f"spack.specs[{i}]"
         if isinstance(item, dict) and "matrix" in item:
-            rows = [_expand(row, definitions, f"{here}.matrix[{r}]")
+            rows = [_expand(row, definitions, f"{here}.matrix[{r}]", path)
                     for r, row in enumerate(item["matrix"])]
             # a matrix entry: one spec per combination of its rows
             for combo in itertools.product(*rows):
                 specs.append((f"{here}.matrix", " ".join(t for _, t in combo)))
         elif isinstance(item, str):
-            specs += [(here, t) for _, t in _expand([item], definitions, "spack.specs")]
+            specs += [(here, t) for _, t in _expand([item], definitions, "spack.specs", path)]
         else:
             raise DataError(path, here, f"expected a spec or a matrix, got {item!r}")
     return definitions, specs
@@ -201,7 +263,8 @@ class Checker:
         try:
             spec = spackspec.parse(text)
         except spackspec.SpecError as err:
-            self.problem(where, text, f"not a spec: {err}")
+            # a node's own error: once, where the node first appears
+            self.problem(where, text, f"not a spec: {err}", once=err.node)
             return None
         if not spec.root.name and not anonymous_ok:
             self.problem(where, text, "a root spec needs a package name")
@@ -289,7 +352,8 @@ def check_repos(env, path, checker, folder):
             if not (repo / "repo.yaml").exists():
                 checker.problem(f"spack.repos.{name}", spec, "no repo.yaml there")
                 continue
-            namespace = (load_yaml(repo / "repo.yaml").get("repo") or {}).get("namespace")
+            namespace = validate(load_yaml(repo / "repo.yaml"), REPO_SCHEMA,
+                                 repo / "repo.yaml")["repo"].get("namespace")
             if namespace != name and not name.startswith("["):
                 checker.problem(f"spack.repos.{name}", spec,
                                 f"the repository's namespace is {namespace!r}")
@@ -371,6 +435,7 @@ def check(path=SPACK_YAML, facts=FACTS):
     if not isinstance(env, dict):
         raise DataError(path, "spack", "missing: a Spack environment file has a top-level "
                                        "`spack:` mapping")
+    validate(env, ENV_SCHEMA, path, where=("spack",))
     packages, commit = load_facts(facts)
     checker = Checker(path, packages, commit)
     for repo in check_repos(env, path, checker, path.parent):

@@ -25,10 +25,18 @@ TOKEN = re.compile(r"""
 #: spec attributes that are not package variants
 NON_VARIANTS = {"arch", "target", "os", "platform", "namespace", "dev_path", "patches",
                 "commit", "cflags", "cxxflags", "fflags", "cppflags", "ldflags", "ldlibs"}
+#: attributes whose values add up when given twice (Spack joins compiler flags)
+FLAGS = {"cflags", "cxxflags", "fflags", "cppflags", "ldflags", "ldlibs"}
 
 
 class SpecError(ValueError):
-    pass
+    """`node`: the text of the node at fault, where the error is its own
+    (a variant given twice), so that it can be reported once however many
+    specs repeat that node."""
+
+    def __init__(self, message, node=None):
+        super().__init__(message)
+        self.node = node
 
 
 @dataclass
@@ -56,10 +64,12 @@ class Spec:
 
 
 def parse(text):
-    """The Spec of `text`; SpecError naming what could not be read."""
+    """The Spec of `text`; SpecError naming what could not be read, or a
+    variant a node gives twice (Spack refuses `+slurm +slurm ~slurm`)."""
     root, deps, node = Node(), [], None
     node = root
-    pos = 0
+    given = {}              # variant -> the token that set it, for the current node
+    pos = start = 0         # start: where the current node's text begins
     while pos < len(text):
         m = TOKEN.match(text, pos)
         if not m:
@@ -71,6 +81,7 @@ def parse(text):
         if kind == "dep":
             node = Node()
             deps.append(node)
+            given, start = {}, m.end()
         elif kind == "name":
             if node.name or node.versions or node.variants:
                 raise SpecError(f"{m.group()!r} after {node}: one name per node "
@@ -80,14 +91,30 @@ def parse(text):
             node.versions = m.group()[1:]
         elif kind == "bool":
             token = m.group().lstrip("+~")
+            _once(given, node, token, m.group(), m.group().startswith("+"), text[start:])
             node.variants[token] = m.group().startswith("+")
         else:
             if not m.group("value"):
                 raise SpecError(f"{m.group()!r}: no value")
+            if m.group("key") not in FLAGS:
+                _once(given, node, m.group("key"), m.group(), m.group("value"), text[start:])
             node.variants[m.group("key")] = m.group("value")
     if any(not d.name for d in deps):
         raise SpecError("^ without a package name")
     return Spec(root, deps)
+
+
+def _once(given, node, name, token, value, rest):
+    """SpecError when `node` already set variant `name`; `given` holds the
+    token that set each of the node's variants, `rest` the spec's text from
+    the node on."""
+    if name in node.variants:
+        same = str(node.variants[name]).lower() == str(value).lower()
+        raise SpecError(f"variant {name} {'given twice' if same else 'contradicts itself'}: "
+                        f"{given[name]} and {token}"
+                        f"{' (' + node.name + ')' if node.name else ''}",
+                        node=rest.split("^")[0].strip())
+    given[name] = token
 
 
 # ---- versions -----------------------------------------------------------------
