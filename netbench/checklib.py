@@ -19,6 +19,8 @@ from reframe.core.builtins import (fixture, performance_function, run_after, run
 from . import benchrun, discovery, paths, references
 
 KiB, MiB = 1024, 1024 * 1024
+#: the thresholds class of cases whose ranks share one node
+INTRANODE_CLASS = "intranode"
 #: the transport of the benchmark's TCP mode: sockets, no MPI in the data path
 RAW_TCP = "raw"
 #: any network transport of the MPI (discovery.preferred_network_transport)
@@ -129,6 +131,17 @@ def slurm_failure(stderr_text):
     return "; ".join(m.group(1).strip() for m in (cancelled, cause) if m) or None
 
 
+def job_failure(stdout_text, stderr_text):
+    """Why the job's ranks did not all finish, from its output: Slurm's
+    reason when Slurm ended the job (the ranks it killed are no cause),
+    else the rank the MPI launcher saw die and how (`rank 1 (pid N on
+    host) was killed by signal 9 (Killed)`); None when neither."""
+    reason = slurm_failure(stderr_text)
+    if reason:
+        return f"Slurm ended the job: {reason}"
+    return benchrun.launcher_failure(f"{stdout_text}\n{stderr_text}")
+
+
 class NetbenchBuild(rfm.CompileOnlyRegressionTest):
     """Compile reframe_checks/src/netbench.c with the environment's mpicc."""
 
@@ -179,6 +192,9 @@ class MpiRun(rfm.RunOnlyRegressionTest):
     kind = "pingpong"
     #: bytes each node's link must carry for internode traffic to count
     min_link_bytes = 1 * MiB
+    #: the folder of thresholds.yaml and the seed files the case is judged
+    #: by (`-S thresholds_folder=DIR` judges by a copy)
+    thresholds_folder = variable(str, value=str(paths.REFERENCES))
     # a full sweep takes seconds; the limit catches MPIs that hang (Debian's
     # MPICH 4.0.2 over UCX tcp in MPI_Finalize, platform-facts.md) early
     time_limit = "2m"
@@ -284,9 +300,54 @@ class MpiRun(rfm.RunOnlyRegressionTest):
         self.reference = {self.current_partition.fullname: {
             var: t.reference for var, t in self.thresholds().items() if var in mine}}
 
-    def thresholds(self):
-        interconnect = self.current_partition.extras.get("interconnect", "")
-        return references.thresholds_for(interconnect, self.kind, self.transport)
+    def judged_by(self):
+        """(check kind, transport) of the thresholds that judge the case."""
+        return self.kind, self.transport
+
+    def interconnect_class(self):
+        """The class of thresholds.yaml that judges the case: the partition's
+        (its links between nodes) when ranks span nodes; `intranode` when
+        they all share one node, whose paths (shared memory, TCP loopback)
+        the partition's link class does not describe."""
+        if getattr(self, "placement", "internode") == "intranode":
+            return INTRANODE_CLASS
+        return self.current_partition.extras.get("interconnect", "")
+
+    def thresholds(self, line_rate_mbps=None):
+        """{variable: Threshold} of the case's interconnect class, scaled to
+        the partition's line rate (or `line_rate_mbps`)."""
+        kind, transport = self.judged_by()
+        return references.thresholds_for(
+            self.interconnect_class(), kind, transport, folder=Path(self.thresholds_folder),
+            line_rate_mbps=line_rate_mbps or self.current_partition.extras.get("line_rate_mbps"))
+
+    def unjudged_reason(self):
+        """Why the case cannot be held to documented thresholds, or None:
+        it can, or its kind is informational by design (no class documents
+        it).  Without thresholds ReFrame compares with 0, unbounded, and
+        passes: such a case must fail instead."""
+        extras = self.current_partition.extras
+        kind, transport = self.judged_by()
+        reason = references.missing_thresholds(self.interconnect_class(), kind, transport,
+                                               folder=Path(self.thresholds_folder))
+        if reason:
+            return reason
+        if not extras.get("line_rate_mbps"):
+            relative = sorted(set(self.thresholds(line_rate_mbps=1.0)) - set(self.thresholds()))
+            if relative:
+                return (f"the thresholds of {', '.join(relative)} are relative to the line "
+                        f"rate, and partition {self.current_partition.fullname} declares "
+                        f"none (extras.line_rate_mbps)")
+        return None
+
+    @sn.deferrable
+    def assert_judged(self):
+        """Fails the case that no documented threshold judges (see
+        unjudged_reason)."""
+        reason = self.unjudged_reason()
+        if reason:
+            raise sn.SanityError(f"not judged: {reason}")
+        return True
 
     # ---- sanity: the run completed, data verified, ranks where asked ----
 
@@ -299,20 +360,28 @@ class MpiRun(rfm.RunOnlyRegressionTest):
         with open(before) as b, open(after) as a:
             return [int(y) - int(x) for x, y in zip(b.read().split(), a.read().split())]
 
-    @sn.deferrable
-    def assert_no_scheduler_failure(self):
-        """The reason Slurm gave when it ended the job or a step early (time
-        limit, node failure, a rank that died): ReFrame's squeue scheduler
-        sees only that the job left the queue."""
-        path = os.path.join(self.stagedir, str(self.job.stderr))
+    def read_stage_file(self, name):
+        """A file of the stage folder, "" when absent."""
         try:
-            with open(path, errors="replace") as f:
-                text = f.read()
+            with open(os.path.join(self.stagedir, str(name)), errors="replace") as f:
+                return f.read()
         except OSError:
-            return True
-        reason = slurm_failure(text)
+            return ""
+
+    @sn.deferrable
+    def assert_ranks_finished(self, *outputs):
+        """Every rank finished: neither Slurm ended the job or a step early
+        (time limit, node failure, a task killed; ReFrame's squeue scheduler
+        sees only that the job left the queue), nor did the MPI launcher
+        report a rank that died (`rank 1 (pid N on host) was killed by
+        signal 9 (Killed)`).  First of the sanity assertions: the output
+        of such a run is cut short, and the other assertions and the
+        figures would report its symptoms.  `outputs`: further files of
+        the stage folder that a launcher wrote to (MpiVsTcp's second run)."""
+        stdout = "\n".join(self.read_stage_file(f) for f in (self.job.stdout, *outputs))
+        reason = job_failure(stdout, self.read_stage_file(self.job.stderr))
         if reason:
-            raise sn.SanityError(f"Slurm ended the job: {reason}")
+            raise sn.SanityError(reason)
         return True
 
     @sn.deferrable
@@ -384,7 +453,7 @@ class NetbenchRun(MpiRun):
         verified = [] if not self.verifies else [
             sn.assert_eq(sn.extractsingle(r"^@ verify_errors (\d+)", self.stdout, 1, int), 0,
                          msg="received data did not match what was sent")]
-        return sn.all([self.assert_no_scheduler_failure()] + verified + [
+        return sn.all([self.assert_ranks_finished()] + verified + [
             self.assert_ranks_not_stacked(),
             self.assert_traffic_crossed_links(hosts),
             sn.assert_found(r"^@ sweep_seconds", self.stdout,
@@ -392,6 +461,7 @@ class NetbenchRun(MpiRun):
             sn.assert_eq(sn.count(hosts), self.num_tasks, msg="not every rank reported"),
             sn.assert_eq(sn.len(sn.defer(set(hosts.evaluate()))), self.expected_hosts(),
                          msg="ranks ran on the wrong number of hosts"),
+            self.assert_judged(),
         ])
 
     def assert_ranks_not_stacked(self):
@@ -402,15 +472,41 @@ class NetbenchRun(MpiRun):
                                             f": they take turns, so the run measured the "
                                             f"scheduler; check the launcher's binding flags")
 
-    def summary(self, key, conv=float):
-        return sn.extractsingle(rf"^@ {key} (\S+)", self.stdout, 1, conv)
+    def output_file(self):
+        return str(self.job.stdout)
 
-    def column_at(self, nbytes, column):
-        """A column of the sweep table at one message size (columns: bytes
-        usec usec_min usec_max mad_pct MBps Mbps samples reps)."""
-        index = {"usec": 1, "MBps": 5, "Mbps": 6}[column] + 1
-        pattern = rf"^\s*{nbytes}" + r"\s+(\S+)" * (index - 1)
-        return sn.extractsingle(pattern, self.stdout, index - 1, float)
+    def summary(self, key, conv=float, output=None):
+        """A `@ key value` line of the benchmark's output (the job's stdout,
+        or `output` in the stage folder)."""
+        return table_summary(self, output or self.output_file(), key, conv)
+
+    def column_at(self, nbytes, column, output=None):
+        """A column of the table at one message size (ping-pong columns:
+        bytes usec usec_min usec_max mad_pct MBps Mbps samples reps)."""
+        return table_value(self, output or self.output_file(), nbytes, column)
+
+
+@sn.deferrable
+def table_summary(test, name, key, conv=float):
+    """The summary figure `key` of the benchmark's output `name` in the
+    test's stage folder; a SanityError naming what is missing, not a
+    ValueError on whatever a dying run left there."""
+    _, summary = benchrun.parse_output(test.read_stage_file(name))
+    if key not in summary:
+        raise sn.SanityError(f"no '@ {key}' figure in {name}: the benchmark did not finish")
+    return conv(summary[key])
+
+
+@sn.deferrable
+def table_value(test, name, nbytes, column):
+    """One figure of the benchmark's table in `name` (stage folder); a
+    SanityError when the table has no such row."""
+    rows, _ = benchrun.parse_output(test.read_stage_file(name))
+    row = next((r for r in rows if r.get("bytes") == nbytes), None)
+    if row is None or column not in row:
+        raise sn.SanityError(f"no {column} figure at {nbytes} bytes in {name}: the "
+                             f"benchmark's table has no such row")
+    return row[column]
 
 
 class PingPongBase(NetbenchRun):

@@ -196,6 +196,39 @@ def site_folder():
     return os.environ.get("NETBENCH_SITES") or sites.SITES
 
 
+def refuse_empty_runs():
+    """A run whose filters match no test case stops with one line and exit
+    code 1: ReFrame itself reports `PASSED 0/0` and exits 0, and a typo in
+    `-n`, `-t` or `-p` would look like a clean run.  ReFrame has no option
+    for it and the check files cannot know what the filters leave, so the
+    configuration wraps the runner's entry point, once per interpreter."""
+    from reframe.frontend.executors import Runner
+
+    if getattr(Runner.runall, "netbench_refuses_empty", False):
+        return
+    runall = Runner.runall
+
+    def checked_runall(self, testcases, restored_cases=None):
+        if not testcases and not restored_cases:
+            sys.stdout.flush()
+            print(EMPTY_RUN, file=sys.stderr)
+            sys.exit(1)
+        return runall(self, testcases, restored_cases)
+
+    checked_runall.netbench_refuses_empty = True
+    Runner.runall = checked_runall
+
+
+EMPTY_RUN = "netbench: no test case matched the filters"
+
+
+def log_file_stamp(pid=None):
+    """strftime pattern of the log file's suffix: the session's start to
+    the second, and the ReFrame process's PID, so that two sessions started
+    in one second (parallel test runs, CI) write a log each."""
+    return f"%Y%m%dT%H%M%S-{pid or os.getpid()}"
+
+
 def logging_config():
     logs = paths.STATE / "logs"
     perflogs = paths.STATE / "perflogs"
@@ -205,7 +238,7 @@ def logging_config():
             {"type": "stream", "name": "stdout", "level": "info", "format": "%(message)s"},
             {"type": "file", "name": str(logs / "reframe.log"), "level": "debug",
              "format": "[%(asctime)s] %(levelname)s: %(check_info)s: %(message)s",
-             "append": False, "timestamp": "%Y%m%dT%H%M%S"},
+             "append": False, "timestamp": log_file_stamp()},
         ],
         "handlers_perflog": [{
             "type": "filelog",
@@ -230,6 +263,7 @@ def site_configuration(mpis=None):
     register_cluster_launcher()
     register_allocation_launcher()
     report.register_after_session()
+    refuse_empty_runs()
     for sub in ("logs", "perflogs", "stage", "output", "topology", "reports"):
         paths.state_dir(sub)
     os.makedirs(paths.REPORTS, exist_ok=True)

