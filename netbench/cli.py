@@ -44,11 +44,7 @@ def cmd_references(args):
 
 def cmd_report(args):
     from . import report
-    try:
-        page = report.write_report(args.run_reports, args.output)
-    except ValueError as err:
-        print(f"netbench: {err}", file=sys.stderr)
-        return 2
+    page = report.write_report(args.run_reports, args.output)   # DataError: main, exit 2
     what = "comparison of %d sessions" % len(args.run_reports) if len(args.run_reports) > 1 \
         else "report"
     print(f"netbench: {what}: {page}")
@@ -56,10 +52,13 @@ def cmd_report(args):
 
 
 def cmd_publish(args):
+    from pathlib import Path
     from . import report
-    folder = report.publish(args.run_report)
-    print(f"netbench: HTML report {paths.REPORTS / 'latest' / 'index.html'} "
-          f"(session {folder.name})")
+    reports_dir = Path(args.reports_dir or paths.REPORTS)
+    folder = report.publish(args.run_report, reports_dir)      # DataError: main, exit 2
+    latest = reports_dir / "latest"
+    page = latest if latest.resolve() == folder.resolve() else folder   # an older session
+    print(f"netbench: HTML report {page / 'index.html'} (session {folder.name})")
     return 0
 
 
@@ -193,6 +192,8 @@ def build_parser():
     p = sub.add_parser("publish", help="publish a raw ReFrame run report as a session of "
                                        "reports/ (done after every run by the configuration)")
     p.add_argument("run_report", metavar="RUN_REPORT.json")
+    p.add_argument("--reports-dir", metavar="DIR",
+                   help="publish into DIR instead of reports/")
     p.set_defaults(func=cmd_publish)
     add_vcluster_parser(sub)
     p = sub.add_parser("spack-check", help="validate spack.yaml against the facts of Spack's "

@@ -1,16 +1,24 @@
 """HTML reports from ReFrame's JSON run reports.
 
-A session folder `reports/<start time>-<uuid>/` holds `run-report.json`
-(ReFrame's), `provenance.json` (this machine at the end of the session) and
-`index.html` (verdicts, curves, fits, provenance, history).  `reports/latest`
-points at the newest session; `reports/index.html` lists every session.
-Every file is written to a temporary name and renamed into place, so a
-reader never sees half a page.
+A session folder `reports/YYYYMMDDTHHMMSS-<8 hex of the uuid>/` holds
+`run-report.json` (ReFrame's), `provenance.json` (this machine at the end of
+the session) and `index.html` (verdicts, curves, fits, provenance, history).
+`reports/latest` points at the newest session; `reports/index.html` lists
+every session folder on disk.  Every file is written to a temporary name and
+renamed into place, so a reader never sees half a page.
+
+Inputs are validated where they are read (JSON Schema, `datafiles`): a bad
+run report, provenance.json or output folder is a DataError, one line
+naming the file and key.  netbench runs as root on shared machines, so
+folder names are built from parsed values, never taken from input, and
+nothing is removed that netbench did not write (no recursive deletes).
 """
 
 import atexit
+import contextlib
 import dataclasses
 import datetime
+import fcntl
 import functools
 import glob
 import hashlib
@@ -18,6 +26,7 @@ import json
 import os
 import platform
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -27,7 +36,8 @@ from pathlib import Path
 
 import jinja2
 
-from . import analysis, paths, references
+from . import analysis, datafiles, paths, references
+from .datafiles import DataError
 
 RAW_REPORTS = paths.STATE / "reports"
 TEMPLATES = paths.TEMPLATES
@@ -35,6 +45,87 @@ TUNING_STATE = paths.STATE / "tuning-state.json"
 
 
 # ---- loading ------------------------------------------------------------
+
+_NUMBER = {"type": "number"}
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_STRING_OR_NULL = {"type": ["string", "null"]}
+
+
+def curve_schema(*columns):
+    """Rows of a curve as netbench's checks write it (checklib, osu_imb):
+    `bytes` and the `columns` a section draws, numbers where present."""
+    return {"type": ["array", "null"], "items": {
+        "type": "object", "required": ["bytes", *columns],
+        "properties": {c: _NUMBER for c in ("bytes", "usec", "Mbps", "MBps")}}}
+
+
+_CURVE = curve_schema()
+
+#: an MPI as discovery describes it (a case's mpi_info, provenance's mpis)
+_MPI_INFO = {"type": "object", "properties": {
+    "transports": {"type": ["object", "null"],
+                   "additionalProperties": {"type": ["object", "null"]}}}}
+
+#: ReFrame's perfvalues entry: [value, reference, lower, upper, unit, result]
+_PERFVALUE = {"type": "array", "minItems": 6, "prefixItems": [
+    _NUMBER_OR_NULL, _NUMBER_OR_NULL, _NUMBER_OR_NULL, _NUMBER_OR_NULL,
+    _STRING_OR_NULL, _STRING_OR_NULL]}
+
+_TESTCASE = {"type": "object", "properties": {
+    **{key: {"type": "string"} for key in (
+        "name", "display_name", "unique_name", "system", "partition", "environ",
+        "result", "report_section", "transport")},
+    "fail_reason": _STRING_OR_NULL,
+    "ranks": {"type": ["integer", "null"]},
+    "perfvalues": {"type": ["object", "null"], "additionalProperties": _PERFVALUE},
+    "curve": _CURVE, "tcp_curve": _CURVE,
+    "partition_info": {"type": ["object", "null"], "properties": {
+        "interconnect": {"type": "string"}, "line_rate_mbps": _NUMBER_OR_NULL}},
+    "mpi_info": {"anyOf": [_MPI_INFO, {"type": "null"}]},
+}}
+
+#: the parts of ReFrame's run report (data_version 4.x) netbench reads
+RUN_REPORT_SCHEMA = {"type": "object", "required": ["session_info", "runs"], "properties": {
+    "session_info": {"type": "object", "required": ["time_start", "time_start_unix", "uuid"],
+                     "properties": {
+        "data_version": {"type": "string", "pattern": r"^4\.",
+                         "description": "expected ReFrame's run report format 4.x"},
+        "time_start": {"type": "string", "pattern": r"^[0-9]{8}T[0-9]{6}[+-][0-9]{4}$",
+                       "description": "expected ReFrame's start time YYYYMMDDTHHMMSS+ZZZZ"},
+        "time_start_unix": _NUMBER,
+        "uuid": {"type": "string", "pattern": "^[0-9a-fA-F]{8}[-0-9a-fA-F]*$",
+                 "description": "expected ReFrame's session uuid (hex digits and dashes)"},
+    }},
+    "runs": {"type": "array", "items": {"type": "object", "properties": {
+        "testcases": {"type": "array", "items": _TESTCASE}}}},
+}}
+
+#: provenance.json as collect_provenance writes it (what the page shows)
+PROVENANCE_SCHEMA = {"type": "object", "properties": {
+    "cpus": {"type": ["integer", "null"]},
+    "mpis": {"type": "object", "additionalProperties": _MPI_INFO},
+    "tuning_state": {"type": ["object", "null"]},
+}}
+
+#: a session folder's name: its start time and the first 8 hex digits of its uuid
+SESSION_NAME = re.compile(r"[0-9]{8}T[0-9]{6}-[0-9a-f]{8}")
+START_FORMAT = "%Y%m%dT%H%M%S%z"
+
+
+def session_folder_name(info, path):
+    """`YYYYMMDDTHHMMSS-<8 hex>` built from the parsed start time and uuid,
+    never from their raw text: the name becomes a folder of reports/."""
+    try:
+        start = datetime.datetime.strptime(info["time_start"], START_FORMAT)
+    except (TypeError, ValueError) as err:
+        raise DataError(path, "session_info.time_start",
+                        f"not a date ({err}): {info['time_start']!r}") from err
+    prefix = str(info["uuid"])[:8].lower()
+    if not re.fullmatch("[0-9a-f]{8}", prefix):
+        raise DataError(path, "session_info.uuid", f"expected ReFrame's session uuid, got "
+                                                   f"{info['uuid']!r}")
+    return f"{start:%Y%m%dT%H%M%S}-{prefix}"
+
 
 @dataclasses.dataclass
 class Session:
@@ -48,16 +139,15 @@ class Session:
 
     @property
     def uuid(self):
-        return self.info.get("uuid", "")
+        return self.info["uuid"]
 
     @property
     def name(self):
-        start = self.info.get("time_start", "unknown").split("+")[0]
-        return f"{start}-{self.uuid[:8]}" if self.uuid else start
+        return session_folder_name(self.info, self.source)
 
     @property
     def started(self):
-        return self.info.get("time_start_unix", 0)
+        return self.info["time_start_unix"]
 
     @functools.cached_property
     def testcases(self):
@@ -75,28 +165,57 @@ class Session:
 
 
 def load_session(path):
+    """A run report and the provenance.json beside it, validated where they
+    are read: DataError naming the file and key of the first problem."""
     path = Path(path)
-    try:
-        report = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path}: not a readable ReFrame run report ({err})") from err
-    if "session_info" not in report or "runs" not in report:
-        raise ValueError(f"{path}: not a ReFrame run report (no session_info/runs)")
+    report = datafiles.load_json(path)
+    datafiles.validate(report, RUN_REPORT_SCHEMA, path)
+    session_folder_name(report["session_info"], path)     # a real date
+    check_drawn_curves(report, path)
     prov_file = path.parent / "provenance.json"
-    provenance = json.loads(prov_file.read_text()) if prov_file.exists() else {}
+    provenance = {}
+    if os.path.lexists(prov_file):
+        provenance = datafiles.validate(datafiles.load_json(prov_file), PROVENANCE_SCHEMA,
+                                        prov_file)
     return Session(report, provenance, str(path))
 
 
+def drawn_columns(tc):
+    """{curve key: columns} the page draws from a case (build_sections)."""
+    drawn = {"pingpong": {"curve": {"usec", "Mbps"}},
+             "throughput": {"curve": {"MBps"}}}.get(section(tc), {})
+    if family(tc) == "MpiVsTcp":
+        drawn = {"curve": drawn.get("curve", set()) | {"Mbps"}, "tcp_curve": {"Mbps"}}
+    return drawn
+
+
+def check_drawn_curves(report, path):
+    """The curves a section draws have its columns in every row (a TCP
+    stream sweep, drawn by no section, has no `usec`)."""
+    for i, run in enumerate(report["runs"]):
+        for j, tc in enumerate(run.get("testcases", [])):
+            for key, columns in drawn_columns(tc).items():
+                datafiles.validate(tc.get(key), curve_schema(*sorted(columns)), path,
+                                   ("runs", i, "testcases", j, key))
+
+
 def published_sessions(reports_dir=paths.REPORTS):
+    """The sessions on disk, oldest first: real folders named like a session
+    whose run report loads and names that folder.  Anything else in
+    reports/ (latest, tune-demo/, a half-published staging folder, a broken
+    session) is not a session and is left alone."""
     found = []
-    for path in sorted(Path(reports_dir).glob("*/run-report.json")):
-        if path.parent.name == "latest" or path.parent.is_symlink():
+    for folder in Path(reports_dir).iterdir() if Path(reports_dir).is_dir() else ():
+        if not SESSION_NAME.fullmatch(folder.name) or folder.is_symlink() \
+                or not folder.is_dir():
             continue
         try:
-            found.append(load_session(path))
-        except ValueError:
+            session = load_session(folder / "run-report.json")
+        except DataError:
             continue
-    return sorted(found, key=lambda s: s.started)
+        if session.name == folder.name:
+            found.append(session)
+    return sorted(found, key=lambda s: (s.started, s.name))
 
 
 # ---- provenance ----------------------------------------------------------
@@ -110,8 +229,11 @@ def _read(path, default=""):
 
 def _git_commit():
     try:
-        out = subprocess.run(["git", "-C", str(paths.REPO), "describe", "--always", "--dirty",
-                              "--abbrev=12"], capture_output=True, text=True, timeout=10)
+        # --no-optional-locks: read only, never take .git/index.lock from
+        # whoever else works in this checkout
+        out = subprocess.run(["git", "--no-optional-locks", "-C", str(paths.REPO), "describe",
+                              "--always", "--dirty", "--abbrev=12"],
+                             capture_output=True, text=True, timeout=10)
         return out.stdout.strip() or "unknown"
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
@@ -123,9 +245,9 @@ def collect_provenance(report):
     for tc in Session(report, {}, "").testcases:
         info = tc.get("mpi_info") or {}
         if info:
-            mpis[tc["environ"]] = info
+            mpis[tc.get("environ", "")] = info
     lock = paths.REPO / "spack.lock"
-    tuning = json.loads(_read(TUNING_STATE, "null") or "null")
+    tuning = datafiles.load_json(TUNING_STATE) if os.path.lexists(TUNING_STATE) else None
     return {
         "host": platform.node(),
         "kernel": f"{platform.system()} {platform.release()}",
@@ -185,7 +307,8 @@ def case_rows(tc):
         return [dict(base, variable="", value=None, unit="", reference=None, lower=None,
                      upper=None, verdict=tc.get("result", "?"), key=None)]
     rows = []
-    for key, (value, ref, lower, upper, unit, result) in perf.items():
+    for key, entry in perf.items():
+        value, ref, lower, upper, unit, result = entry[:6]     # ReFrame may add more
         var = key.split(":")[-1]
         has_ref = ref not in (None, 0) and (lower is not None or upper is not None)
         rows.append(dict(base, variable=var, value=value, unit=unit,
@@ -399,60 +522,210 @@ def render_index(sessions):
         sessions=sorted(sessions, key=lambda s: s.started, reverse=True))
 
 
+# ---- writing ----------------------------------------------------------------
+
+#: the files netbench writes into a session folder: all it ever removes there
+SESSION_FILES = ("run-report.json", "provenance.json", "index.html")
+
+
 def atomic_write(path, text):
+    """Write to a temporary name beside `path`, then rename into place."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
-def point_latest(reports_dir, target):
-    """Swap `reports/latest` to the new session in one rename."""
-    link = Path(reports_dir) / "latest"
-    tmp = Path(reports_dir) / f".latest.{os.getpid()}"
-    if tmp.is_symlink() or tmp.exists():
-        tmp.unlink()
-    tmp.symlink_to(target)
-    if link.exists() and not link.is_symlink():
-        shutil.rmtree(link)
-    os.replace(tmp, link)
+@contextlib.contextmanager
+def reports_lock(reports_dir):
+    """Publishers of one reports/ take turns (flock on reports/.lock, which
+    works on NFS too).  The file stays: unlinking it would let the next two
+    publishers lock two different files."""
+    fd = os.open(Path(reports_dir) / ".lock",
+                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)            # releases the lock
 
 
-def publish(raw_report, reports_dir=paths.REPORTS):
-    """Make `raw_report` a published session: its folder, the page, the
-    index and `latest`.  Returns the session folder."""
-    reports_dir = Path(reports_dir)
-    reports_dir.mkdir(parents=True, exist_ok=True)
-    session = load_session(raw_report)
-    session.provenance = collect_provenance(session.report)
+def own_session_folder(folder):
+    """True for a real folder holding a run report and nothing but files
+    netbench writes into a session: one netbench may replace."""
+    folder = Path(folder)
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    with os.scandir(folder) as entries:
+        files = {e.name: e.is_file(follow_symlinks=False) for e in entries}
+    return files.get("run-report.json", False) and all(
+        is_file and name in SESSION_FILES for name, is_file in files.items())
+
+
+def remove_session_files(folder):
+    """Remove netbench's files from `folder`, then the folder, which fails
+    (and stays) if anything else is in it: never a recursive delete."""
+    for name in SESSION_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(Path(folder) / name)
+    os.rmdir(folder)
+
+
+def stage_session(reports_dir, raw_report, provenance, page):
+    """The session's files in a new hidden folder of reports/, ready to be
+    renamed into place."""
     staging = Path(tempfile.mkdtemp(dir=reports_dir, prefix=".session-"))
     try:
         shutil.copyfile(raw_report, staging / "run-report.json")
-        (staging / "provenance.json").write_text(json.dumps(session.provenance, indent=2))
-        earlier = [s for s in published_sessions(reports_dir) if s.name != session.name]
-        (staging / "index.html").write_text(render_report([session], earlier))
+        (staging / "provenance.json").write_text(json.dumps(provenance, indent=2))
+        (staging / "index.html").write_text(page)
         os.chmod(staging, 0o755)
-        final = reports_dir / session.name
-        if final.exists():
-            shutil.rmtree(final)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            remove_session_files(staging)
+        raise
+    return staging
+
+
+def place_session(reports_dir, staging, name):
+    """Rename `staging` to reports/<name>.  An earlier publication of the
+    same session there is replaced if netbench wrote it (own_session_folder);
+    anything else of that name is refused and kept.  Under reports_lock."""
+    final = Path(reports_dir) / name
+    replaced = None
+    if os.path.lexists(final):
+        if not own_session_folder(final):
+            raise DataError(final, None, "exists and holds more than the files netbench "
+                                         "writes into a session: not replaced")
+        replaced = Path(reports_dir) / f".replaced-{name}-{secrets.token_hex(4)}"
+        os.rename(final, replaced)
+    try:
         os.rename(staging, final)
     except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if replaced:
+            os.rename(replaced, final)
         raise
-    point_latest(reports_dir, session.name)
-    atomic_write(reports_dir / "index.html", render_index(earlier + [session]))
+    if replaced:
+        remove_session_files(replaced)
     return final
 
 
+def check_latest(link):
+    """`reports/latest` is netbench's symlink, or a copy of a session from an
+    older netbench (own_session_folder); anything else is not replaced."""
+    if os.path.lexists(link) and not link.is_symlink() and not own_session_folder(link):
+        raise DataError(link, None, "exists and is not the symlink netbench keeps there: "
+                                    "not replaced (move it away)")
+
+
+def point_latest(reports_dir, target):
+    """Swap `reports/latest` to the session folder `target` in one rename."""
+    link = Path(reports_dir) / "latest"
+    check_latest(link)
+    if os.path.lexists(link) and not link.is_symlink():
+        remove_session_files(link)           # an older netbench's copy
+    tmp = Path(reports_dir) / f".latest.{os.getpid()}.{secrets.token_hex(4)}"
+    tmp.symlink_to(target)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        tmp.unlink()
+        raise
+
+
+def update_index_and_latest(reports_dir):
+    """The index lists the session folders on disk, and `latest` points at
+    the one that started last: publishers finishing in any order agree, and
+    `latest` never moves back.  Under reports_lock."""
+    sessions = published_sessions(reports_dir)
+    if sessions:
+        point_latest(reports_dir, sessions[-1].name)
+    atomic_write(Path(reports_dir) / "index.html", render_index(sessions))
+
+
+def publish(raw_report, reports_dir=paths.REPORTS):
+    """Make `raw_report` a published session: reports/<name>/ with the run
+    report, provenance and page, then the index and `latest`.  Returns the
+    session folder.
+
+    <name> is `YYYYMMDDTHHMMSS-<8 hex>`, built from the parsed start time
+    and uuid; a report that does not validate is refused (DataError, one
+    line) before anything is written.
+
+    The same session published again replaces its folder, but only one
+    netbench wrote: a real folder holding run-report.json and nothing but
+    run-report.json, provenance.json and index.html.  Anything else of that
+    name, or a `latest` that is not netbench's symlink, is refused with one
+    line and nothing changes.  Apart from that replaced folder and the
+    `latest` symlink, publish removes only its own temporary files.
+
+    Concurrent publishers take turns (reports/.lock) from the rename on:
+    the index lists the session folders on disk, and `latest` moves only
+    forward, to the session that started last.
+    """
+    reports_dir = Path(reports_dir)
+    session = load_session(raw_report)
+    name = session.name
+    try:
+        reports_dir.mkdir(exist_ok=True)        # its parent must exist: no tree from a typo
+        session.provenance = collect_provenance(session.report)
+        # the page is drawn outside the lock: matplotlib takes seconds
+        earlier = [s for s in published_sessions(reports_dir) if s.name != name]
+        staging = stage_session(reports_dir, raw_report, session.provenance,
+                                render_report([session], earlier))
+        try:
+            with reports_lock(reports_dir):
+                check_latest(reports_dir / "latest")
+                final = place_session(reports_dir, staging, name)
+                staging = None
+                update_index_and_latest(reports_dir)
+        finally:
+            if staging is not None:
+                with contextlib.suppress(OSError):
+                    remove_session_files(staging)
+    except OSError as err:
+        raise DataError(err.filename or reports_dir, None,
+                        f"cannot publish {name}: {err.strerror}") from err
+    return final
+
+
+def check_output_folder(outdir):
+    """`-o DIR` is an existing folder, or a new one in an existing folder:
+    a typo makes no tree of folders."""
+    if outdir.is_dir():
+        return
+    if os.path.lexists(outdir):
+        raise DataError(outdir, "--output", "exists and is not a folder")
+    if not outdir.parent.is_dir():
+        raise DataError(outdir, "--output", f"no folder {outdir.parent} to create it in")
+
+
 def write_report(run_reports, outdir):
-    """`netbench report`: one session's page, or a comparison of several."""
+    """`netbench report`: one session's page, or a comparison of several, as
+    DIR/index.html."""
     sessions = sorted((load_session(p) for p in run_reports), key=lambda s: s.started)
     outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
+    check_output_folder(outdir)
     earlier = published_sessions() if len(sessions) == 1 else []
-    atomic_write(outdir / "index.html", render_report(sessions, earlier))
+    page = render_report(sessions, earlier)
+    created = False
+    try:
+        if not outdir.is_dir():
+            outdir.mkdir()
+            created = True
+        atomic_write(outdir / "index.html", page)
+    except OSError as err:
+        if created:
+            with contextlib.suppress(OSError):
+                outdir.rmdir()
+        raise DataError(outdir, "--output", f"cannot write: {err.strerror}") from err
     return outdir / "index.html"
 
 

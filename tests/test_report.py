@@ -144,8 +144,9 @@ def test_publish_is_atomic_and_keeps_sessions(tmp_path, monkeypatch):
     with pytest.raises(ZeroDivisionError):
         report.publish(second, reports_dir)
     # the failed publication left nothing half-written and `latest` alone
+    # (.lock: publishers take turns on it; it stays)
     assert sorted(p.name for p in reports_dir.iterdir()) == sorted(
-        [folder.name, "latest", "index.html"])
+        [folder.name, "latest", "index.html", ".lock"])
     assert os.readlink(reports_dir / "latest") == folder.name
     monkeypatch.undo()
 
@@ -169,3 +170,13 @@ def test_reference_points_come_from_the_documented_rows(tmp_path):
     (label, (size, value)), = bw.items()
     assert (size, value) == (262141, 7688)
     assert "Intranode / Myrinet / MPI" in label
+
+
+def test_a_curve_no_section_draws_needs_only_bytes(tmp_path):
+    """A TCP stream sweep (TcpStreams) has MBps but no usec: still a report."""
+    data = minimal_report()
+    case = data["runs"][0]["testcases"][0]
+    case.update(display_name="TcpStreams %connections=32 %placement=intranode",
+                name="TcpStreams", report_section="")
+    case["curve"] = [{"bytes": 61440.0, "connections": 32.0, "MBps": 340.1, "Mbps": 2721.1}]
+    assert "TcpStreams" in report.render_report([session_from(data, tmp_path)])
