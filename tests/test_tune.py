@@ -7,6 +7,7 @@ the nodes must never reach the root namespace.
 """
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -77,12 +78,36 @@ def assert_ok(proc):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
 
 
+# what makes a host look as if udev runs (its control socket) and where udev
+# rules live: hidden or faked inside a node only, never on the host
+UDEV_PATHS = ["/run/udev/control", "/etc/udev", "/etc/udev/rules.d"]
+
+
+def set_udev(state, node, running):
+    """Give a node a udev or none, whatever the host has: an empty /run
+    (with sshd's privilege separation folder) and an empty /etc/udev, mounted
+    in the node's own mount namespace, which every later ssh session into the
+    node shares; `running` adds udev's control socket (a plain file: tune.yml
+    only looks for it).  The node then has no /etc/udev/rules.d."""
+    script = ("set -e; mount -t tmpfs netbench-run /run; mkdir -p /run/sshd; "
+              "if [ -d /etc/udev ]; then mount -t tmpfs netbench-udev /etc/udev; fi; "
+              + ("mkdir /run/udev; : > /run/udev/control; " if running else "")
+              + "test ! -e /etc/udev/rules.d")
+    out = ssh(state, node["name"], script)
+    assert out.returncode == 0, out.stderr
+    out = ssh(state, node["name"], "test -e /run/udev/control && echo udev; test -e /etc/udev/rules.d "
+                                   "&& echo rules; true")
+    assert out.stdout.split() == (["udev"] if running else []), out.stdout
+
+
 @pytest.fixture
 def host_untouched():
-    """The root namespace's sysctls and netbench files stay as they were."""
+    """The root namespace's sysctls, netbench files and udev stay as they were."""
     before = host_sysctls()
+    udev = [os.path.exists(p) for p in UDEV_PATHS]
     yield
     assert host_sysctls() == before
+    assert [os.path.exists(p) for p in UDEV_PATHS] == udev
     for path in NODE_FILES[:2]:
         assert not Path(path).exists(), f"{path} written on the host"
 
@@ -91,6 +116,8 @@ def test_apply_verify_rerun_check_and_revert_on_the_nodes(tmp_path, host_untouch
     record = tmp_path / "tuning-state.json"
     with cluster("tunea", nodes=2, rate="1gbit", switch_mtu=9000) as state:
         nodes = state["nodes"]
+        for n in nodes:             # like CI's machine: no udev, no /etc/udev/rules.d
+            set_udev(state, n, running=False)
         baseline = {n["name"]: node_view(state, n) for n in nodes}
         assert all(v["mtu"] == 1500 and v["files"] == [] for v in baseline.values())
 
@@ -114,7 +141,9 @@ def test_apply_verify_rerun_check_and_revert_on_the_nodes(tmp_path, host_untouch
             assert view["mtu"] == PROFILE["settings"]["nic"]["mtu"]
             assert set(view["features"].values()) == {"on"}
             assert "/etc/sysctl.d/90-netbench.conf" in view["files"]
-            assert "/etc/udev/rules.d/70-netbench.rules" in view["files"]
+            # no udev, no NetworkManager: live only, and no rules folder made for nothing
+            assert "/etc/udev/rules.d/70-netbench.rules" not in view["files"]
+            assert ssh(state, n["name"], "test -e /etc/udev/rules.d").returncode == 1
         # the record names what a veth or a namespace could not take
         state_record = json.loads(record.read_text())
         assert state_record["profile"] == "ethernet_1g"
@@ -125,6 +154,10 @@ def test_apply_verify_rerun_check_and_revert_on_the_nodes(tmp_path, host_untouch
         assert any(u.startswith("net.core.rmem_max: read-only")
                    for u in node_record["sysctl"]["unsupported"])
         assert node_record["reboot_required"] is False
+        assert node_record["nic"]["persisted_with"] == "none"
+        assert any(u.startswith("persistence: not persisted: no persistence mechanism")
+                   for u in node_record["nic"]["unsupported"])
+        assert state_record["state"] == "tuned" and state_record["failed"] == {}
         assert "unsupported, skipped" in apply.stdout
 
         # a second run changes nothing
