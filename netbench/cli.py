@@ -68,12 +68,31 @@ def cmd_spack_check(args):
 
 
 def cmd_vcluster(args):
+    import signal
+
     from . import vcluster
+    interrupted = []
+
+    def on_interrupt(signum, frame):
+        interrupted.append(signum)
+        raise KeyboardInterrupt
+
+    # Ctrl-C: one line and exit code 130; `up` has rolled back by then,
+    # `down` and `mtu` finish first (vcluster.deferred_interrupts)
+    previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         return VCLUSTER_ACTIONS[args.action](vcluster, args)
+    except KeyboardInterrupt:
+        done = (f": {args.name} rolled back, nothing of it is left" if args.action == "up"
+                else "")
+        print(f"netbench vcluster: {args.action} interrupted{done}", file=sys.stderr)
+        return 130
     except vcluster.VclusterError as err:
-        print(f"netbench vcluster: {err}", file=sys.stderr)
-        return 2
+        print(f"netbench vcluster: {'interrupted: ' if interrupted else ''}{err}",
+              file=sys.stderr)
+        return 130 if interrupted else 2
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def vcluster_up(vcluster, args):
@@ -90,6 +109,7 @@ def vcluster_up(vcluster, args):
     print(f"netbench vcluster: {args.name} up: {len(state['nodes'])} nodes on "
           f"{state['network']}, links {state['link']['rate']} MTU {state['link']['mtu']}, "
           f"interconnect {state['link']['interconnect']}")
+    print(f"  files (root's): {state['folder']}")
     print(f"  reframe: --system {state['system']}")
     print(f"  ansible: -i {state['files']['inventory']}")
     print(f"  mpi hostfile: {state['files']['hostfile']}, ssh: {state['files']['ssh_agent']}")
@@ -102,7 +122,7 @@ def vcluster_up(vcluster, args):
 
 
 def vcluster_down(vcluster, args):
-    if vcluster.down(args.name):
+    if vcluster.down(args.name, force=args.force):
         print(f"netbench vcluster: {args.name} is down")
     else:
         print(f"netbench vcluster: {args.name} is not up: nothing changed")
@@ -117,12 +137,15 @@ def vcluster_status(vcluster, args):
     if not clusters:
         print("netbench vcluster: no virtual cluster is up")
     for c in clusters:
+        owner = (f"owner {c['owner']} (uid {c['uid']}{', this checkout' if c['mine'] else ''})"
+                 if c.get("owner") else "owner unknown")
         if "nodes" not in c:
-            print(f"{c['name']}: {c['problem']}")
+            print(f"{c['name']}: {owner}: BROKEN: {c['problem']}")
             continue
         health = "healthy" if c["healthy"] else "BROKEN: " + "; ".join(c["problems"])
         print(f"{c['name']}: {len(c['nodes'])} nodes, {c['network']}, links "
-              f"{c['link']['rate']} MTU {c['link']['mtu']}, system {c['system']}, {health}")
+              f"{c['link']['rate']} MTU {c['link']['mtu']}, system {c['system']}, {owner}, "
+              f"{health}")
         for n in c["nodes"]:
             print(f"  {n['name']:10} {n['address']:15} netns {n['namespace']:12} "
                   f"sshd pid {n['sshd_pid']}")
@@ -155,17 +178,20 @@ def add_vcluster_parser(sub):
                          "none (default)")
     up.add_argument("--mtu", type=int, default=1500, help="MTU of the nodes' interfaces")
     up.add_argument("--switch-mtu", type=int, metavar="MTU",
-                    help="largest frame the links and bridge carry (default: --mtu); "
-                         "e.g. 9000 lets tune.yml raise the nodes to jumbo frames")
+                    help="largest frame the links and bridge carry, at least --mtu (default: "
+                         "--mtu); e.g. 9000 lets tune.yml raise the nodes to jumbo frames")
     up.add_argument("--slurm", action="store_true",
                     help="run Slurm on the cluster: munged, slurmctld on a controller node, "
                          "a slurmd in every node (needs slurm-wlm and munge)")
     up.add_argument("--interconnect", metavar="CLASS",
-                    help="interconnect class of the ReFrame partition (default: from the "
-                         "link rate, netbench/data/links.yaml), e.g. gige-untuned")
-    down = actions.add_parser("down", help="remove every namespace, link, mount and process "
-                                           "of a cluster")
-    status = actions.add_parser("status", help="the clusters that are up")
+                    help="interconnect class of the ReFrame partition, a class of "
+                         "thresholds.yaml (default: veth unshaped, the links.yaml class of "
+                         "the rate, else emulated), e.g. gige-untuned")
+    down = actions.add_parser("down", help="remove every namespace, link, mount, process and "
+                                           "file of a cluster this checkout brought up")
+    down.add_argument("--force", action="store_true",
+                      help="also a cluster another checkout owns")
+    status = actions.add_parser("status", help="every cluster of this machine, with its owner")
     status.add_argument("--json", action="store_true")
     mtu = actions.add_parser("mtu", help="change the MTU of a running cluster's links")
     mtu.add_argument("mtu", type=int)

@@ -15,7 +15,8 @@ STATE = REPO / ".reframe"
 WHEEL_PREFIXES = REPO / ".mpi"
 # Spack views, one folder per MPI variant (filled by `spack install`)
 SPACK_VIEWS = REPO / "views"
-# virtual clusters: keys, node /etc layers, inventory, hostfile, state
+# virtual clusters: this checkout's read-only copies of a cluster's inventory
+# and hostfile (its keys and state are root's, in vcluster.CLUSTERS)
 VCLUSTERS = REPO / ".vcluster"
 DATA = Path(__file__).resolve().parent / "data"
 TEMPLATES = Path(__file__).resolve().parent / "templates"

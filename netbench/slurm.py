@@ -4,9 +4,11 @@ One munged on the host; slurmctld in a controller namespace of its own
 (`<name>-ctl`, on the cluster's bridge, so it listens on no address of the
 host); one slurmd in each node, inside the node's network, mount and UTS
 namespaces (jobs see the node's hostname, address and /etc).  Everything
-lives in `.vcluster/<name>/slurm/`, the ports are not Slurm's defaults, and
-each daemon runs in the foreground of a process netbench started, so
-`down` stops them by PID.
+(configuration, state, spool, logs, the munge key) lives in the cluster's
+root-owned folder, `/var/lib/netbench/clusters/<name>/slurm/`, checked before
+any daemon starts; the ports are not Slurm's defaults, and each daemon runs
+in the foreground of a process netbench started, so `down` stops them by
+PID (and start time).
 
 Clients (sbatch, srun, squeue, ReFrame) find the cluster through
 SLURM_CONF, which `netbench vcluster status --json` gives as
@@ -48,7 +50,7 @@ def controller_names(name):
 
 
 def slurm_folder(state):
-    return Path(state["folder"]) / "slurm"
+    return vc.cluster_folder(state["name"]) / "slurm"
 
 
 def environment(state):
@@ -63,19 +65,20 @@ def available_memory_mb():
 
 
 def write_config(state, controller, folder):
-    """slurm.conf and the munge key, with the folders the daemons expect."""
-    for sub in ("state", "munge", *(f"spool/{n['name']}" for n in state["nodes"])):
-        os.makedirs(folder / sub, exist_ok=True)
-    # munged refuses a socket folder others can write to
-    os.chmod(folder / "munge", 0o700)
+    """slurm.conf and the munge key, with the folders the daemons expect:
+    root's, writable by root only (munged wants its socket folder open to
+    all for reading, its key readable by root only)."""
+    vc.make_dir(folder)
+    for sub, mode in (("state", 0o700), ("munge", 0o755), ("spool", 0o755),
+                      *((f"spool/{n['name']}", 0o755) for n in state["nodes"])):
+        vc.make_dir(folder / sub, mode)
     key = folder / "munge" / "munge.key"
-    key.write_bytes(secrets.token_bytes(1024))
-    key.chmod(0o600)
+    vc.write_file(key, secrets.token_bytes(1024), mode=0o600)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(paths.TEMPLATES),
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True)
     conf = folder / "slurm.conf"
-    conf.write_text(env.get_template("slurm.conf.j2").render(
+    vc.write_file(conf, env.get_template("slurm.conf.j2").render(
         cluster=state["name"], conf=conf, folder=folder, controller=controller,
         ctld_port=CTLD_PORT, slurmd_port=SLURMD_PORT,
         munge_socket=folder / "munge" / "munge.socket", slurmd_timeout=SLURMD_TIMEOUT_S,
@@ -89,12 +92,12 @@ def make_controller(state, undo):
     ctl = controller_names(state["name"])
     network = vc.ipaddress.ip_network(state["network"])
     ctl["address"] = str(network.network_address + CONTROLLER_HOST)
-    vc.run(["ip", "netns", "add", ctl["namespace"]])
     undo.push(vc.delete_namespace, ctl["namespace"])
+    vc.run(["ip", "netns", "add", ctl["namespace"]])
     mtu = str(state["link"]["switch_mtu"])
+    undo.push(vc.delete_link, ctl["veth"])
     vc.run(["ip", "link", "add", ctl["veth"], "mtu", mtu, "type", "veth",
             "peer", "name", "eth0", "mtu", mtu, "netns", ctl["namespace"]])
-    undo.push(vc.run, ["ip", "link", "del", ctl["veth"]], False)
     vc.run(["ip", "link", "set", ctl["veth"], "master", state["bridge"], "up"])
     vc.run(["ip", "-n", ctl["namespace"], "addr", "add",
             f"{ctl['address']}/{network.prefixlen}", "dev", "eth0"])
@@ -105,7 +108,9 @@ def make_controller(state, undo):
 
 def spawn(argv, log):
     """A daemon in the foreground of a new session, output to `log`."""
-    with open(log, "ab") as out:
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 0o600)
+    with open(fd, "ab") as out:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                 start_new_session=True)
 
@@ -117,15 +122,25 @@ def start(state, undo):
     ctl = make_controller(state, undo)
     conf = write_config(state, ctl, folder)
     munge = folder / "munge"
-    pids = {}
+    # each node's /tmp, the only folder open to all, with root's mount points
+    # for what must stay visible in it (made before it opens: nobody can
+    # put a link in their place)
+    node_tmps = [folder / "spool" / n["name"] / "tmp" for n in state["nodes"]]
+    for node_tmp in node_tmps:
+        vc.make_dir(node_tmp)
+        for top in tops_under_tmp(folder, paths.REPO):
+            vc.make_dir(node_tmp / top.name)
+    vc.verify_tree(vc.cluster_folder(state["name"]), skip=node_tmps)
+    pids, starts = {}, {}
     procs = {}
 
     def started(key, proc, namespaces=()):
-        pids[key] = proc.pid
+        pids[key], starts[key] = vc.record(proc.pid)
         procs[key] = proc
-        undo.push(vc.stop_processes, list(namespaces), [proc.pid])
+        undo.push(vc.stop_processes, list(namespaces), [[pids[key], starts[key]]],
+                  vc.cluster_folder(state["name"]))
 
-    started("munged", spawn(["munged", "--foreground", "--force",
+    started("munged", spawn(["munged", "--foreground",
                              f"--socket={munge / 'munge.socket'}",
                              f"--key-file={munge / 'munge.key'}",
                              f"--pid-file={munge / 'munged.pid'}",
@@ -143,16 +158,16 @@ def start(state, undo):
         # node's own /tmp: PMIx keeps per-step folders there whose names
         # collide between nodes sharing one
         spool = folder / "spool" / node["name"]
-        os.makedirs(spool / "tmp", exist_ok=True)
         os.chmod(spool / "tmp", 0o1777)
         started(f"slurmd:{node['name']}", spawn(
             ["nsenter", "-t", str(node["sshd_pid"]), "-m", "-u", "-n",
              "unshare", "--mount", "--propagation", "private", "sh", "-c",
-             f"{cgroup_mount_script()} {own_tmp_script(spool / 'tmp', folder)} && "
+             f"{cgroup_mount_script()} {own_tmp_script(spool / 'tmp', folder, paths.REPO)} && "
              f"exec slurmd -D -f {conf} -N {node['name']}"],
             spool / "slurmd.out"), [node["namespace"]])
     slurm = {"conf": str(conf), "partition": state["name"], "controller": ctl,
              "ctld_port": CTLD_PORT, "slurmd_port": SLURMD_PORT, "pids": pids,
+             "starts": starts,
              "folder": str(folder), "reframe": system_names(state["name"])}
     env = {**os.environ, "SLURM_CONF": str(conf)}
     wait_for(lambda: nodes_idle(env, len(state["nodes"])), "slurmctld and slurmd", procs,
@@ -160,16 +175,26 @@ def start(state, undo):
     return slurm
 
 
-def own_tmp_script(node_tmp, folder):
+def own_tmp_script(node_tmp, *folders):
     """Shell commands that mount `node_tmp` over /tmp in a node's mount
-    namespace.  Where the cluster's `folder` (its Slurm config, spool and
-    logs) lies under /tmp itself, as in a repository cloned there, its top
-    folder under /tmp is bound into the node's /tmp first, so that slurmd
-    still finds it."""
-    top = _top_under_tmp(Path(folder).resolve())
-    keep = "" if top is None else (
-        f"mkdir -p {node_tmp / top.name} && mount --bind {top} {node_tmp / top.name} && ")
+    namespace.  Where one of `folders` (the cluster's Slurm folder; the
+    owning checkout, whose stage folders the jobs run in) lies under /tmp
+    itself, as a repository cloned there does, its top folder under /tmp is
+    bound into the node's /tmp first (on a mount point `start` made), so
+    that slurmd and the jobs still find it."""
+    keep = "".join(f"mount --bind {top} {node_tmp / top.name} && "
+                   for top in tops_under_tmp(*folders))
     return f"{keep}mount --rbind {node_tmp} /tmp"
+
+
+def tops_under_tmp(*folders):
+    """The folders directly under /tmp that hold one of `folders`."""
+    tops = []
+    for folder in folders:
+        top = _top_under_tmp(Path(folder).resolve())
+        if top is not None and top not in tops:
+            tops.append(top)
+    return tops
 
 
 def _top_under_tmp(path):
@@ -244,11 +269,19 @@ def pids(state):
     return list(state.get("slurm", {}).get("pids", {}).values())
 
 
+def records(state):
+    """[pid, start time] of each daemon of the cluster's Slurm."""
+    slurm = state.get("slurm") or {}
+    return [[pid, (slurm.get("starts") or {}).get(key)]
+            for key, pid in (slurm.get("pids") or {}).items()]
+
+
 def problems(state):
     """Daemons of the cluster's Slurm that are not running."""
+    slurm = state.get("slurm") or {}
     return [f"Slurm: {key} (pid {pid}) is not running"
-            for key, pid in state.get("slurm", {}).get("pids", {}).items()
-            if not vc.alive(pid)]
+            for key, pid in (slurm.get("pids") or {}).items()
+            if not vc.is_recorded([pid, (slurm.get("starts") or {}).get(key)])]
 
 
 def system_names(name):

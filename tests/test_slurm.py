@@ -62,6 +62,10 @@ def test_bring_up_shows_the_nodes_in_sinfo_and_status(slurm_cluster):
     mine = next(c for c in status if c["name"] == "tslurm")
     assert mine["healthy"], mine["problems"]
     assert mine["slurm"]["conf"] == state["files"]["slurm_conf"]
+    # configuration, state, spool and key: root's, in the cluster's folder
+    assert mine["slurm"]["conf"] == f"{vcluster.CLUSTERS}/tslurm/slurm/slurm.conf"
+    key = os.stat(f"{vcluster.CLUSTERS}/tslurm/slurm/munge/munge.key")
+    assert key.st_uid == 0 and key.st_mode & 0o777 == 0o600
     settings = dict(line.split("=", 1) for line in open(mine["slurm"]["conf"])
                     if "=" in line and not line.startswith(("#", "NodeName", "PartitionName")))
     # not Slurm's default ports (6817, 6818)

@@ -72,6 +72,11 @@ def test_three_nodes_up_and_down_well_under_five_seconds():
         for key in ("inventory", "hostfile", "ssh_key", "ssh_config", "ssh_agent",
                     "reframe_system"):
             assert os.path.exists(mine["files"][key]), key
+            # root's files, outside the checkout (which keeps copies for its user)
+            assert mine["files"][key].startswith(f"{vcluster.CLUSTERS}/{name}/"), key
+        assert mine["owner"] == str(paths.REPO) and mine["mine"]
+        assert os.stat(mine["files"]["ssh_key"]).st_mode & 0o777 == 0o600
+        assert (paths.REPO / ".vcluster" / name / "inventory.ini").exists()
     finally:
         start = time.monotonic()
         down = netbench_cli("vcluster", "down", "--name", name)
@@ -79,6 +84,7 @@ def test_three_nodes_up_and_down_well_under_five_seconds():
     print(f"\n3-node virtual cluster: up {up_s:.2f} s, down {down_s:.2f} s")
     assert down.returncode == 0, down.stderr
     assert vcluster.leftovers(name) == []
+    assert not (paths.REPO / ".vcluster" / name).exists()
     assert up_s + down_s < 5.0
 
 
