@@ -5,8 +5,10 @@
 ReFrame's `netbench-ssh` launcher writes this line into the job script; the
 environment says the rest: the MPI (`NETBENCH_MPIRUN`, `NETBENCH_MPI_FAMILY`,
 set by the programming environment) and the cluster (`NETBENCH_HOSTFILE`,
-`NETBENCH_SSH_AGENT`, `NETBENCH_HEAD_ADDRESS`, `NETBENCH_NETWORK`, set by the
-partition).  Each family's flags for this live in data/mpi_families.yaml
+`NETBENCH_SSH_AGENT`, `NETBENCH_HEAD_ADDRESS`, `NETBENCH_NETWORK`,
+`NETBENCH_LAUNCH_NETNS`, set by the partition).  The launcher itself runs in
+the cluster's head namespace (`NETBENCH_LAUNCH_NETNS`): MPI launchers listen
+on every address they have, and there every address is the cluster's.  Each family's flags for this live in data/mpi_families.yaml
 (`remote_flags`, `forward_env`).  With `--allocation` the job runs inside a
 Slurm allocation instead: the MPI's launcher takes the nodes from Slurm and
 starts its daemons with srun (`allocation_flags`); only NETBENCH_NETWORK is
@@ -22,7 +24,8 @@ import sys
 from . import discovery
 
 CLUSTER_VARIABLES = {"hostfile": "NETBENCH_HOSTFILE", "agent": "NETBENCH_SSH_AGENT",
-                     "head": "NETBENCH_HEAD_ADDRESS", "network": "NETBENCH_NETWORK"}
+                     "head": "NETBENCH_HEAD_ADDRESS", "network": "NETBENCH_NETWORK",
+                     "netns": "NETBENCH_LAUNCH_NETNS"}
 ALLOCATION_VARIABLES = {"network": "NETBENCH_NETWORK"}
 
 
@@ -60,7 +63,11 @@ def command(nprocs, ppn, program, env=None, families=None, allocation=False):
     values = {key: required(env, var) for key, var in variables.items()}
     values["ppn"] = str(ppn)
     flags = [flag.format(**values) for flag in flags]
-    return ([required(env, "NETBENCH_MPIRUN")] + flags + forwarded(spec, env)
+    # over ssh the launcher starts on this host: in the head namespace, so
+    # that its listening sockets are on the cluster's network only; inside
+    # an allocation it already runs on a node
+    where = [] if allocation else ["ip", "netns", "exec", values["netns"]]
+    return (where + [required(env, "NETBENCH_MPIRUN")] + flags + forwarded(spec, env)
             + ["-np", str(nprocs)] + list(program))
 
 

@@ -92,17 +92,8 @@ def make_controller(state, undo):
     ctl = controller_names(state["name"])
     network = vc.ipaddress.ip_network(state["network"])
     ctl["address"] = str(network.network_address + CONTROLLER_HOST)
-    undo.push(vc.delete_namespace, ctl["namespace"])
-    vc.run(["ip", "netns", "add", ctl["namespace"]])
-    mtu = str(state["link"]["switch_mtu"])
-    undo.push(vc.delete_link, ctl["veth"])
-    vc.run(["ip", "link", "add", ctl["veth"], "mtu", mtu, "type", "veth",
-            "peer", "name", "eth0", "mtu", mtu, "netns", ctl["namespace"]])
-    vc.run(["ip", "link", "set", ctl["veth"], "master", state["bridge"], "up"])
-    vc.run(["ip", "-n", ctl["namespace"], "addr", "add",
-            f"{ctl['address']}/{network.prefixlen}", "dev", "eth0"])
-    vc.run(["ip", "-n", ctl["namespace"], "link", "set", "lo", "up"])
-    vc.run(["ip", "-n", ctl["namespace"], "link", "set", "eth0", "up"])
+    vc.attach_namespace(ctl["namespace"], ctl["veth"], state["bridge"], ctl["address"],
+                        network.prefixlen, state["link"]["switch_mtu"], undo)
     return ctl
 
 

@@ -61,6 +61,7 @@ BENCHMARK_NETWORK = ipaddress.ip_network("198.18.0.0/15")
 NAME_PATTERN = r"[a-z][a-z0-9]{0,5}"    # keeps `nb-<name>-<i>` within IFNAMSIZ
 MAX_NODES = 64
 FIRST_NODE_HOST = 11                    # node i gets <subnet>.(10 + i)
+HEAD_HOST = 3                           # the head namespace (.1: the host, .2: Slurm's controller)
 SSHD = "/usr/sbin/sshd"
 SSHD_WAIT_S = 10.0
 STATE_FILE = "cluster.json"
@@ -112,16 +113,23 @@ def system_name(name):
     return f"vcluster-{name}"
 
 
+def head_names(name):
+    """The head namespace, where MPI launchers of cluster runs start (see
+    make_head): its namespace and the host end of its link."""
+    return {"namespace": f"nb-{name}-hd", "veth": f"nb-{name}-h"}
+
+
 def owns_namespace(name, ns):
-    """`nb-<name>-n<i>` (a node) or `nb-<name>-ctl` (Slurm's controller),
-    exactly: `nb-a-n1` is never cluster `ab`'s nor `a`'s of `nb-ab-n1`."""
-    return re.fullmatch(rf"nb-{re.escape(name)}-(n\d+|ctl)", ns) is not None
+    """`nb-<name>-n<i>` (a node), `nb-<name>-ctl` (Slurm's controller) or
+    `nb-<name>-hd` (the head), exactly: `nb-a-n1` is never cluster `ab`'s
+    nor `a`'s of `nb-ab-n1`."""
+    return re.fullmatch(rf"nb-{re.escape(name)}-(n\d+|ctl|hd)", ns) is not None
 
 
 def owns_link(name, link):
     """The bridge `nb-<name>`, a node's veth `nb-<name>-<i>`, the
-    controller's `nb-<name>-c`, exactly."""
-    return re.fullmatch(rf"nb-{re.escape(name)}(-(\d+|c))?", link) is not None
+    controller's `nb-<name>-c`, the head's `nb-<name>-h`, exactly."""
+    return re.fullmatch(rf"nb-{re.escape(name)}(-(\d+|c|h))?", link) is not None
 
 
 def cluster_folder(name):
@@ -673,6 +681,35 @@ def delete_link(link):
     run(["ip", "link", "del", link], check=False)
 
 
+def attach_namespace(ns, veth, bridge, address, prefixlen, mtu, undo):
+    """A network namespace with one interface, `eth0` at `address`, whose
+    other end `veth` is a port of `bridge`: the shape of every member of a
+    cluster's network that is not a node (the head, Slurm's controller)."""
+    undo.push(delete_namespace, ns)
+    run(["ip", "netns", "add", ns])
+    undo.push(delete_link, veth)
+    run(["ip", "link", "add", veth, "mtu", str(mtu), "type", "veth",
+         "peer", "name", "eth0", "mtu", str(mtu), "netns", ns])
+    run(["ip", "link", "set", veth, "master", bridge, "up"])
+    run(["ip", "-n", ns, "addr", "add", f"{address}/{prefixlen}", "dev", "eth0"])
+    run(["ip", "-n", ns, "link", "set", "lo", "up"])
+    run(["ip", "-n", ns, "link", "set", "eth0", "up"])
+
+
+def make_head(name, subnet, link, undo):
+    """The cluster's head namespace, at <subnet>.3 on the bridge: MPI's
+    launchers (Hydra's mpiexec, Open MPI's prterun/orterun) listen on every
+    address they have (0.0.0.0 and [::]) whatever their interface options
+    say, so a cluster run starts them here, where every address they can
+    bind is on the cluster's network or loopback, never on the host's own
+    networks.  Control traffic only: the link is not shaped."""
+    head = head_names(name)
+    head["address"] = str(subnet.network_address + HEAD_HOST)
+    attach_namespace(head["namespace"], head["veth"], bridge_name(name), head["address"],
+                     subnet.prefixlen, link["switch_mtu"], undo)
+    return head
+
+
 def make_node(name, i, address, prefixlen, link, undo):
     ns, veth = namespace_name(name, i), veth_name(name, i)
     in_ns = ["ip", "netns", "exec", ns]
@@ -1054,13 +1091,15 @@ def build(name, nnodes, link, undo, entry, with_slurm=False):
     run(["ip", "link", "add", br, "mtu", str(link["switch_mtu"]), "type", "bridge"])
     run(["ip", "addr", "add", f"{head}/{subnet.prefixlen}", "dev", br])
     run(["ip", "link", "set", br, "up"])
+    launcher = make_head(name, subnet, link, undo)
     nodes = [make_node(name, i, addr, subnet.prefixlen, link, undo)
              for i, addr in enumerate(addresses, 1)]
     cluster_hosts = "".join(["127.0.0.1\tlocalhost\n", f"{head}\t{name}-head\n"]
                             + [f"{n['address']}\t{n['name']}\n" for n in nodes])
     node_dirs = [node_files(folder, node, cluster_hosts) for node in nodes]
     state = {"name": name, "system": system_name(name), "network": str(subnet),
-             "head_address": str(head), "bridge": br, "link": link, "nodes": nodes,
+             "head_address": str(head), "launcher": launcher, "bridge": br, "link": link,
+             "nodes": nodes,
              "folder": str(folder), "owner": entry["owner"], "uid": entry["uid"],
              "created": entry["created"]}
     state["files"] = client_files(folder, state)
@@ -1175,7 +1214,8 @@ def unclaimed_but_running(name):
 
 
 def owned_namespaces(name):
-    """Nodes `nb-<name>-n<i>` and Slurm's controller `nb-<name>-ctl`."""
+    """Nodes `nb-<name>-n<i>`, the head `nb-<name>-hd` and Slurm's
+    controller `nb-<name>-ctl`."""
     return [ns for ns in namespaces() if owns_namespace(name, ns)]
 
 
@@ -1242,6 +1282,10 @@ def status():
                     if not is_recorded([n.get("sshd_pid"), n.get("sshd_start")])]
         problems += [f"{n['name']}: namespace {n['namespace']} is missing"
                      for n in state["nodes"] if n["namespace"] not in present]
+        head = state.get("launcher") or {}
+        if head.get("namespace") not in present:
+            problems.append(f"head namespace {head.get('namespace', '(none recorded)')} is "
+                            f"missing: MPI launchers have nowhere to start")
         problems += slurm_module().problems(state)
         state.update(owner)
         state["healthy"] = not problems
@@ -1269,6 +1313,11 @@ def set_mtu(name, mtu):
                 run(["ip", "-n", node["namespace"], "link", "set", "eth0", "mtu", str(mtu)])
                 shape([], node["veth"], link)
                 shape(ns, "eth0", link)
+            if state.get("launcher"):      # the head's link is a switch port too
+                run(["ip", "link", "set", state["launcher"]["veth"], "mtu",
+                     str(link["switch_mtu"])])
+                run(["ip", "-n", state["launcher"]["namespace"], "link", "set", "eth0", "mtu",
+                     str(link["switch_mtu"])])
             run(["ip", "link", "set", state["bridge"], "mtu", str(link["switch_mtu"])])
             state["link"] = link
             write_json(cluster_folder(name) / STATE_FILE, state)
@@ -1297,9 +1346,11 @@ def link_bytes(state):
 def launch_environment(state):
     """What netbench.launch needs to know about the cluster (the variables
     its ReFrame partition sets)."""
+    launcher = state["launcher"]
     return {"NETBENCH_HOSTFILE": state["files"]["hostfile"],
             "NETBENCH_SSH_AGENT": state["files"]["ssh_agent"],
-            "NETBENCH_HEAD_ADDRESS": state["head_address"],
+            "NETBENCH_HEAD_ADDRESS": launcher["address"],
+            "NETBENCH_LAUNCH_NETNS": launcher["namespace"],
             "NETBENCH_NETWORK": state["network"]}
 
 

@@ -5,17 +5,21 @@ import pytest
 from netbench import launch
 
 CLUSTER = {"NETBENCH_HOSTFILE": "/c/hostfile", "NETBENCH_SSH_AGENT": "/c/ssh",
-           "NETBENCH_HEAD_ADDRESS": "198.18.0.1", "NETBENCH_NETWORK": "198.18.0.0/24"}
+           "NETBENCH_HEAD_ADDRESS": "198.18.0.3", "NETBENCH_NETWORK": "198.18.0.0/24",
+           "NETBENCH_LAUNCH_NETNS": "nb-c-hd"}
+#: over ssh the launcher runs in the cluster's head namespace
+IN_HEAD = ["ip", "netns", "exec", "nb-c-hd"]
 
 
 def test_mpich_goes_through_hydra_with_the_cluster_agent(families):
     env = {**CLUSTER, "NETBENCH_MPI_FAMILY": "mpich", "NETBENCH_MPIRUN": "/m/mpiexec",
            "UCX_TLS": "tcp,self"}
     argv = launch.command(4, 2, ["./netbench", "pingpong"], env=env, families=families)
-    assert argv[:1] == ["/m/mpiexec"] and argv[-4:] == ["-np", "4", "./netbench", "pingpong"]
+    assert argv[:5] == IN_HEAD + ["/m/mpiexec"]
+    assert argv[-4:] == ["-np", "4", "./netbench", "pingpong"]
     joined = " ".join(argv)
     for part in ("-f /c/hostfile", "-launcher ssh", "-launcher-exec /c/ssh",
-                 "-localhost 198.18.0.1", "-ppn 2", "-bind-to none"):
+                 "-localhost 198.18.0.3", "-ppn 2", "-bind-to none"):
         assert part in joined
     assert "-x" not in argv      # Hydra forwards the environment itself
 
