@@ -113,6 +113,10 @@ def system_name(name):
     return f"vcluster-{name}"
 
 
+#: the suffix of a cluster member's namespace: node, Slurm's controller, head
+MEMBER_NAMESPACE = r"(n\d+|ctl|hd)"
+
+
 def head_names(name):
     """The head namespace, where MPI launchers of cluster runs start (see
     make_head): its namespace and the host end of its link."""
@@ -123,7 +127,7 @@ def owns_namespace(name, ns):
     """`nb-<name>-n<i>` (a node), `nb-<name>-ctl` (Slurm's controller) or
     `nb-<name>-hd` (the head), exactly: `nb-a-n1` is never cluster `ab`'s
     nor `a`'s of `nb-ab-n1`."""
-    return re.fullmatch(rf"nb-{re.escape(name)}-(n\d+|ctl|hd)", ns) is not None
+    return re.fullmatch(rf"nb-{re.escape(name)}-{MEMBER_NAMESPACE}", ns) is not None
 
 
 def owns_link(name, link):
@@ -467,7 +471,7 @@ def cluster_names():
     with contextlib.suppress(OSError):
         names |= {p.name for p in CLUSTERS.iterdir() if re.fullmatch(NAME_PATTERN, p.name)}
     for ns in namespaces():
-        m = re.fullmatch(rf"nb-({NAME_PATTERN})-(n\d+|ctl)", ns)
+        m = re.fullmatch(rf"nb-({NAME_PATTERN})-{MEMBER_NAMESPACE}", ns)
         if m:
             names.add(m.group(1))
     return sorted(names)
