@@ -16,7 +16,8 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (fixture, performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from . import benchrun, discovery, paths, references
+from . import discovery, paths, references
+from .results import benchmark
 
 KiB, MiB = 1024, 1024 * 1024
 #: the thresholds class of cases whose ranks share one node
@@ -116,7 +117,7 @@ def read_output(path):
 
 def read_curve(path):
     """The benchmark's table in `path` as a list of dicts, [] when absent."""
-    return benchrun.parse_output(read_output(path))[0]
+    return benchmark.parse_output(read_output(path))[0]
 
 
 def slurm_failure(stderr_text):
@@ -139,7 +140,7 @@ def job_failure(stdout_text, stderr_text):
     reason = slurm_failure(stderr_text)
     if reason:
         return f"Slurm ended the job: {reason}"
-    return benchrun.launcher_failure(f"{stdout_text}\n{stderr_text}")
+    return benchmark.launcher_failure(f"{stdout_text}\n{stderr_text}")
 
 
 class NetbenchBuild(rfm.CompileOnlyRegressionTest):
@@ -438,8 +439,8 @@ class NetbenchRun(MpiRun):
     def record_curve(self):
         # the output read once: the table, and ranks pinned to a shared CPU
         text = read_output(os.path.join(self.stagedir, self.job.stdout))
-        self.curve = benchrun.parse_output(text)[0]
-        self.stacked_ranks = benchrun.stacked_ranks(text)
+        self.curve = benchmark.parse_output(text)[0]
+        self.stacked_ranks = benchmark.stacked_ranks(text)
 
     @run_before("run")
     def set_command(self):
@@ -491,22 +492,23 @@ def table_summary(test, name, key, conv=float):
     """The summary figure `key` of the benchmark's output `name` in the
     test's stage folder; a SanityError naming what is missing, not a
     ValueError on whatever a dying run left there."""
-    _, summary = benchrun.parse_output(test.read_stage_file(name))
-    if key not in summary:
-        raise sn.SanityError(f"no '@ {key}' figure in {name}: the benchmark did not finish")
-    return conv(summary[key])
+    _, summary = benchmark.parse_output(test.read_stage_file(name))
+    try:
+        return conv(benchmark.summary_figure(summary, key, name))
+    except benchmark.MissingFigure as err:
+        raise sn.SanityError(str(err)) from err
 
 
 @sn.deferrable
 def table_value(test, name, nbytes, column):
-    """One figure of the benchmark's table in `name` (stage folder); a
-    SanityError when the table has no such row."""
-    rows, _ = benchrun.parse_output(test.read_stage_file(name))
-    row = next((r for r in rows if r.get("bytes") == nbytes), None)
-    if row is None or column not in row:
-        raise sn.SanityError(f"no {column} figure at {nbytes} bytes in {name}: the "
-                             f"benchmark's table has no such row")
-    return row[column]
+    """One figure of the benchmark's table in `name` (stage folder), read by
+    the column's name in the `# columns:` header; a SanityError when the
+    table has no such row."""
+    rows, _ = benchmark.parse_output(test.read_stage_file(name))
+    try:
+        return benchmark.table_figure(rows, nbytes, column, name)
+    except benchmark.MissingFigure as err:
+        raise sn.SanityError(str(err)) from err
 
 
 class PingPongBase(NetbenchRun):

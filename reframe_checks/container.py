@@ -20,6 +20,7 @@ from reframe.core.builtins import (parameter, performance_function, run_after, r
                                    sanity_function, variable)
 
 from netbench import checklib, container, discovery
+from netbench.results import benchmark
 
 checklib.require_netbench_config()
 
@@ -148,7 +149,7 @@ class ContainerParity(ContainerMixin, checklib.NetbenchRun):
 
     def figures(self, name):
         with open(os.path.join(self.stagedir, name)) as f:
-            rows, summary = checklib.benchrun.parse_output(f.read())
+            rows, summary = benchmark.parse_output(f.read())
         bw = next(r["Mbps"] for r in rows if r["bytes"] == self.max_bytes)
         return summary["latency_usec"], bw
 

@@ -6,13 +6,16 @@ the documented references judge them like netbench's own checks.  Where a
 view has no such binary (the PyPI wheels, a system MPI) the case is skipped
 and says so."""
 
+import glob
 import os
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 
-from netbench import checklib, netpipe, osu_imb
+from netbench import checklib, netpipe
+from netbench.results import osu_imb
+from netbench.results.netpipe import parse_netpipe
 
 checklib.require_netbench_config()
 
@@ -21,6 +24,16 @@ PACKAGES = {"osu": "osu-micro-benchmarks", "IMB-MPI1": "intel-mpi-benchmarks",
             "NPmpi": "netpipe"}
 #: fewest sizes a complete sweep reports (OSU: 1 B to 4 MiB; IMB -msglog 0:22)
 MIN_SIZES = 20
+
+
+def find_binary(prefix, name):
+    """`name` in an MPI prefix laid out as a Spack view: bin/, or OSU's
+    libexec/osu-micro-benchmarks/mpi/<group>/; None where it is not."""
+    if not prefix:
+        return None
+    candidates = [os.path.join(prefix, "bin", name)] + sorted(glob.glob(
+        os.path.join(prefix, "libexec", "osu-micro-benchmarks", "mpi", "*", name)))
+    return next((p for p in candidates if os.path.isfile(p) and os.access(p, os.X_OK)), None)
 
 
 class ViewBinaryRun(checklib.MpiRun):
@@ -39,7 +52,7 @@ class ViewBinaryRun(checklib.MpiRun):
     def find_binary(self):
         """(path or None, where it was looked for)."""
         prefix = self.current_environ.extras.get("mpi_prefix", "")
-        return osu_imb.find_binary(prefix, self.binary), prefix or "this MPI (no prefix)"
+        return find_binary(prefix, self.binary), prefix or "this MPI (no prefix)"
 
     def output_text(self):
         with open(os.path.join(self.stagedir, str(self.job.stdout)), errors="replace") as f:
@@ -180,7 +193,7 @@ class NetpipeMpi(ViewBinaryRun):
     def parse_curve(self):
         try:
             with open(os.path.join(self.stagedir, self.output_file)) as f:
-                points = netpipe.parse_netpipe(f.read())
+                points = parse_netpipe(f.read())
         except OSError:
             points = []
         # NetPIPE reports one-way time: the curve's usec, its rate from that

@@ -9,6 +9,7 @@ from reframe.core.builtins import (parameter, performance_function, run_before,
                                    sanity_function, variable)
 
 from netbench import checklib
+from netbench.results import benchmark
 
 checklib.require_netbench_config()
 
@@ -73,7 +74,7 @@ class TcpStreams(checklib.NetbenchRun):
 
     @sn.deferrable
     def every_size_measured(self):
-        rows = checklib.benchrun.parse_output(self.read_stage_file(self.job.stdout))[0]
+        rows = benchmark.parse_output(self.read_stage_file(self.job.stdout))[0]
         missing = sorted(set(APPLICATION_BUFFERS) - {int(r["bytes"]) for r in rows})
         if missing:
             raise sn.SanityError(f"no stream figures for buffer sizes {missing}")

@@ -8,8 +8,6 @@ message size: a bandwidth test's `usec` is the time per message at that
 rate, a latency test's `MBps` the size over the one-way time.
 """
 
-import glob
-import os
 import re
 
 OSU_TITLE = re.compile(r"^# OSU MPI(?:-\w+)? (.+?)(?: Test)?(?: v[\d.]+)?\s*$", re.M)
@@ -81,13 +79,3 @@ def parse_imb(text):
             raise ParseError(f"IMB {sec.group(1)}: no result rows")
         results[(sec.group(1), int(sec.group(2)))] = rows
     return results
-
-
-def find_binary(prefix, name):
-    """`name` in an MPI prefix laid out as a Spack view: bin/, or OSU's
-    libexec/osu-micro-benchmarks/mpi/<group>/; None where it is not."""
-    if not prefix:
-        return None
-    candidates = [os.path.join(prefix, "bin", name)] + sorted(glob.glob(
-        os.path.join(prefix, "libexec", "osu-micro-benchmarks", "mpi", "*", name)))
-    return next((p for p in candidates if os.path.isfile(p) and os.access(p, os.X_OK)), None)
