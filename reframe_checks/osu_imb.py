@@ -82,19 +82,19 @@ class OsuPt2Pt(ViewBinaryRun):
     transport = parameter(checklib.configured_transports())
     placement = parameter(checklib.configured_placements())
     package = PACKAGES["osu"]
-    report_section = "pingpong"
+    section = "pingpong"
     tags = {"osu", "external"}
 
     @run_after("init")
     def set_binary(self):
         self.binary = self.benchmark
 
-    @run_before("sanity")
-    def parse_curve(self):
+    def measured_series(self):
         try:
-            self.curve = osu_imb.parse_osu(self.output_text())[1]
+            rows = osu_imb.parse_osu(self.output_text())[1]
         except (OSError, osu_imb.ParseError):
-            self.curve = []
+            rows = []
+        return [osu_imb.series("mpi", rows)]
 
     @run_before("performance")
     def set_perf_variables(self):
@@ -114,19 +114,22 @@ class ImbMpi1(ViewBinaryRun):
     placement = parameter(checklib.configured_placements())
     binary = "IMB-MPI1"
     package = PACKAGES["IMB-MPI1"]
-    #: the chain pattern, for the report's scaling plot (Sendrecv, Exchange)
-    pattern = variable(str, value="")
     ranks = variable(int, value=2)
+    #: PingPong is drawn with the ping-pong curves, Sendrecv and Exchange
+    #: with the throughput chains (set_kind)
+    section = "pingpong"
     tags = {"imb", "external"}
 
     @run_after("init")
     def set_kind(self):
-        if self.benchmark == "PingPong":
-            self.kind, self.report_section = "pingpong", "pingpong"
-        else:
-            self.kind, self.report_section = "collective", "throughput"
-            self.pattern = self.benchmark.lower()
+        if self.benchmark != "PingPong":
+            self.kind, self.section = "collective", "throughput"
         self.num_ranks = self.ranks
+
+    def scaling_group(self):
+        # IMB's chains on lines of their own, beside netbench's
+        group = super().scaling_group()
+        return f"{self.binary} {group}" if group else ""
 
     @run_before("run")
     def set_options(self):
@@ -134,13 +137,12 @@ class ImbMpi1(ViewBinaryRun):
         self.executable_opts = [self.benchmark, "-msglog", "0:22", "-npmin",
                                 str(self.num_tasks)]
 
-    @run_before("sanity")
-    def parse_curve(self):
+    def measured_series(self):
         try:
             results = osu_imb.parse_imb(self.output_text())
         except (OSError, osu_imb.ParseError):
             results = {}
-        self.curve = results.get((self.benchmark, self.num_tasks), [])
+        return [osu_imb.series("mpi", results.get((self.benchmark, self.num_tasks), []))]
 
     @run_before("performance")
     def set_perf_variables(self):
@@ -168,7 +170,7 @@ class NetpipeMpi(ViewBinaryRun):
     perturbation = variable(int, value=0)
     binary = "NPmpi"
     package = PACKAGES["NPmpi"]
-    report_section = "pingpong"
+    section = "pingpong"
     tags = {"netpipe", "external"}
     output_file = "np.out"
 
@@ -189,16 +191,11 @@ class NetpipeMpi(ViewBinaryRun):
         self.executable_opts = ["-u", str(self.max_bytes), "-p", str(self.perturbation),
                                 "-o", self.output_file]
 
-    @run_before("sanity")
-    def parse_curve(self):
-        try:
-            with open(os.path.join(self.stagedir, self.output_file)) as f:
-                points = parse_netpipe(f.read())
-        except OSError:
-            points = []
+    def measured_series(self):
+        points = parse_netpipe(self.read_stage_file(self.output_file))
         # NetPIPE reports one-way time: the curve's usec, its rate from that
-        self.curve = [osu_imb.curve_row(nbytes, usec=seconds * 1e6)
-                      for nbytes, _, seconds in points]
+        return [osu_imb.series("mpi", [osu_imb.curve_row(nbytes, usec=seconds * 1e6)
+                                       for nbytes, _, seconds in points])]
 
     @run_before("performance")
     def set_perf_variables(self):

@@ -16,7 +16,6 @@ RANK_COUNTS = [n for n in (2, 4, 8, 16, 32) if n <= checklib.max_ranks()]
 @rfm.simple_test
 class Throughput(checklib.ThroughputBase):
     descr = "Sendrecv, Exchange and Bcast throughput per process"
-    report_section = "throughput"
     pattern = parameter(["sendrecv", "exchange", "bcast"])
     ranks = parameter(RANK_COUNTS)
     transport = parameter(checklib.throughput_transports())
@@ -46,6 +45,7 @@ class ThroughputPerNode(checklib.ThroughputBase):
     layout = parameter(PER_NODE_LAYOUTS, fmt=lambda x: f"{x[0]}ppn-{x[1]}")
     transport = checklib.ANY_NETWORK
     placement = "internode"
+    section = "scaling"
     tags = {"throughput", "seeds"}
 
     @run_after("init")

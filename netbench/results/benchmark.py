@@ -15,6 +15,8 @@ import re
 import signal
 from collections import Counter
 
+from . import record
+
 #: the unit of each column the benchmark prints (seen in its `# columns:`
 #: headers); a column not named here has no unit ("")
 COLUMN_UNITS = {"bytes": "B", "usec": "us", "usec_min": "us", "usec_max": "us",
@@ -80,11 +82,7 @@ def table_figure(rows, nbytes, column, name="the output"):
 def series(name, text, y_columns):
     """One measured series of a per-case record (netbench.results.record):
     the table of `text` against message size, with the `y_columns` it has."""
-    rows, _ = parse_output(text)
-    present = [c for c in y_columns if rows and all(c in r for r in rows)]
-    return {"name": name, "x": {"column": "bytes", "unit": COLUMN_UNITS["bytes"]},
-            "y": [{"column": c, "unit": COLUMN_UNITS.get(c, "")} for c in present],
-            "rows": rows}
+    return record.make_series(name, parse_output(text)[0], y_columns, COLUMN_UNITS)
 
 
 # How MPI launchers say that a rank died.  MPICH's hydra prints a banner on

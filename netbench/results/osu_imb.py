@@ -10,11 +10,19 @@ rate, a latency test's `MBps` the size over the one-way time.
 
 import re
 
+from . import record
+
 OSU_TITLE = re.compile(r"^# OSU MPI(?:-\w+)? (.+?)(?: Test)?(?: v[\d.]+)?\s*$", re.M)
 #: OSU test title -> what its first value column is
 OSU_KINDS = {"Latency": "usec", "Bandwidth": "MBps", "Bi-Directional Bandwidth": "MBps",
              "Multiple Bandwidth / Message Rate": "MBps", "Broadcast Latency": "usec",
              "Multi Latency": "usec"}
+
+
+#: the unit of each column of the rows below
+COLUMN_UNITS = {"bytes": "B", "usec": "us", "MBps": "MB/s", "Mbps": "Mbit/s", "msg_rate": "1/s"}
+#: the columns the report draws
+DRAWN_COLUMNS = ("usec", "Mbps", "MBps")
 
 
 class ParseError(ValueError):
@@ -28,6 +36,11 @@ def curve_row(nbytes, usec=None, MBps=None):
         MBps = nbytes / usec if usec else 0.0
     return {"bytes": float(nbytes), "usec": float(usec), "MBps": float(MBps),
             "Mbps": float(MBps) * 8}
+
+
+def series(name, rows):
+    """Rows of this module's parsers as a series of a per-case record."""
+    return record.make_series(name, rows, DRAWN_COLUMNS, COLUMN_UNITS)
 
 
 def parse_osu(text):
