@@ -126,11 +126,13 @@ def make(section, label, series, provenance, references=None, group=""):
 
 def make_series(name, rows, y_columns, units):
     """One series: `rows` against message size (`bytes`), with those of
-    `y_columns` that every row has; `units`: {column: unit}."""
+    `y_columns` that every row has, and only those columns of each row (the
+    record states the unit of every number it holds); `units`: {column: unit}."""
     present = [c for c in y_columns if rows and all(c in r for r in rows)]
+    kept = ["bytes", *present]
     return {"name": name, "x": {"column": "bytes", "unit": units.get("bytes", "B")},
             "y": [{"column": c, "unit": units.get(c, "")} for c in present],
-            "rows": list(rows)}
+            "rows": [{c: r[c] for c in kept if c in r} for r in rows]}
 
 
 def series_named(record, name):
