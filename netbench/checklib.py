@@ -106,15 +106,6 @@ def max_ranks():
     return best
 
 
-def read_output(path):
-    """The benchmark's output in `path`, "" when absent."""
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
 def slurm_failure(stderr_text):
     """Why Slurm ended a job early, from the job's stderr; None when it
     did not (the cancellation, then the cause srun saw)."""
@@ -171,8 +162,8 @@ class MpiRun(rfm.RunOnlyRegressionTest):
     # not the container partition: its checks run inside the image (container.py)
     valid_systems = ["-container"]
     valid_prog_environs = ["+mpi"]
-    #: the sweep table, one dict per message size; set after the run so that
-    #: ReFrame's JSON run report carries the curve for the HTML report
+    #: the first series of `record` (its rows), for the checks' sanity and
+    #: figures and for readers of run reports from before records
     curve = variable(list, value=[])
     #: "host:cpuN" where two ranks were pinned to the same single CPU
     stacked_ranks = variable(list, value=[])
@@ -562,7 +553,7 @@ class NetbenchRun(MpiRun):
     def validate_run(self):
         hosts = sn.extractall(r"^# rank \d+ host (\S+) cpu", self.stdout, 1)
         verified = [] if not self.verifies else [
-            sn.assert_eq(sn.extractsingle(r"^@ verify_errors (\d+)", self.stdout, 1, int), 0,
+            sn.assert_eq(self.summary("verify_errors", int), 0,
                          msg="received data did not match what was sent")]
         return sn.all([self.assert_ranks_finished()] + verified + [
             self.assert_ranks_not_stacked(),

@@ -64,7 +64,7 @@ class MpiVsTcp(checklib.PingPongBase):
             self.validate_run(),
             sn.assert_found(r"^@ sweep_seconds", tcp_file,
                             msg="the TCP run did not finish its sweep"),
-            sn.assert_eq(sn.extractsingle(r"^@ verify_errors (\d+)", tcp_file, 1, int), 0,
+            sn.assert_eq(self.summary("verify_errors", int, output=self.tcp_output), 0,
                          msg="TCP: received data did not match what was sent"),
         ])
 
