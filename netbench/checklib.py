@@ -309,15 +309,16 @@ class MpiRun(rfm.RunOnlyRegressionTest):
         return " ".join([self.current_environ.name] + self.parameter_labels())
 
     def parameter_labels(self, leave_out=()):
-        """The check's parameter values as label words: a word as it is
-        (`blocking`, `shm`), a number with its name (`ranks=4`)."""
+        """The check's parameter values as label words, formatted as in its
+        display name: a word as it is (`blocking`, `shm`, `1ppn-2`), a
+        number with its parameter's name (`ranks=4`)."""
         words = []
-        for name in type(self).param_space.params:
+        for name, param in type(self).param_space.params.items():
             value = getattr(self, name)
             if name in leave_out or value is None:
                 continue
-            words.append(f"{name}={value}" if isinstance(value, (int, float, tuple))
-                         else str(value))
+            shown = param.format(value)
+            words.append(f"{name}={shown}" if isinstance(shown, (int, float)) else str(shown))
         return words
 
     #: parameters that place a case along the scaling plot's x axis (its

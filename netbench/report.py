@@ -1,5 +1,12 @@
 """HTML reports from ReFrame's JSON run reports.
 
+The page is drawn from each test case's record (netbench/results/record.py,
+written by the checks): its section, series and the references it was
+judged by.  Nothing here knows a check class, a threshold key or a
+reference file, so a session re-rendered later shows what judged it then.
+Cases from run reports written before records are drawn from their legacy
+`curve` (legacy_record), without reference points.
+
 A session folder `reports/YYYYMMDDTHHMMSS-<8 hex of the uuid>/` holds
 `run-report.json` (ReFrame's), `provenance.json` (this machine at the end of
 the session) and `index.html` (verdicts, curves, fits, provenance, history).
@@ -53,7 +60,7 @@ _STRING_OR_NULL = {"type": ["string", "null"]}
 
 
 def curve_schema(*columns):
-    """Rows of a curve as netbench's checks write it (checklib, osu_imb):
+    """Rows of a legacy curve (a case's `curve`, `tcp_curve` before records):
     `bytes` and the `columns` a section draws, numbers where present."""
     return {"type": ["array", "null"], "items": {
         "type": "object", "required": ["bytes", *columns],
