@@ -10,7 +10,7 @@ tests/test_results_contract.py` captures them again and rewrites the
 expected values (review the diff: it is the parser's behaviour)."""
 
 import json
-import re
+import os
 import shutil
 import subprocess
 import sys
@@ -209,6 +209,33 @@ def test_every_check_lands_in_a_section_of_the_report():
     for name, check in checks.items():
         assert check["section"] in results_record.SECTIONS, (name, check)
     assert checks["ThroughputPerNode"]["section"] == "scaling"
+
+
+UNSECTIONED = """
+import reframe as rfm
+from reframe.core.builtins import parameter
+from netbench import checklib
+
+
+@rfm.simple_test
+class Unsectioned(checklib.NetbenchRun):
+    transport = parameter(["shm"])
+    placement = "intranode"
+"""
+
+
+def test_a_check_without_a_section_fails_instead_of_dropping_out(tmp_path):
+    """A check that names no section of the taxonomy fails at setup, with
+    one line saying which sections there are."""
+    check = tmp_path / "unsectioned.py"
+    check.write_text(UNSECTIONED)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(session.DROPPED)}
+    proc = subprocess.run([str(session.BIN / "reframe"), "-C", str(paths.CONFIG), "-c",
+                           str(check), "-p", "^mpich$", "-r"], cwd=paths.REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    assert "Unsectioned: section '' is not one of pingpong, mpi_vs_tcp" in out, out[-3000:]
 
 
 def capture():
