@@ -339,15 +339,16 @@ def bound(ref, frac):
 def case_rows(tc):
     """Summary-table rows of one test case: one per performance variable,
     or one with the verdict alone."""
+    record = case_record(tc)
     base = {"partition": f"{tc.get('system')}:{tc.get('partition')}",
             "environ": tc.get("environ"), "case": case_label(tc),
-            "placement": case_record(tc)["provenance"].get("placement", ""),
+            "placement": record["provenance"].get("placement", ""),
             "result": tc.get("result", "?"),
             "reason": tc.get("fail_reason") or ""}
     perf = tc.get("perfvalues") or {}
     if not perf:
         return [dict(base, variable="", value=None, unit="", reference=None, lower=None,
-                     upper=None, verdict=tc.get("result", "?"), key=None)]
+                     upper=None, verdict=tc.get("result", "?"), key=None, citation="")]
     rows = []
     for key, entry in perf.items():
         value, ref, lower, upper, unit, result = entry[:6]     # ReFrame may add more
@@ -356,7 +357,9 @@ def case_rows(tc):
         rows.append(dict(base, variable=var, value=value, unit=unit,
                          reference=ref if has_ref else None, lower=bound(ref, lower),
                          upper=bound(ref, upper), verdict=result if has_ref else "no reference",
-                         key=headline_key(tc, var)))
+                         key=headline_key(tc, var),
+                         # the documented figure, as the case recorded it
+                         citation=(record["references"].get(var) or {}).get("citation") or ""))
     return rows
 
 

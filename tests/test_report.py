@@ -203,6 +203,11 @@ def test_reference_points_come_from_the_recorded_references(tmp_path):
     assert "Intranode / Myrinet / MPI" in label
 
 
+def test_the_table_names_the_recorded_figure_of_each_reference(tmp_path):
+    page = report.render_report([session_from(minimal_report(), tmp_path)])
+    assert page.count('title="000_0a10b582eb0a2537.txt, Table 1') == 2
+
+
 def test_a_report_from_before_records_renders_curves_and_table(tmp_path):
     """No `record`: the table from perfvalues (value, reference, bounds as
     judged then), the curves from `curve`, and no reference points (what
