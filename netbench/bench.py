@@ -21,7 +21,8 @@ import tempfile
 import time
 
 from . import discovery, netpipe, paths
-from .benchrun import Benchmark, job_environment, parse_output
+from .benchrun import Benchmark, job_environment
+from .results.benchmark import parse_output
 
 FULL = ((1, 8388608),)      # NetPIPE's default range; netbench's default sweep
 

@@ -16,7 +16,8 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (fixture, performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from . import benchrun, discovery, paths, references
+from . import discovery, paths, references
+from .results import benchmark, record as results_record
 
 KiB, MiB = 1024, 1024 * 1024
 #: the thresholds class of cases whose ranks share one node
@@ -105,20 +106,6 @@ def max_ranks():
     return best
 
 
-def read_output(path):
-    """The benchmark's output in `path`, "" when absent."""
-    try:
-        with open(path) as f:
-            return f.read()
-    except OSError:
-        return ""
-
-
-def read_curve(path):
-    """The benchmark's table in `path` as a list of dicts, [] when absent."""
-    return benchrun.parse_output(read_output(path))[0]
-
-
 def slurm_failure(stderr_text):
     """Why Slurm ended a job early, from the job's stderr; None when it
     did not (the cancellation, then the cause srun saw)."""
@@ -139,7 +126,7 @@ def job_failure(stdout_text, stderr_text):
     reason = slurm_failure(stderr_text)
     if reason:
         return f"Slurm ended the job: {reason}"
-    return benchrun.launcher_failure(f"{stdout_text}\n{stderr_text}")
+    return benchmark.launcher_failure(f"{stdout_text}\n{stderr_text}")
 
 
 class NetbenchBuild(rfm.CompileOnlyRegressionTest):
@@ -175,14 +162,22 @@ class MpiRun(rfm.RunOnlyRegressionTest):
     # not the container partition: its checks run inside the image (container.py)
     valid_systems = ["-container"]
     valid_prog_environs = ["+mpi"]
-    #: the sweep table, one dict per message size; set after the run so that
-    #: ReFrame's JSON run report carries the curve for the HTML report
+    #: the first series of `record` (its rows), for the checks' sanity and
+    #: figures and for readers of run reports from before records
     curve = variable(list, value=[])
     #: "host:cpuN" where two ranks were pinned to the same single CPU
     stacked_ranks = variable(list, value=[])
-    #: which of the report's sections draws `curve`: pingpong | throughput
-    #: (empty: the report shows the case's figures only)
-    report_section = variable(str, value="")
+    #: what the case measured, how the report draws it, what judged it and
+    #: where it ran (netbench/results/record.py): written before the
+    #: performance stage, so a case that fails its references still has it
+    record = variable(dict, value={})
+    #: the report section that draws the case, one of
+    #: results.record.SECTIONS: every check names one (require_section)
+    section = ""
+    #: where the report draws a judged figure on the case's first series:
+    #: {variable: (y column, message size; None: the size the source gives
+    #: beside the figure)}
+    drawn_references = {"latency": ("usec", 1), "peak_bw": ("Mbps", None)}
     #: the MPI of the environment: family, version, source, launcher, transports
     mpi_info = variable(dict, value={})
     #: the partition's interconnect class, nodes and line rate
@@ -294,11 +289,114 @@ class MpiRun(rfm.RunOnlyRegressionTest):
                              f"{conf}, but SLURM_CONF={os.environ.get('SLURM_CONF', '')!r}: "
                              f"export SLURM_CONF={conf}")
 
+    @run_after("setup")
+    def require_section(self):
+        """A case the report has no section for would drop out of it
+        silently: refuse it instead."""
+        if self.section not in results_record.SECTIONS:
+            raise ValueError(f"{type(self).__name__}: section {self.section!r} is not one of "
+                             f"{', '.join(results_record.SECTIONS)} "
+                             f"(netbench/results/record.py)")
+
+    def measured_series(self):
+        """The series the case measured (results.record), read from its
+        output in the stage folder; [] when there is none."""
+        return []
+
+    def series_label(self):
+        """The legend label of the case's curves: the environment and the
+        check's parameters."""
+        return " ".join([self.current_environ.name] + self.parameter_labels())
+
+    def parameter_labels(self, leave_out=()):
+        """The check's parameter values as label words, formatted as in its
+        display name: a word as it is (`blocking`, `shm`, `1ppn-2`), a
+        number with its parameter's name (`ranks=4`)."""
+        words = []
+        for name, param in type(self).param_space.params.items():
+            value = getattr(self, name)
+            if name in leave_out or value is None:
+                continue
+            shown = param.format(value)
+            words.append(f"{name}={shown}" if isinstance(shown, (int, float)) else str(shown))
+        return words
+
+    #: parameters that place a case along the scaling plot's x axis (its
+    #: ranks), not on a line of its own
+    scaling_parameters = ("ranks", "layout")
+
+    def scaling_group(self):
+        """The line of the scaling plot the case is one point of: the label
+        without the process count, plus the processes per node."""
+        if self.section not in results_record.SCALING_SECTIONS:
+            return ""
+        parts = [self.current_environ.name] + self.parameter_labels(self.scaling_parameters)
+        if self.procs_per_node:
+            parts.append(f"{self.procs_per_node} per node")
+        return " ".join(parts)
+
+    def provenance(self):
+        """Where and how the case ran, for its record."""
+        env, part = self.current_environ.extras, self.current_partition.extras
+        return {"mpi_family": env.get("mpi_family", ""),
+                "mpi_version": str(env.get("mpi_version", "")),
+                "mpi_source": env.get("mpi_source", ""),
+                "transport": str(self.transport), "placement": str(self.placement),
+                "ranks": int(self.num_tasks or 0),
+                "ranks_per_node": int(self.num_tasks_per_node or 0),
+                "partition": self.current_partition.fullname,
+                "interconnect": self.interconnect_class(),
+                "line_rate_mbps": part.get("line_rate_mbps")}
+
+    @run_before("sanity")
+    def record_measurement(self):
+        """The record without its references (set_references adds them):
+        written before sanity, so a failed case still shows its curve."""
+        series = self.measured_series()
+        self.curve = series[0]["rows"] if series else []
+        self.record = results_record.make(self.section, self.series_label(), series,
+                                          self.provenance(), group=self.scaling_group())
+
+    @run_before("performance")
+    def set_perf_variables(self):
+        """Checks whose performance variables depend on the parsed output
+        set them here (before set_references, which judges them)."""
+
+    def judged_references(self):
+        """{performance variable: (ReFrame's reference tuple, the Threshold
+        it comes from or None for a rule of the check's own)}."""
+        mine = set(self.perf_variables)
+        return {var: (t.reference, t) for var, t in self.thresholds().items() if var in mine}
+
     @run_before("performance")
     def set_references(self):
-        mine = set(self.perf_variables)
+        """ReFrame's references, and the same figures in the record: the
+        report draws what judged the case, not today's files."""
+        judged = self.judged_references()
         self.reference = {self.current_partition.fullname: {
-            var: t.reference for var, t in self.thresholds().items() if var in mine}}
+            var: ref for var, (ref, _) in judged.items()}}
+        entries = {}
+        for var, ((value, lower, upper, unit), threshold) in judged.items():
+            figure = threshold.figure if threshold else None
+            entries[var] = results_record.reference(
+                value, lower, upper, unit, figure=figure and figure.key,
+                citation=figure and figure.citation,
+                interconnect=self.interconnect_class() if figure else None,
+                at=self.reference_position(var, figure))
+        self.record = {**self.record, "references": entries}
+
+    def reference_position(self, var, figure):
+        """Where the report draws `var`'s figure on the case's first series:
+        {series, y, bytes}, or None."""
+        series = self.record.get("series") or []
+        if var not in self.drawn_references or not series or figure is None:
+            return None
+        column, nbytes = self.drawn_references[var]
+        if nbytes is None:
+            nbytes = references.figure_message_size(figure, Path(self.thresholds_folder))
+        if nbytes is None or column not in results_record.y_columns(series[0]):
+            return None
+        return {"series": series[0]["name"], "y": column, "bytes": float(nbytes)}
 
     def judged_by(self):
         """(check kind, transport) of the thresholds that judge the case."""
@@ -434,12 +532,17 @@ class NetbenchRun(MpiRun):
         # every node's link carries at least one largest message
         self.min_link_bytes = self.max_bytes
 
+    #: the columns of the benchmark's table the report draws
+    drawn_columns = ("usec", "Mbps", "MBps")
+
     @run_before("sanity")
-    def record_curve(self):
-        # the output read once: the table, and ranks pinned to a shared CPU
-        text = read_output(os.path.join(self.stagedir, self.job.stdout))
-        self.curve = benchrun.parse_output(text)[0]
-        self.stacked_ranks = benchrun.stacked_ranks(text)
+    def find_stacked_ranks(self):
+        self.stacked_ranks = benchmark.stacked_ranks(self.read_stage_file(self.job.stdout))
+
+    def measured_series(self):
+        name = "tcp" if self.transport == RAW_TCP else "mpi"
+        return [benchmark.series(name, self.read_stage_file(self.job.stdout),
+                                 self.drawn_columns)]
 
     @run_before("run")
     def set_command(self):
@@ -451,7 +554,7 @@ class NetbenchRun(MpiRun):
     def validate_run(self):
         hosts = sn.extractall(r"^# rank \d+ host (\S+) cpu", self.stdout, 1)
         verified = [] if not self.verifies else [
-            sn.assert_eq(sn.extractsingle(r"^@ verify_errors (\d+)", self.stdout, 1, int), 0,
+            sn.assert_eq(self.summary("verify_errors", int), 0,
                          msg="received data did not match what was sent")]
         return sn.all([self.assert_ranks_finished()] + verified + [
             self.assert_ranks_not_stacked(),
@@ -491,22 +594,23 @@ def table_summary(test, name, key, conv=float):
     """The summary figure `key` of the benchmark's output `name` in the
     test's stage folder; a SanityError naming what is missing, not a
     ValueError on whatever a dying run left there."""
-    _, summary = benchrun.parse_output(test.read_stage_file(name))
-    if key not in summary:
-        raise sn.SanityError(f"no '@ {key}' figure in {name}: the benchmark did not finish")
-    return conv(summary[key])
+    _, summary = benchmark.parse_output(test.read_stage_file(name))
+    try:
+        return conv(benchmark.summary_figure(summary, key, name))
+    except benchmark.MissingFigure as err:
+        raise sn.SanityError(str(err)) from err
 
 
 @sn.deferrable
 def table_value(test, name, nbytes, column):
-    """One figure of the benchmark's table in `name` (stage folder); a
-    SanityError when the table has no such row."""
-    rows, _ = benchrun.parse_output(test.read_stage_file(name))
-    row = next((r for r in rows if r.get("bytes") == nbytes), None)
-    if row is None or column not in row:
-        raise sn.SanityError(f"no {column} figure at {nbytes} bytes in {name}: the "
-                             f"benchmark's table has no such row")
-    return row[column]
+    """One figure of the benchmark's table in `name` (stage folder), read by
+    the column's name in the `# columns:` header; a SanityError when the
+    table has no such row."""
+    rows, _ = benchmark.parse_output(test.read_stage_file(name))
+    try:
+        return benchmark.table_figure(rows, nbytes, column, name)
+    except benchmark.MissingFigure as err:
+        raise sn.SanityError(str(err)) from err
 
 
 class PingPongBase(NetbenchRun):
@@ -515,6 +619,7 @@ class PingPongBase(NetbenchRun):
 
     kind = "pingpong"
     bench_mode = "pingpong"
+    section = "pingpong"
 
     @performance_function("us")
     def latency(self):
@@ -547,6 +652,7 @@ class ThroughputBase(NetbenchRun):
     Exchange 4X, as PMB does)."""
 
     kind = "collective"
+    section = "throughput"
 
     @performance_function("MB/s")
     def peak_throughput(self):

@@ -14,7 +14,8 @@ import sys
 import tempfile
 
 from . import discovery, vcluster
-from .benchrun import Benchmark, parse_output
+from .benchrun import Benchmark
+from .results.benchmark import parse_output
 
 CONFIGS = (("untuned", 1500), ("tuned", 9000))
 SIZE = 8 * 1024 * 1024

@@ -22,11 +22,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from .benchrun import MPI_TIMEOUT, job_environment, parse_output
+from .benchrun import MPI_TIMEOUT, job_environment
+from .results.benchmark import parse_output
+from .results.netpipe import parse_netpipe
 
 NETPIPE_MPI = {"mpich": "NPmpich2", "openmpi": "NPopenmpi"}
 NETPIPE_TCP = "NPtcp"
-MIBIT = 1.048576          # NetPIPE Mbps -> 10^6 bit/s
 SMALL = 64                # latency: messages under 64 bytes (seed 000)
 # Where each tool looks for its figures: a short latency sweep and a
 # bandwidth sweep over the sizes where the peak lies (NetPIPE's full 1 B -
@@ -55,16 +56,6 @@ def netpipe_for(mpi):
     if not path or mpi.source != "system":
         return None
     return path if os.path.dirname(path) == os.path.dirname(mpi.launcher) else None
-
-
-def parse_netpipe(text):
-    """[(bytes, Mbit/s in 10^6, one-way seconds)] from NetPIPE's -o file."""
-    points = []
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 3:
-            points.append((int(parts[0]), float(parts[1]) * MIBIT, float(parts[2])))
-    return points
 
 
 def figures_from_points(points, seconds):

@@ -273,6 +273,20 @@ def missing_thresholds(interconnect, kind, transport, folder=paths.REFERENCES):
             f"{path} (documented for {', '.join(others)})")
 
 
+#: the field of a table row that gives the message size its figures were
+#: seen at (seed 000's Table 1 prints NetPIPE's sizes in bytes under a
+#: "bits" header; kept as printed)
+MESSAGE_SIZE_FIELD = "message_size_bits"
+
+
+def figure_message_size(figure, folder=paths.REFERENCES):
+    """The message size in bytes that the source gives beside `figure` (the
+    same table row's MESSAGE_SIZE_FIELD), None where it gives none."""
+    table_row = figure.key.rsplit("/", 1)[0]
+    size = load_figures(folder).get(f"{table_row}/{MESSAGE_SIZE_FIELD}")
+    return float(size.value) if size and not isinstance(size.value, list) else None
+
+
 def link_classes(path=LINKS_FILE):
     """{dotted key in links.yaml: class} of every interconnect class the
     virtual cluster can give its partition."""

@@ -1,5 +1,12 @@
 """HTML reports from ReFrame's JSON run reports.
 
+The page is drawn from each test case's record (netbench/results/record.py,
+written by the checks): its section, series and the references it was
+judged by.  Nothing here knows a check class, a threshold key or a
+reference file, so a session re-rendered later shows what judged it then.
+Cases from run reports written before records are drawn from their legacy
+`curve` (legacy_record), without reference points.
+
 A session folder `reports/YYYYMMDDTHHMMSS-<8 hex of the uuid>/` holds
 `run-report.json` (ReFrame's), `provenance.json` (this machine at the end of
 the session) and `index.html` (verdicts, curves, fits, provenance, history).
@@ -36,8 +43,9 @@ from pathlib import Path
 
 import jinja2
 
-from . import analysis, datafiles, paths, references
+from . import analysis, datafiles, paths
 from .datafiles import DataError
+from .results import record as results_record
 
 RAW_REPORTS = paths.STATE / "reports"
 TEMPLATES = paths.TEMPLATES
@@ -52,7 +60,7 @@ _STRING_OR_NULL = {"type": ["string", "null"]}
 
 
 def curve_schema(*columns):
-    """Rows of a curve as netbench's checks write it (checklib, osu_imb):
+    """Rows of a legacy curve (a case's `curve`, `tcp_curve` before records):
     `bytes` and the `columns` a section draws, numbers where present."""
     return {"type": ["array", "null"], "items": {
         "type": "object", "required": ["bytes", *columns],
@@ -79,6 +87,8 @@ _TESTCASE = {"type": "object", "properties": {
     "ranks": {"type": ["integer", "null"]},
     "perfvalues": {"type": ["object", "null"], "additionalProperties": _PERFVALUE},
     "curve": _CURVE, "tcp_curve": _CURVE,
+    # checked by results.record.check (load_session)
+    "record": {"type": "object"},
     "partition_info": {"type": ["object", "null"], "properties": {
         "interconnect": {"type": "string"}, "line_rate_mbps": _NUMBER_OR_NULL}},
     "mpi_info": {"anyOf": [_MPI_INFO, {"type": "null"}]},
@@ -171,7 +181,7 @@ def load_session(path):
     report = datafiles.load_json(path)
     datafiles.validate(report, RUN_REPORT_SCHEMA, path)
     session_folder_name(report["session_info"], path)     # a real date
-    check_drawn_curves(report, path)
+    check_records(report, path)
     prov_file = path.parent / "provenance.json"
     provenance = {}
     if os.path.lexists(prov_file):
@@ -180,23 +190,19 @@ def load_session(path):
     return Session(report, provenance, str(path))
 
 
-def drawn_columns(tc):
-    """{curve key: columns} the page draws from a case (build_sections)."""
-    drawn = {"pingpong": {"curve": {"usec", "Mbps"}},
-             "throughput": {"curve": {"MBps"}}}.get(section(tc), {})
-    if family(tc) == "MpiVsTcp":
-        drawn = {"curve": drawn.get("curve", set()) | {"Mbps"}, "tcp_curve": {"Mbps"}}
-    return drawn
-
-
-def check_drawn_curves(report, path):
-    """The curves a section draws have its columns in every row (a TCP
-    stream sweep, drawn by no section, has no `usec`)."""
+def check_records(report, path):
+    """Every case's record holds to results.record.SCHEMA; a case from a run
+    report written before checks wrote records has, in its legacy curves,
+    the columns its section draws (legacy_record)."""
     for i, run in enumerate(report["runs"]):
         for j, tc in enumerate(run.get("testcases", [])):
-            for key, columns in drawn_columns(tc).items():
+            where = ("runs", i, "testcases", j)
+            if tc.get("record"):
+                results_record.check(tc["record"], path, (*where, "record"))
+                continue
+            for key, columns in legacy_drawn_columns(tc).items():
                 datafiles.validate(tc.get(key), curve_schema(*sorted(columns)), path,
-                                   ("runs", i, "testcases", j, key))
+                                   (*where, key))
 
 
 def published_sessions(reports_dir=paths.REPORTS):
@@ -265,18 +271,53 @@ def collect_provenance(report):
 
 # ---- what the page shows ------------------------------------------------
 
-def family(tc):
-    return tc.get("display_name", tc.get("name", "")).split(" ")[0]
+#: the columns of the legacy curves (`curve`, `tcp_curve`) and their units
+LEGACY_UNITS = {"bytes": "B", "usec": "us", "Mbps": "Mbit/s", "MBps": "MB/s"}
 
 
-#: sections of reports written before checks named theirs (report_section)
-FAMILY_SECTIONS = {"PingPong": "pingpong", "Throughput": "throughput"}
+def legacy_section(tc):
+    """The section of a case from before records: the section the check
+    named (report_section), MPI-vs-TCP where it kept a raw TCP curve beside
+    its MPI one, else its figures only."""
+    if tc.get("tcp_curve"):
+        return "mpi_vs_tcp"
+    named = tc.get("report_section") or ""
+    return named if named in results_record.SECTIONS else "figures_only"
 
 
-def section(tc):
-    """The report section that draws a case's curve: pingpong, throughput,
-    or "" (figures only)."""
-    return tc.get("report_section") or FAMILY_SECTIONS.get(family(tc), "")
+def legacy_drawn_columns(tc):
+    """{curve key: columns} the page draws from a case without a record."""
+    return {"pingpong": {"curve": {"usec", "Mbps"}},
+            "throughput": {"curve": {"MBps"}},
+            "mpi_vs_tcp": {"curve": {"Mbps"}, "tcp_curve": {"Mbps"}}}.get(legacy_section(tc), {})
+
+
+def legacy_record(tc):
+    """The record of a case from a run report written before checks wrote
+    one: its curves and labels, and no references (what judged it then is
+    in its perfvalues, which the table shows)."""
+    section = legacy_section(tc)
+    series = [results_record.make_series(name, tc[key], tuple(LEGACY_UNITS)[1:], LEGACY_UNITS)
+              for name, key in (("mpi", "curve"), ("tcp", "tcp_curve")) if tc.get(key)]
+    label = _legacy_label(tc)
+    group = ""
+    if section in results_record.SCALING_SECTIONS and tc.get("pattern") in ("sendrecv",
+                                                                           "exchange"):
+        group = re.sub(r" \d+ ranks$", "", label)
+    partition = tc.get("partition_info") or {}
+    return {"version": results_record.VERSION, "section": section, "label": label,
+            "group": group, "series": series, "references": {},
+            "provenance": {"placement": tc.get("placement", ""),
+                           "transport": tc.get("transport", ""),
+                           "ranks": tc.get("ranks") or tc.get("num_tasks") or 0,
+                           "interconnect": partition.get("interconnect", ""),
+                           "line_rate_mbps": partition.get("line_rate_mbps")}}
+
+
+def case_record(tc):
+    """What the page draws of a case: its record (legacy_record for run
+    reports written before records)."""
+    return tc.get("record") or legacy_record(tc)
 
 
 def case_label(tc):
@@ -298,14 +339,16 @@ def bound(ref, frac):
 def case_rows(tc):
     """Summary-table rows of one test case: one per performance variable,
     or one with the verdict alone."""
+    record = case_record(tc)
     base = {"partition": f"{tc.get('system')}:{tc.get('partition')}",
             "environ": tc.get("environ"), "case": case_label(tc),
-            "placement": tc.get("placement", ""), "result": tc.get("result", "?"),
+            "placement": record["provenance"].get("placement", ""),
+            "result": tc.get("result", "?"),
             "reason": tc.get("fail_reason") or ""}
     perf = tc.get("perfvalues") or {}
     if not perf:
         return [dict(base, variable="", value=None, unit="", reference=None, lower=None,
-                     upper=None, verdict=tc.get("result", "?"), key=None)]
+                     upper=None, verdict=tc.get("result", "?"), key=None, citation="")]
     rows = []
     for key, entry in perf.items():
         value, ref, lower, upper, unit, result = entry[:6]     # ReFrame may add more
@@ -314,11 +357,13 @@ def case_rows(tc):
         rows.append(dict(base, variable=var, value=value, unit=unit,
                          reference=ref if has_ref else None, lower=bound(ref, lower),
                          upper=bound(ref, upper), verdict=result if has_ref else "no reference",
-                         key=headline_key(tc, var)))
+                         key=headline_key(tc, var),
+                         # the documented figure, as the case recorded it
+                         citation=(record["references"].get(var) or {}).get("citation") or ""))
     return rows
 
 
-def _series_label(tc):
+def _legacy_label(tc):
     parts = [tc.get("environ", "")]
     for attr in ("benchmark", "transport", "variant", "pattern"):
         if tc.get(attr):
@@ -328,106 +373,154 @@ def _series_label(tc):
     return " ".join(parts)
 
 
-def _curve(tc, key="curve"):
-    return [r for r in (tc.get(key) or []) if r.get("bytes", 0) > 0]
+@dataclasses.dataclass(frozen=True)
+class CurvePlot:
+    """A plot of one column against message size, drawn from every series
+    of the cases of its sections that has that column."""
+    sections: tuple
+    column: str
+    ylabel: str
+    title: str
+    logy: bool = True
+    line_rates: bool = False
 
 
-def _reference_points(cases):
-    """Documented points for the curves: each case's thresholds' figures."""
-    lat, bw = {}, {}
-    for tc in cases:
-        interconnect = (tc.get("partition_info") or {}).get("interconnect", "")
-        for var, th in references.thresholds_for(interconnect, "pingpong",
-                                                 tc.get("transport", "")).items():
-            label = f"{th.figure.citation.split(',')[0]}: {th.figure.citation.split('row ')[-1]}"
-            if var == "latency":
-                lat[label] = (1, th.figure.value)
-            elif var == "peak_bw":
-                size_key = th.figure.key.rsplit("/", 1)[0] + "/message_size_bits"
-                size = references.load_figures().get(size_key)
-                if size:
-                    bw[label] = (size.value, th.figure.value)
-    return lat, bw
+#: the page's curve plots by name (the taxonomy: results.record.SECTIONS)
+CURVE_PLOTS = {
+    "latency": CurvePlot(("pingpong",), "usec", "time, half round trip (us)",
+                         "Ping-pong latency"),
+    "bandwidth": CurvePlot(("pingpong",), "Mbps", "bandwidth (Mbit/s)", "Ping-pong bandwidth",
+                           line_rates=True),
+    "chain": CurvePlot(("throughput",), "MBps", "throughput per process (MB/s)",
+                       "Sendrecv, Exchange, Bcast throughput"),
+    "tcp_tuning": CurvePlot(("tcp_tuning",), "Mbps", "bandwidth (Mbit/s)",
+                            "Raw TCP: socket buffers and parallel streams (seeds 000, 003)"),
+    "mtu": CurvePlot(("mtu",), "Mbps", "bandwidth per process (Mbit/s)",
+                     "Ping-pong and ring exchange per MTU (seed 004)", line_rates=True),
+}
 
 
-def _line_rates(cases):
-    rates = {(tc.get("partition_info") or {}).get("line_rate_mbps") for tc in cases}
+def _rows(series):
+    """A series' rows with a message (size 0 has no place on a log axis)."""
+    return [r for r in series["rows"] if r.get(series["x"]["column"], 0) > 0]
+
+
+def _reference_label(citation):
+    """`<source file>: <row>` of a recorded citation, short enough for a legend."""
+    return f"{citation.split(',')[0]}: {citation.split('row ')[-1]}"
+
+
+def _series_of(rec, column):
+    """(legend suffix, series) of a record's series that have `column`."""
+    found = [s for s in rec["series"] if column in results_record.y_columns(s) and _rows(s)]
+    return [(f" {s['name']}" if len(rec["series"]) > 1 else "", s) for s in found]
+
+
+def curve_plot_data(plot, records, tag=""):
+    """(series, reference points) of one CurvePlot from (index, record) pairs:
+    the points are the figures each case recorded as judged by, where it
+    said to draw them."""
+    series, points = [], {}
+    for i, rec in records:
+        if rec["section"] not in plot.sections:
+            continue
+        for suffix, s in _series_of(rec, plot.column):
+            rows = _rows(s)
+            series.append((tag + rec["label"] + suffix, [r[s["x"]["column"]] for r in rows],
+                           [r[plot.column] for r in rows], i))
+        for ref in rec["references"].values():
+            at = ref.get("at")
+            if at and at["y"] == plot.column and ref.get("citation"):
+                points[_reference_label(ref["citation"])] = (at["bytes"], ref["value"])
+    return series, points
+
+
+def hockney_fits(records, tag=""):
+    """Fit, protocol switch and dips of every ping-pong series."""
+    fits = []
+    for _, rec in records:
+        if rec["section"] != "pingpong":
+            continue
+        for suffix, s in _series_of(rec, "usec"):
+            rows = _rows(s)
+            xs, times = [r["bytes"] for r in rows], [r["usec"] for r in rows]
+            bandwidth = [r.get("Mbps", 0.0) for r in rows]
+            fits.append({"label": tag + rec["label"] + suffix,
+                         "fit": analysis.hockney_fit(xs, times),
+                         "switch": analysis.protocol_switch(xs, times),
+                         "dips": analysis.dips(xs, bandwidth)})
+    return fits
+
+
+def overhead_series(records, tag=""):
+    """MPI's bandwidth loss against raw TCP at each size both measured."""
+    out = []
+    for i, rec in records:
+        if rec["section"] != "mpi_vs_tcp":
+            continue
+        mpi, tcp = (results_record.series_named(rec, n) for n in ("mpi", "tcp"))
+        if not mpi or not tcp:
+            continue
+        mpi_bw = {r["bytes"]: r["Mbps"] for r in _rows(mpi) if "Mbps" in r}
+        tcp_bw = {r["bytes"]: r["Mbps"] for r in _rows(tcp) if r.get("Mbps")}
+        sizes = sorted(set(mpi_bw) & set(tcp_bw))
+        if sizes:
+            out.append((tag + rec["label"], sizes,
+                        [100 * (1 - mpi_bw[n] / tcp_bw[n]) for n in sizes], i))
+    return out
+
+
+def scaling_points(records, tag=""):
+    """{line: [(processes, peak throughput per process)]} of the cases that
+    are points of the scaling plot (a group in a scaling section)."""
+    lines = {}
+    for _, rec in records:
+        if rec["section"] not in results_record.SCALING_SECTIONS or not rec.get("group"):
+            continue
+        peaks = [r["MBps"] for s in rec["series"] for r in _rows(s) if "MBps" in r]
+        ranks = rec["provenance"].get("ranks")
+        if peaks and ranks:
+            lines.setdefault(tag + rec["group"], []).append((ranks, max(peaks)))
+    return lines
+
+
+def _line_rates(records):
+    rates = {rec["provenance"].get("line_rate_mbps") for _, rec in records}
     return [(f"line rate {r:g} Mbit/s", r) for r in sorted(r for r in rates if r)]
 
 
-def pingpong_section(cases, session_tag=""):
-    lat_series, bw_series, fits = [], [], []
-    for i, tc in enumerate(cases):
-        rows = _curve(tc)
-        if not rows:
-            continue
-        label = session_tag + _series_label(tc)
-        xs = [r["bytes"] for r in rows]
-        lat_series.append((label, xs, [r["usec"] for r in rows], i))
-        bw_series.append((label, xs, [r["Mbps"] for r in rows], i))
-        fit = analysis.hockney_fit(xs, [r["usec"] for r in rows])
-        switch = analysis.protocol_switch(xs, [r["usec"] for r in rows])
-        fits.append({"label": label, "fit": fit, "switch": switch,
-                     "dips": analysis.dips(xs, [r["Mbps"] for r in rows])})
-    return lat_series, bw_series, fits
-
-
 def build_sections(sessions):
-    """Curves per check family, for one session or overlaid for several."""
+    """The page's plots, from the cases' records alone, for one session or
+    overlaid for several; and the Hockney fits."""
     from . import plots   # matplotlib: loaded only when a page is drawn
     multi = len(sessions) > 1
-    lat, bw, fits, overhead, scaling, chain = [], [], [], [], [], []
-    all_cases = [tc for s in sessions for tc in s.testcases]
+    curves = {name: ([], {}) for name in CURVE_PLOTS}
+    fits, overhead, scaling, every_record = [], [], [], []
     for s in sessions:
         tag = f"[{s.name}] " if multi else ""
-        cases = [tc for tc in s.testcases if section(tc) == "pingpong"]
-        l_, b_, f_ = pingpong_section(cases, tag)
-        lat += l_
-        bw += b_
-        fits += f_
-        for i, tc in enumerate(tc for tc in s.testcases if family(tc) == "MpiVsTcp"):
-            mpi = {r["bytes"]: r["Mbps"] for r in _curve(tc)}
-            tcp = {r["bytes"]: r["Mbps"] for r in _curve(tc, "tcp_curve")}
-            sizes = sorted(set(mpi) & set(tcp))
-            if sizes:
-                overhead.append((tag + _series_label(tc), sizes,
-                                 [100 * (1 - mpi[n] / tcp[n]) for n in sizes], i))
-        points = {}
-        for tc in s.testcases:
-            if section(tc) != "throughput":
-                continue
-            rows = _curve(tc)
-            if rows:
-                chain.append((tag + _series_label(tc), [r["bytes"] for r in rows],
-                              [r["MBps"] for r in rows], len(chain)))
-            peak = (tc.get("perfvalues") or {})
-            peak = next((v[0] for k, v in peak.items() if k.endswith(":peak_throughput")), None)
-            if peak is not None and tc.get("pattern") in ("sendrecv", "exchange"):
-                tool = "" if family(tc) == "Throughput" else f"{family(tc)} "
-                key = (f"{tag}{tool}{tc.get('environ')} {tc.get('pattern')} "
-                       f"{tc.get('transport', '')}")
-                points.setdefault(key, []).append((tc.get("ranks", 0), peak))
-        scaling += [(k, [x for x, _ in sorted(v)], [y for _, y in sorted(v)])
-                    for k, v in points.items()]
-    lat_refs, bw_refs = _reference_points(all_cases)
+        records = [(i, case_record(tc)) for i, tc in enumerate(s.testcases)]
+        every_record += records
+        for name, plot in CURVE_PLOTS.items():
+            series, points = curve_plot_data(plot, records, tag)
+            curves[name][0].extend(series)
+            curves[name][1].update(points)
+        fits += hockney_fits(records, tag)
+        overhead += overhead_series(records, tag)
+        scaling += [(line, [x for x, _ in sorted(p)], [y for _, y in sorted(p)])
+                    for line, p in scaling_points(records, tag).items()]
     svg = {}
-    if lat:
-        svg["latency"] = plots.curve_plot(lat, "message size (bytes)",
-                                          "time, half round trip (us)", "Ping-pong latency",
-                                          references=[(k, *v) for k, v in lat_refs.items()])
-        svg["bandwidth"] = plots.curve_plot(bw, "message size (bytes)", "bandwidth (Mbit/s)",
-                                            "Ping-pong bandwidth",
-                                            references=[(k, *v) for k, v in bw_refs.items()],
-                                            hlines=_line_rates(all_cases))
+    for name, (series, points) in curves.items():
+        plot = CURVE_PLOTS[name]
+        if series:
+            svg[name] = plots.curve_plot(
+                series, "message size (bytes)", plot.ylabel, plot.title, logy=plot.logy,
+                references=[(label, *xy) for label, xy in points.items()],
+                hlines=_line_rates(every_record) if plot.line_rates else ())
     if overhead:
         svg["overhead"] = plots.curve_plot(overhead, "message size (bytes)",
                                            "MPI loss against raw TCP (%)",
                                            "MPI vs TCP overhead (seed 000, Figures 2 and 4)",
                                            logy=False)
-    if chain:
-        svg["chain"] = plots.curve_plot(chain, "message size (bytes)",
-                                        "throughput per process (MB/s)",
-                                        "Sendrecv, Exchange, Bcast throughput")
     if scaling:
         svg["scaling"] = plots.scaling_plot(scaling, "Throughput vs processes "
                                                      "(seed 002, Figures 6-9)")

@@ -20,6 +20,7 @@ from reframe.core.builtins import (parameter, performance_function, run_after, r
                                    sanity_function, variable)
 
 from netbench import checklib, container, discovery
+from netbench.results import benchmark
 
 checklib.require_netbench_config()
 
@@ -91,7 +92,6 @@ class ContainerPingPong(ContainerMixin, checklib.PingPongBase):
     descr = "MPI ping-pong sweep inside the netbench image"
     valid_systems = ["+container"]
     transport = parameter(checklib.configured_transports())
-    report_section = "pingpong"
     tags = {"container"}
 
     @run_before("run")
@@ -124,7 +124,13 @@ class ContainerParity(ContainerMixin, checklib.NetbenchRun):
     max_bytes = 1048576
     #: per round: latency and 1 MiB bandwidth, native and in the container
     parity = variable(dict, value={})
+    #: its curve repeats ContainerPingPong's: the report shows its figures
+    section = "figures_only"
     tags = {"container"}
+
+    def measured_series(self):
+        return [benchmark.series("mpi", self.read_stage_file("container.0.out"),
+                                 self.drawn_columns)]
 
     @run_before("run")
     def set_command(self):
@@ -148,7 +154,7 @@ class ContainerParity(ContainerMixin, checklib.NetbenchRun):
 
     def figures(self, name):
         with open(os.path.join(self.stagedir, name)) as f:
-            rows, summary = checklib.benchrun.parse_output(f.read())
+            rows, summary = benchmark.parse_output(f.read())
         bw = next(r["Mbps"] for r in rows if r["bytes"] == self.max_bytes)
         return summary["latency_usec"], bw
 
@@ -163,7 +169,6 @@ class ContainerParity(ContainerMixin, checklib.NetbenchRun):
                     pass
         self.parity = {side: [{"latency_us": lat, "bw_Mbps": bw} for lat, bw in values]
                        for side, values in runs.items()}
-        self.curve = checklib.read_curve(os.path.join(self.stagedir, "container.0.out"))
 
     def best(self, side, key):
         values = [r[key] for r in self.parity[side]]
@@ -200,9 +205,7 @@ class ContainerParity(ContainerMixin, checklib.NetbenchRun):
     def latency(self):
         return self.best("container", "latency_us")
 
-    @run_before("performance")
-    def set_references(self):
-        # at most 5% slower; faster is fine
-        self.reference = {self.current_partition.fullname: {
-            "latency_slowdown": (1.0, None, MAX_SLOWDOWN - 1, "x"),
-            "bw_slowdown": (1.0, None, MAX_SLOWDOWN - 1, "x")}}
+    def judged_references(self):
+        # at most 5% slower; faster is fine: netbench's own rule, no figure
+        rule = (1.0, None, MAX_SLOWDOWN - 1, "x")
+        return {"latency_slowdown": (rule, None), "bw_slowdown": (rule, None)}

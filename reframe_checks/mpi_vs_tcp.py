@@ -5,10 +5,10 @@ import os
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import (parameter, performance_function, run_before,
-                                   sanity_function, variable)
+from reframe.core.builtins import parameter, performance_function, run_before, sanity_function
 
 from netbench import checklib
+from netbench.results import benchmark
 
 checklib.require_netbench_config()
 
@@ -19,9 +19,8 @@ class MpiVsTcp(checklib.PingPongBase):
     transport = parameter(checklib.configured_transports())
     placement = parameter(checklib.configured_placements())
     tags = {"default", "tcp"}
+    section = "mpi_vs_tcp"
     tcp_output = "tcp.out"
-    #: the raw TCP sweep, beside the MPI one in `curve`
-    tcp_curve = variable(list, value=[])
 
     @run_before("run")
     def add_tcp_run(self):
@@ -45,14 +44,15 @@ class MpiVsTcp(checklib.PingPongBase):
         # TCP run to the documented TCP rows
         return "tcp", checklib.RAW_TCP
 
-    @run_before("performance")
-    def set_references(self):
-        self.reference = {self.current_partition.fullname: {
-            f"tcp_{var}": t.reference for var, t in self.thresholds().items()}}
+    def judged_references(self):
+        return {f"tcp_{var}": (t.reference, t) for var, t in self.thresholds().items()}
 
-    @run_before("sanity")
-    def record_tcp_curve(self):
-        self.tcp_curve = checklib.read_curve(os.path.join(self.stagedir, self.tcp_output))
+    def measured_series(self):
+        # the MPI sweep, then the raw TCP sweep beside it (the report's
+        # overhead curve compares the two)
+        tcp = benchmark.series("tcp", self.read_stage_file(self.tcp_output),
+                               self.drawn_columns)
+        return super().measured_series() + [tcp]
 
     @sanity_function
     def validate_both_runs(self):
@@ -64,7 +64,7 @@ class MpiVsTcp(checklib.PingPongBase):
             self.validate_run(),
             sn.assert_found(r"^@ sweep_seconds", tcp_file,
                             msg="the TCP run did not finish its sweep"),
-            sn.assert_eq(sn.extractsingle(r"^@ verify_errors (\d+)", tcp_file, 1, int), 0,
+            sn.assert_eq(self.summary("verify_errors", int, output=self.tcp_output), 0,
                          msg="TCP: received data did not match what was sent"),
         ])
 

@@ -25,6 +25,7 @@ class MtuMixin(rfm.RegressionTestPlugin):
     mtu = parameter(MTUS)
     placement = "internode"
     transport = checklib.ANY_NETWORK
+    section = "mtu"
 
     @run_after("setup")
     def can_set_mtu(self):

@@ -6,13 +6,16 @@ the documented references judge them like netbench's own checks.  Where a
 view has no such binary (the PyPI wheels, a system MPI) the case is skipped
 and says so."""
 
+import glob
 import os
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 
-from netbench import checklib, netpipe, osu_imb
+from netbench import checklib, netpipe
+from netbench.results import osu_imb
+from netbench.results.netpipe import parse_netpipe
 
 checklib.require_netbench_config()
 
@@ -21,6 +24,16 @@ PACKAGES = {"osu": "osu-micro-benchmarks", "IMB-MPI1": "intel-mpi-benchmarks",
             "NPmpi": "netpipe"}
 #: fewest sizes a complete sweep reports (OSU: 1 B to 4 MiB; IMB -msglog 0:22)
 MIN_SIZES = 20
+
+
+def find_binary(prefix, name):
+    """`name` in an MPI prefix laid out as a Spack view: bin/, or OSU's
+    libexec/osu-micro-benchmarks/mpi/<group>/; None where it is not."""
+    if not prefix:
+        return None
+    candidates = [os.path.join(prefix, "bin", name)] + sorted(glob.glob(
+        os.path.join(prefix, "libexec", "osu-micro-benchmarks", "mpi", "*", name)))
+    return next((p for p in candidates if os.path.isfile(p) and os.access(p, os.X_OK)), None)
 
 
 class ViewBinaryRun(checklib.MpiRun):
@@ -39,7 +52,7 @@ class ViewBinaryRun(checklib.MpiRun):
     def find_binary(self):
         """(path or None, where it was looked for)."""
         prefix = self.current_environ.extras.get("mpi_prefix", "")
-        return osu_imb.find_binary(prefix, self.binary), prefix or "this MPI (no prefix)"
+        return find_binary(prefix, self.binary), prefix or "this MPI (no prefix)"
 
     def output_text(self):
         with open(os.path.join(self.stagedir, str(self.job.stdout)), errors="replace") as f:
@@ -69,19 +82,19 @@ class OsuPt2Pt(ViewBinaryRun):
     transport = parameter(checklib.configured_transports())
     placement = parameter(checklib.configured_placements())
     package = PACKAGES["osu"]
-    report_section = "pingpong"
+    section = "pingpong"
     tags = {"osu", "external"}
 
     @run_after("init")
     def set_binary(self):
         self.binary = self.benchmark
 
-    @run_before("sanity")
-    def parse_curve(self):
+    def measured_series(self):
         try:
-            self.curve = osu_imb.parse_osu(self.output_text())[1]
+            rows = osu_imb.parse_osu(self.output_text())[1]
         except (OSError, osu_imb.ParseError):
-            self.curve = []
+            rows = []
+        return [osu_imb.series("mpi", rows)]
 
     @run_before("performance")
     def set_perf_variables(self):
@@ -101,19 +114,22 @@ class ImbMpi1(ViewBinaryRun):
     placement = parameter(checklib.configured_placements())
     binary = "IMB-MPI1"
     package = PACKAGES["IMB-MPI1"]
-    #: the chain pattern, for the report's scaling plot (Sendrecv, Exchange)
-    pattern = variable(str, value="")
     ranks = variable(int, value=2)
+    #: PingPong is drawn with the ping-pong curves, Sendrecv and Exchange
+    #: with the throughput chains (set_kind)
+    section = "pingpong"
     tags = {"imb", "external"}
 
     @run_after("init")
     def set_kind(self):
-        if self.benchmark == "PingPong":
-            self.kind, self.report_section = "pingpong", "pingpong"
-        else:
-            self.kind, self.report_section = "collective", "throughput"
-            self.pattern = self.benchmark.lower()
+        if self.benchmark != "PingPong":
+            self.kind, self.section = "collective", "throughput"
         self.num_ranks = self.ranks
+
+    def scaling_group(self):
+        # IMB's chains on lines of their own, beside netbench's
+        group = super().scaling_group()
+        return f"{self.binary} {group}" if group else ""
 
     @run_before("run")
     def set_options(self):
@@ -121,13 +137,12 @@ class ImbMpi1(ViewBinaryRun):
         self.executable_opts = [self.benchmark, "-msglog", "0:22", "-npmin",
                                 str(self.num_tasks)]
 
-    @run_before("sanity")
-    def parse_curve(self):
+    def measured_series(self):
         try:
             results = osu_imb.parse_imb(self.output_text())
         except (OSError, osu_imb.ParseError):
             results = {}
-        self.curve = results.get((self.benchmark, self.num_tasks), [])
+        return [osu_imb.series("mpi", results.get((self.benchmark, self.num_tasks), []))]
 
     @run_before("performance")
     def set_perf_variables(self):
@@ -155,7 +170,7 @@ class NetpipeMpi(ViewBinaryRun):
     perturbation = variable(int, value=0)
     binary = "NPmpi"
     package = PACKAGES["NPmpi"]
-    report_section = "pingpong"
+    section = "pingpong"
     tags = {"netpipe", "external"}
     output_file = "np.out"
 
@@ -176,16 +191,11 @@ class NetpipeMpi(ViewBinaryRun):
         self.executable_opts = ["-u", str(self.max_bytes), "-p", str(self.perturbation),
                                 "-o", self.output_file]
 
-    @run_before("sanity")
-    def parse_curve(self):
-        try:
-            with open(os.path.join(self.stagedir, self.output_file)) as f:
-                points = netpipe.parse_netpipe(f.read())
-        except OSError:
-            points = []
+    def measured_series(self):
+        points = parse_netpipe(self.read_stage_file(self.output_file))
         # NetPIPE reports one-way time: the curve's usec, its rate from that
-        self.curve = [osu_imb.curve_row(nbytes, usec=seconds * 1e6)
-                      for nbytes, _, seconds in points]
+        return [osu_imb.series("mpi", [osu_imb.curve_row(nbytes, usec=seconds * 1e6)
+                                       for nbytes, _, seconds in points])]
 
     @run_before("performance")
     def set_perf_variables(self):

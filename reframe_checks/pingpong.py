@@ -13,7 +13,6 @@ checklib.require_netbench_config()
 @rfm.simple_test
 class PingPong(checklib.PingPongBase):
     descr = "MPI ping-pong sweep"
-    report_section = "pingpong"
     variant = parameter(["blocking", "nonblocking"])
     transport = parameter(checklib.configured_transports())
     placement = parameter(checklib.configured_placements())

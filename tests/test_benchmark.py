@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from netbench.benchrun import parse_output, rank_placements, stacked_ranks
+from netbench.results.benchmark import parse_output, rank_placements, stacked_ranks
 
 QUICK = ["-t", "0.01", "-m", "3", "-M", "10"]
 

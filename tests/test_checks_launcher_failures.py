@@ -23,7 +23,8 @@ import pytest
 from netbench import benchrun, paths, session
 
 DROPPED = ("RFM_", "NETBENCH_", "SLURM_CONF")
-from netbench.benchrun import job_environment, parse_output
+from netbench.benchrun import job_environment
+from netbench.results.benchmark import launcher_failure, parse_output
 
 GOLDEN = Path(__file__).parent / "data" / "launcher_stderr"
 #: the rank's number in its environment, as each launcher sets it
@@ -58,7 +59,7 @@ def golden_text(case):
 @pytest.mark.parametrize("case", sorted(EXPECTED))
 def test_the_launchers_report_names_the_rank_and_signal(case):
     facts = golden_cases()[case]
-    assert benchrun.launcher_failure(golden_text(case)) == EXPECTED[case].format(**facts)
+    assert launcher_failure(golden_text(case)) == EXPECTED[case].format(**facts)
 
 
 def test_intel_hydra_banner_names_the_rank():
@@ -68,7 +69,7 @@ def test_intel_hydra_banner_names_the_rank():
             "=   RANK 1 PID 65033 RUNNING AT node7\n"
             "=   KILLED BY SIGNAL: 9 (Killed)\n"
             "===================================================================================\n")
-    assert benchrun.launcher_failure(text) == "rank 1 (pid 65033 on node7) " + KILLED
+    assert launcher_failure(text) == "rank 1 (pid 65033 on node7) " + KILLED
 
 
 @pytest.mark.parametrize("case, reason", [
@@ -81,15 +82,15 @@ def test_intel_hydra_banner_names_the_rank():
      "rank 1 failed in MPI_Gather: MPI_ERR_OTHER (known error not in list)"),
 ])
 def test_ranks_that_exit_or_abort(case, reason):
-    assert benchrun.launcher_failure(golden_text(case)) == reason
+    assert launcher_failure(golden_text(case)) == reason
 
 
 def test_a_clean_run_reports_nothing():
     for case in EXPECTED:
         # the benchmark's own header and table, without the launcher's words
         header = (GOLDEN / f"{case}.out").read_text().split("\n=====")[0]
-        assert benchrun.launcher_failure(header) is None
-    assert benchrun.launcher_failure("") is None
+        assert launcher_failure(header) is None
+    assert launcher_failure("") is None
 
 
 @pytest.mark.parametrize("case", sorted(EXPECTED))
@@ -176,7 +177,7 @@ def test_a_killed_rank_is_named_with_every_mpi(mpis, build_benchmark, tmp_path):
     host = socket.gethostname()
     for name, mpi in sorted(mpis.items()):
         out, err, pid = kill_rank(build_benchmark(mpi), 1, signal.SIGKILL, tmp_path)
-        reason = benchrun.launcher_failure(out + err) or ""
+        reason = launcher_failure(out + err) or ""
         # hydra names a PID, usually the killed rank's; when its cleanup
         # ended another rank first, that one's (see launcher_failure)
         who = rf"(rank 1 \(pid {pid} on {host}\)|a rank \(pid \d+ on {host}\)|rank 1 \(on {host}\))"
@@ -277,7 +278,7 @@ def capture(workdir):
         facts[case] = {"mpi": name, "version": mpi.version, "launcher": mpi.launcher,
                        "rank": rank, "signal": int(signum), "pid": pid,
                        "host": socket.gethostname()}
-        print(f"{case}: {benchrun.launcher_failure(out + err)}")
+        print(f"{case}: {launcher_failure(out + err)}")
     # a rank that exits with a code before MPI_Init (Open MPI 5 names it;
     # MPICH's hydra waits for it forever, Open MPI 4 does not say which),
     # and ranks that call MPI_Abort: the benchmark's own error exit (a bad
@@ -298,7 +299,7 @@ def capture(workdir):
             continue
         (GOLDEN / f"{case}.out").write_text(proc.stdout)
         (GOLDEN / f"{case}.err").write_text(proc.stderr)
-        print(f"{case}: {benchrun.launcher_failure(proc.stdout + proc.stderr)}")
+        print(f"{case}: {launcher_failure(proc.stdout + proc.stderr)}")
     (GOLDEN / "cases.json").write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
 
 

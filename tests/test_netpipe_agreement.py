@@ -23,6 +23,7 @@ import pytest
 
 from conftest import require
 from netbench import netpipe
+from netbench.results.netpipe import parse_netpipe
 
 TOLERANCE = 0.25
 LAUNCHES = 15
@@ -77,7 +78,7 @@ def test_tcp_pingpong_agrees_with_nptcp(wheel_mpis, build_benchmark):
 
 
 def test_netpipe_units_are_converted():
-    points = netpipe.parse_netpipe("       1 2.000000   0.00000381\n 1048576 8000.0 0.001\n")
+    points = parse_netpipe("       1 2.000000   0.00000381\n 1048576 8000.0 0.001\n")
     assert points[0] == (1, pytest.approx(2.097152), 0.00000381)
     figures = netpipe.figures_from_points(points, 1.0)
     assert figures.latency_us == pytest.approx(3.81)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from netbench import osu_imb
+from netbench.results import osu_imb
 
 SAMPLES = Path(__file__).parent / "data" / "samples"
 

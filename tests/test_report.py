@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from netbench import analysis, report
+from netbench.results import record as results_record
 
 SIZES = 2.0 ** np.arange(0, 24)
 
@@ -48,9 +49,34 @@ def test_dips_like_untuned_gige():
     assert analysis.dips([2 ** i for i in range(len(bw))], bw) == [32]
 
 
+#: what seed 000's Table 1 says of intranode Myrinet MPI, as a check records it
+MYRINET_CITATION = ("000_0a10b582eb0a2537.txt, Table 1, \"Summary of performance of all the "
+                    "networks on the IBM e325 cluster\", row Intranode / Myrinet / MPI")
+
+
+def minimal_record(curve, latency_ref=0.42, bw_ref=7688.0):
+    """The record a PingPong case writes (checklib), with its references."""
+    series = results_record.make_series("mpi", curve, ("usec", "Mbps", "MBps"),
+                                        report.LEGACY_UNITS)
+    figure = "seed000_e325_netpipe#table1/intranode.myrinet.mpi/"
+    refs = {"latency": results_record.reference(
+                latency_ref, None, 1.5, "us", figure + "latency_us", MYRINET_CITATION,
+                "intranode", at={"series": "mpi", "y": "usec", "bytes": 1.0}),
+            "peak_bw": results_record.reference(
+                bw_ref, 0.0, None, "Mbit/s", figure + "max_bandwidth_mbps",
+                MYRINET_CITATION, "intranode",
+                at={"series": "mpi", "y": "Mbps", "bytes": 262141.0})}
+    return results_record.make(
+        "pingpong", "mpich blocking shm intranode", [series],
+        {"mpi_family": "mpich", "mpi_version": "5.0.2", "mpi_source": "wheel",
+         "transport": "shm", "placement": "intranode", "ranks": 2, "ranks_per_node": 2,
+         "partition": "local:node", "interconnect": "intranode"}, refs)
+
+
 def minimal_report(host="vm", environ="mpich", reason=None, started=1000.0, latency=0.5,
-                   uuid="00000000-aaaa"):
-    """The parts of a ReFrame 4.10 run report the page reads."""
+                   uuid="00000000-aaaa", with_record=True):
+    """The parts of a ReFrame 4.10 run report the page reads; without its
+    record, as checks wrote it before records (report_section, curve)."""
     curve = [{"bytes": float(n), "usec": 0.5 + n / 1e4, "Mbps": 8 * n / (0.5 + n / 1e4),
               "MBps": n / (0.5 + n / 1e4)} for n in (1, 2, 4, 1024, 65536, 1048576)]
     case = {
@@ -65,6 +91,10 @@ def minimal_report(host="vm", environ="mpich", reason=None, started=1000.0, late
         "perfvalues": {"local:node:latency": [latency, 0.42, None, 1.5, "us", "pass"],
                        "local:node:peak_bw": [80000.0, 7688, 0.0, None, "Mbit/s", "pass"]},
     }
+    if with_record:
+        case["record"] = minimal_record(curve)
+    else:
+        case["report_section"] = "pingpong"
     return {"session_info": {"hostname": host, "uuid": uuid, "time_start": "20261121T100000+0000",
                              "time_start_unix": started, "version": "4.10.4",
                              "cmdline": "reframe -c reframe_checks -r", "num_cases": 1,
@@ -164,19 +194,45 @@ def test_netbench_report_rejects_a_non_report(tmp_path):
     assert not (tmp_path / "out" / "index.html").exists()
 
 
-def test_reference_points_come_from_the_documented_rows(tmp_path):
+def test_reference_points_come_from_the_recorded_references(tmp_path):
     s = session_from(copy.deepcopy(minimal_report()), tmp_path)
-    lat, bw = report._reference_points(s.testcases)
-    (label, (size, value)), = bw.items()
+    records = [(0, report.case_record(tc)) for tc in s.testcases]
+    _, points = report.curve_plot_data(report.CURVE_PLOTS["bandwidth"], records)
+    (label, (size, value)), = points.items()
     assert (size, value) == (262141, 7688)
     assert "Intranode / Myrinet / MPI" in label
 
 
+def test_the_table_names_the_recorded_figure_of_each_reference(tmp_path):
+    page = report.render_report([session_from(minimal_report(), tmp_path)])
+    assert page.count('title="000_0a10b582eb0a2537.txt, Table 1') == 2
+
+
+def test_a_report_from_before_records_renders_curves_and_table(tmp_path):
+    """No `record`: the table from perfvalues (value, reference, bounds as
+    judged then), the curves from `curve`, and no reference points (what
+    judged it is not recorded beside the curve)."""
+    s = session_from(minimal_report(with_record=False), tmp_path)
+    svg, fits = report.build_sections([s])
+    assert {"latency", "bandwidth"} <= set(svg) and len(fits) == 1
+    assert "Myrinet" not in svg["latency"] + svg["bandwidth"]
+    latency = next(r for r in report.case_rows(s.testcases[0]) if r["variable"] == "latency")
+    assert (latency["value"], latency["reference"], latency["upper"]) == (0.5, 0.42, 0.42 * 2.5)
+    assert "latency" in report.render_report([s])
+
+
 def test_a_curve_no_section_draws_needs_only_bytes(tmp_path):
-    """A TCP stream sweep (TcpStreams) has MBps but no usec: still a report."""
-    data = minimal_report()
+    """A TCP stream sweep (TcpStreams) has MBps but no usec: still a report,
+    from before records (figures only) and with one (its own plot)."""
+    data = minimal_report(with_record=False)
     case = data["runs"][0]["testcases"][0]
     case.update(display_name="TcpStreams %connections=32 %placement=intranode",
                 name="TcpStreams", report_section="")
     case["curve"] = [{"bytes": 61440.0, "connections": 32.0, "MBps": 340.1, "Mbps": 2721.1}]
     assert "TcpStreams" in report.render_report([session_from(data, tmp_path)])
+    streams = results_record.make_series("tcp", case["curve"], ("Mbps", "MBps_mean"),
+                                         report.LEGACY_UNITS)
+    case["record"] = results_record.make("tcp_tuning", "mpich connections=32 intranode",
+                                         [streams], {"placement": "intranode"})
+    svg, _ = report.build_sections([session_from(data, tmp_path, "streams.json")])
+    assert set(svg) == {"tcp_tuning"}

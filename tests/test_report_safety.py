@@ -228,7 +228,19 @@ BAD_INPUT = {
                                   "r.json", f"{CASE}.perfvalues.local:node:latency[0]"),
     "curve bytes a string": (changed(curve_bytes("1")), "r.json", f"{CASE}.curve[0].bytes"),
     "ping-pong curve without usec": (
-        changed(lambda d: d["runs"][0]["testcases"][0]["curve"][0].pop("usec")),
+        changed(lambda d: d["runs"][0]["testcases"][0]["record"]["series"][0]["rows"][0]
+                .pop("usec")),
+        "r.json", f"{CASE}.record.series[0].rows[0].usec"),
+    "record of a newer version": (
+        changed(lambda d: d["runs"][0]["testcases"][0]["record"].update(version=99)),
+        "r.json", f"{CASE}.record.version"),
+    "record section outside the taxonomy": (
+        changed(lambda d: d["runs"][0]["testcases"][0]["record"].update(section="misc")),
+        "r.json", f"{CASE}.record.section"),
+    "legacy ping-pong curve without usec": (
+        changed(lambda d: (d["runs"][0]["testcases"][0].pop("record"),
+                           d["runs"][0]["testcases"][0].update(report_section="pingpong"),
+                           d["runs"][0]["testcases"][0]["curve"][0].pop("usec"))),
         "r.json", f"{CASE}.curve[0].usec"),
     "provenance.json not JSON": (provenance("{"), "provenance.json", "invalid JSON"),
     "provenance.json mpis a list": (provenance('{"mpis": []}'), "provenance.json", "mpis"),

@@ -8,15 +8,21 @@ message size: a bandwidth test's `usec` is the time per message at that
 rate, a latency test's `MBps` the size over the one-way time.
 """
 
-import glob
-import os
 import re
+
+from . import record
 
 OSU_TITLE = re.compile(r"^# OSU MPI(?:-\w+)? (.+?)(?: Test)?(?: v[\d.]+)?\s*$", re.M)
 #: OSU test title -> what its first value column is
 OSU_KINDS = {"Latency": "usec", "Bandwidth": "MBps", "Bi-Directional Bandwidth": "MBps",
              "Multiple Bandwidth / Message Rate": "MBps", "Broadcast Latency": "usec",
              "Multi Latency": "usec"}
+
+
+#: the unit of each column of the rows below
+COLUMN_UNITS = {"bytes": "B", "usec": "us", "MBps": "MB/s", "Mbps": "Mbit/s", "msg_rate": "1/s"}
+#: the columns the report draws
+DRAWN_COLUMNS = ("usec", "Mbps", "MBps")
 
 
 class ParseError(ValueError):
@@ -30,6 +36,11 @@ def curve_row(nbytes, usec=None, MBps=None):
         MBps = nbytes / usec if usec else 0.0
     return {"bytes": float(nbytes), "usec": float(usec), "MBps": float(MBps),
             "Mbps": float(MBps) * 8}
+
+
+def series(name, rows):
+    """Rows of this module's parsers as a series of a per-case record."""
+    return record.make_series(name, rows, DRAWN_COLUMNS, COLUMN_UNITS)
 
 
 def parse_osu(text):
@@ -81,13 +92,3 @@ def parse_imb(text):
             raise ParseError(f"IMB {sec.group(1)}: no result rows")
         results[(sec.group(1), int(sec.group(2)))] = rows
     return results
-
-
-def find_binary(prefix, name):
-    """`name` in an MPI prefix laid out as a Spack view: bin/, or OSU's
-    libexec/osu-micro-benchmarks/mpi/<group>/; None where it is not."""
-    if not prefix:
-        return None
-    candidates = [os.path.join(prefix, "bin", name)] + sorted(glob.glob(
-        os.path.join(prefix, "libexec", "osu-micro-benchmarks", "mpi", "*", name)))
-    return next((p for p in candidates if os.path.isfile(p) and os.access(p, os.X_OK)), None)

@@ -1,0 +1,144 @@
+"""The record each test case writes: everything the report needs to draw
+and judge the case again, years later, without the checks or today's
+reference files.
+
+    version      the record format (VERSION); a reader refuses newer ones
+    section      the report section that draws the case (SECTIONS)
+    label        the legend label of its curves
+    group        the line of the scaling plot the case is one point of
+                 (throughput and scaling sections; "" elsewhere)
+    series       what it measured: [{name, x: {column, unit},
+                 y: [{column, unit}], rows: [{column: number}]}]
+    references   what it was judged by, per performance variable: the
+                 value as judged (the figure scaled to the partition),
+                 lower and upper bounds as ReFrame's fractions of it, unit,
+                 figure key and citation (none for a rule of netbench's
+                 own), interconnect class, and optionally where the figure
+                 is drawn (`at`: series, y column, message size)
+    provenance   where and how it ran: MPI family, version, source,
+                 transport, placement, ranks, ranks per node, partition,
+                 interconnect class, line rate
+
+Pure data: built by the checks (netbench.checklib), read by the report.
+"""
+
+from ..datafiles import DataError, dotted, validate
+
+#: the format of the record; readers refuse a newer one
+VERSION = 1
+
+#: every section the report draws, and what it draws of a case there
+SECTIONS = {
+    "pingpong": "latency and bandwidth curves, reference points, Hockney fit",
+    "mpi_vs_tcp": "MPI's bandwidth loss against raw TCP (series `mpi` and `tcp`)",
+    "throughput": "throughput per process per message size, and the peak per "
+                  "process count (scaling plot)",
+    "scaling": "the peak per process count only (scaling plot)",
+    "tcp_tuning": "raw TCP bandwidth per message size (socket buffers, streams)",
+    "mtu": "bandwidth and throughput per message size at each MTU",
+    "figures_only": "no curve: the case's figures in the table only",
+}
+
+#: the sections whose cases are points of the scaling plot, on the line
+#: their `group` names
+SCALING_SECTIONS = ("throughput", "scaling")
+
+_STRING = {"type": "string"}
+_NUMBER = {"type": "number"}
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_STRING_OR_NULL = {"type": ["string", "null"]}
+_COLUMN = {"type": "object", "required": ["column", "unit"], "additionalProperties": False,
+           "properties": {"column": _STRING, "unit": _STRING}}
+
+SCHEMA = {
+    "type": "object",
+    "required": ["version", "section", "label", "series", "references", "provenance"],
+    "additionalProperties": False,
+    "properties": {
+        "version": {"type": "integer", "minimum": 1, "maximum": VERSION,
+                    "description": f"expected a record version up to {VERSION}"},
+        "section": {"enum": list(SECTIONS)},
+        "label": _STRING,
+        "group": _STRING,
+        "series": {"type": "array", "items": {
+            "type": "object", "required": ["name", "x", "y", "rows"],
+            "additionalProperties": False,
+            "properties": {
+                "name": _STRING, "x": _COLUMN, "y": {"type": "array", "items": _COLUMN},
+                "rows": {"type": "array", "items": {
+                    "type": "object", "additionalProperties": _NUMBER}},
+            }}},
+        "references": {"type": "object", "additionalProperties": {
+            "type": "object", "required": ["value", "lower", "upper", "unit"],
+            "additionalProperties": False,
+            "properties": {
+                "value": _NUMBER, "lower": _NUMBER_OR_NULL, "upper": _NUMBER_OR_NULL,
+                "unit": _STRING, "figure": _STRING_OR_NULL, "citation": _STRING_OR_NULL,
+                "interconnect": _STRING_OR_NULL,
+                "at": {"type": "object", "required": ["series", "y", "bytes"],
+                       "additionalProperties": False,
+                       "properties": {"series": _STRING, "y": _STRING, "bytes": _NUMBER}},
+            }}},
+        "provenance": {"type": "object", "additionalProperties": False, "properties": {
+            "mpi_family": _STRING, "mpi_version": _STRING, "mpi_source": _STRING,
+            "transport": _STRING, "placement": _STRING,
+            "ranks": {"type": "integer"}, "ranks_per_node": {"type": "integer"},
+            "partition": _STRING, "interconnect": _STRING,
+            "line_rate_mbps": _NUMBER_OR_NULL,
+        }},
+    },
+}
+
+
+def check(record, path, where=()):
+    """`record` if it is one (SCHEMA, and every row has its series' x and y
+    columns); else DataError naming `path` and the key under `where`."""
+    validate(record, SCHEMA, path, tuple(where))
+    for i, series in enumerate(record["series"]):
+        needed = [series["x"]["column"]] + [c["column"] for c in series["y"]]
+        for j, row in enumerate(series["rows"]):
+            missing = [c for c in needed if c not in row]
+            if missing:
+                key = (*where, "series", i, "rows", j, missing[0])
+                raise DataError(path, dotted(key), f"missing: the series names column "
+                                                   f"{missing[0]!r}")
+    return record
+
+
+def reference(value, lower, upper, unit, figure=None, citation=None, interconnect=None,
+              at=None):
+    """One judged variable of a record (see the module's docstring)."""
+    entry = {"value": float(value), "lower": lower, "upper": upper, "unit": unit,
+             "figure": figure, "citation": citation, "interconnect": interconnect}
+    if at:
+        entry["at"] = at
+    return entry
+
+
+def make(section, label, series, provenance, references=None, group=""):
+    """A record, checked against SCHEMA (a check that writes a malformed one
+    fails at once, naming the key)."""
+    record = {"version": VERSION, "section": section, "label": label, "group": group,
+              "series": list(series), "references": dict(references or {}),
+              "provenance": {k: v for k, v in provenance.items() if v is not None}}
+    return check(record, "<record>")
+
+
+def make_series(name, rows, y_columns, units):
+    """One series: `rows` against message size (`bytes`), with those of
+    `y_columns` that every row has, and only those columns of each row (the
+    record states the unit of every number it holds); `units`: {column: unit}."""
+    present = [c for c in y_columns if rows and all(c in r for r in rows)]
+    kept = ["bytes", *present]
+    return {"name": name, "x": {"column": "bytes", "unit": units.get("bytes", "B")},
+            "y": [{"column": c, "unit": units.get(c, "")} for c in present],
+            "rows": [{c: r[c] for c in kept if c in r} for r in rows]}
+
+
+def series_named(record, name):
+    """The series `name` of a record, None when it has none."""
+    return next((s for s in record["series"] if s["name"] == name), None)
+
+
+def y_columns(series):
+    return [c["column"] for c in series["y"]]
