@@ -78,7 +78,7 @@ def cmd_vcluster(args):
         raise KeyboardInterrupt
 
     # Ctrl-C: one line and exit code 130; `up` has rolled back by then,
-    # `down` and `mtu` finish first (vcluster.deferred_interrupts)
+    # `down` and `mtu` finish first (vcluster.cluster.deferred_interrupts)
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
         return VCLUSTER_ACTIONS[args.action](vcluster, args)

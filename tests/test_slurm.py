@@ -15,13 +15,31 @@ import time
 import pytest
 
 from conftest import require
-from netbench import checklib, slurm, vcluster
+from netbench import checklib, vcluster
+from netbench.vcluster import netns, slurm
 from netbench.session import latest_report, run_reframe
 from test_vcluster import cluster, netbench_cli
 from test_vcluster_suite import cases_of, perf
 
 MiB = 1024 * 1024
 SHORT = ["-S", "budget=0.01", "-S", "max_bytes=1048576"]
+
+
+def slurm_environment(state):
+    """What a Slurm client of this cluster needs."""
+    return {"SLURM_CONF": state["slurm"]["conf"]}
+
+
+def slurm_pids(state):
+    """The daemons of the cluster's Slurm."""
+    return list(state.get("slurm", {}).get("pids", {}).values())
+
+
+def namespace_pids(ns):
+    """The processes in network namespace `ns`, by the namespace's identity."""
+    wanted = netns.namespace_id(f"/run/netns/{ns}")
+    return [pid for pid in netns.all_pids() if wanted and
+            netns.namespace_id(f"/proc/{pid}/ns/net") == wanted]
 
 
 def require_slurm():
@@ -31,7 +49,7 @@ def require_slurm():
 
 def slurm_cmd(state, *argv, timeout=30):
     return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **slurm.environment(state)})
+                          env={**os.environ, **slurm_environment(state)})
 
 
 def node_states(state):
@@ -47,7 +65,7 @@ def slurm_cluster():
     with cluster("tslurm", nodes=3, slurm=True, rate="1gbit", mtu=9000) as state:
         state["bringup_s"] = time.monotonic() - started
         yield state
-    assert not any(vcluster.alive(pid) for pid in slurm.pids(state))
+    assert not any(netns.alive(pid) for pid in slurm_pids(state))
 
 
 def test_bring_up_shows_the_nodes_in_sinfo_and_status(slurm_cluster):
@@ -72,7 +90,7 @@ def test_bring_up_shows_the_nodes_in_sinfo_and_status(slurm_cluster):
     assert (settings["SlurmctldPort"].strip(), settings["SlurmdPort"].strip()) == (
         str(slurm.CTLD_PORT), str(slurm.SLURMD_PORT))
     # the controller listens in its own namespace, on no address of the host
-    assert mine["slurm"]["controller"]["namespace"] in vcluster.namespaces()
+    assert mine["slurm"]["controller"]["namespace"] in netns.namespaces()
     listening = subprocess.run(["ss", "-Htln"], capture_output=True, text=True).stdout
     assert f":{slurm.CTLD_PORT} " not in listening
 
@@ -133,7 +151,7 @@ def wait_for_running_job(state, seen, timeout=60):
 def kill_rank(state, node_name):
     """SIGKILL the benchmark's rank in a node (a rank that dies)."""
     node = next(n for n in state["nodes"] if n["name"] == node_name)
-    for pid in vcluster.namespace_pids(node["namespace"]):
+    for pid in namespace_pids(node["namespace"]):
         if open(f"/proc/{pid}/comm").read().strip() == "netbench":
             os.kill(pid, 9)
             return
@@ -158,7 +176,7 @@ def test_a_dying_rank_and_a_failing_node_come_back_as_failures(slurm_cluster):
                 kill_rank(state, victim)
             else:
                 node = next(n for n in state["nodes"] if n["name"] == victim)
-                vcluster.run(["ip", "link", "set", node["veth"], "down"])
+                netns.run(["ip", "link", "set", node["veth"], "down"])
             actions[jobid] = (action, victim)
 
     saboteur = threading.Thread(target=sabotage, daemon=True)
@@ -172,7 +190,7 @@ def test_a_dying_rank_and_a_failing_node_come_back_as_failures(slurm_cluster):
         saboteur.join(timeout=5)
     finally:
         for node in state["nodes"]:
-            vcluster.run(["ip", "link", "set", node["veth"], "up"])
+            netns.run(["ip", "link", "set", node["veth"], "up"])
     out = proc.stdout[-5000:] + proc.stderr[-2000:]
     assert len(actions) == 2, out
     cases = [tc for tc in cases_of(latest_report())]

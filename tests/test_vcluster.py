@@ -16,6 +16,7 @@ import pytest
 
 from conftest import require
 from netbench import paths, vcluster
+from netbench.vcluster import netns, nodes
 
 NETBENCH = [sys.executable, "-m", "netbench.cli"]
 
@@ -67,7 +68,7 @@ def test_three_nodes_up_and_down_well_under_five_seconds():
         assert [n["name"] for n in mine["nodes"]] == ["tup-n1", "tup-n2", "tup-n3"]
         for node in mine["nodes"]:
             assert node["address"].startswith("198.18.") or node["address"].startswith("198.19.")
-            assert vcluster.alive(node["sshd_pid"])
+            assert netns.alive(node["sshd_pid"])
         assert mine["link"]["rate_mbps"] == 1000 and mine["link"]["interconnect"] == "gige"
         for key in ("inventory", "hostfile", "ssh_key", "ssh_config", "ssh_agent",
                     "reframe_system"):
@@ -144,7 +145,7 @@ def test_a_failed_test_still_leaves_nothing_behind():
 
 def test_a_failed_bring_up_is_rolled_back(monkeypatch):
     require_root()
-    monkeypatch.setattr(vcluster, "SSHD", "/bin/false")
+    monkeypatch.setattr(nodes, "SSHD", "/bin/false")
     with pytest.raises(vcluster.VclusterError, match="sshd of tbad-n1 exited"):
         vcluster.up("tbad", nodes=2)
     assert vcluster.leftovers("tbad") == []

@@ -11,6 +11,7 @@ host's namespace (nothing of the job may appear there) and in the head's
 (the launcher must appear there: the sampler sees what it looks for).
 """
 
+import ipaddress
 import os
 import re
 import subprocess
@@ -78,7 +79,7 @@ def test_mpi_launchers_listen_on_the_cluster_network_only(mpi_name, mpis, build_
         job, host, head = sample_during(argv, env, head_ns)
         assert job.returncode == 0, job.stderr_text
         assert "host tlisn-n1" in job.stdout_text and "host tlisn-n2" in job.stdout_text
-        cluster_net = vcluster.ipaddress.ip_network(state["network"])
+        cluster_net = ipaddress.ip_network(state["network"])
     assert len(host) >= 5, f"only {len(host)} samples while the job ran"
     on_host = {entry for sample in host for entry in sample - before
                if entry[1].startswith(LAUNCHERS)}
@@ -89,5 +90,5 @@ def test_mpi_launchers_listen_on_the_cluster_network_only(mpi_name, mpis, build_
         host_part = address.rsplit(":", 1)[0].strip("[]")
         # every address of the head namespace is its loopback or the cluster's
         assert host_part in ("0.0.0.0", "*", "::", "127.0.0.1", "::1") or \
-            vcluster.ipaddress.ip_address(host_part) in cluster_net, (address, program)
+            ipaddress.ip_address(host_part) in cluster_net, (address, program)
     print(f"\n{mpi_name}: {len(host)} samples; launcher sockets in the head: {sorted(in_head)}")

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from netbench import paths, vcluster
+from netbench.vcluster import cluster as vc_cluster, names as vc_names, netns, registry
 from test_vcluster import require_root
 
 NETBENCH = [sys.executable, "-m", "netbench.cli"]
@@ -106,28 +107,28 @@ def test_down_of_a_cluster_leaves_one_whose_name_extends_its_name_running():
         after = status()["xrels"]
         assert after["healthy"], after.get("problems")
         node = other["nodes"][0]
-        assert vcluster.alive(node["sshd_pid"])
+        assert netns.alive(node["sshd_pid"])
         assert agent_ssh(other, node["address"], "hostname").stdout.strip() == "xrels-n1"
     finally:
         take_down("xrel", "xrels")
 
 
 def test_names_match_whole_names_and_paths_whole_components():
-    assert vcluster.owns_namespace("xrel", "nb-xrel-n1")
-    assert vcluster.owns_namespace("xrel", "nb-xrel-ctl")
+    assert vc_names.owns_namespace("xrel", "nb-xrel-n1")
+    assert vc_names.owns_namespace("xrel", "nb-xrel-ctl")
     for other in ("nb-xrels-n1", "nb-xrel-n1x", "nb-xrel-", "nb-xre-n1", "nb-xrel-nb-x-n1"):
-        assert not vcluster.owns_namespace("xrel", other), other
-    assert vcluster.owns_link("xrel", "nb-xrel") and vcluster.owns_link("xrel", "nb-xrel-12")
-    assert vcluster.owns_link("xrel", "nb-xrel-c")
+        assert not vc_names.owns_namespace("xrel", other), other
+    assert vc_names.owns_link("xrel", "nb-xrel") and vc_names.owns_link("xrel", "nb-xrel-12")
+    assert vc_names.owns_link("xrel", "nb-xrel-c")
     for other in ("nb-xrels", "nb-xrels-1", "nb-xrel-n1", "nb-xrel-1a"):
-        assert not vcluster.owns_link("xrel", other), other
+        assert not vc_names.owns_link("xrel", other), other
     folder = "/var/lib/netbench/clusters/xrel"
-    assert vcluster.mentions(f"sshd -f {folder}/nodes/xrel-n1/sshd_config", folder)
-    assert vcluster.mentions(f"munged --socket={folder}/slurm/munge/munge.socket", folder)
-    assert vcluster.mentions(f"mount -o lowerdir=/etc,upperdir={folder}/nodes/n/etc", folder)
-    assert not vcluster.mentions("sshd -f /var/lib/netbench/clusters/xrels/nodes/x/sshd_config",
+    assert netns.mentions(f"sshd -f {folder}/nodes/xrel-n1/sshd_config", folder)
+    assert netns.mentions(f"munged --socket={folder}/slurm/munge/munge.socket", folder)
+    assert netns.mentions(f"mount -o lowerdir=/etc,upperdir={folder}/nodes/n/etc", folder)
+    assert not netns.mentions("sshd -f /var/lib/netbench/clusters/xrels/nodes/x/sshd_config",
                                  folder)
-    assert not vcluster.mentions("tail /var/lib/netbench/clusters/xre", folder)
+    assert not netns.mentions("tail /var/lib/netbench/clusters/xre", folder)
 
 
 # ---- clusters are machine-wide ------------------------------------------------------
@@ -158,7 +159,7 @@ def test_two_checkouts_get_distinct_subnets_and_cannot_take_each_others_clusters
                 assert proc.returncode == 2 and one_line(proc.stderr), proc.stderr
                 assert f"belongs to checkout {b}" in proc.stderr, proc.stderr
             assert status(cwd=b)["xckb"]["healthy"]
-            assert all(vcluster.alive(n["sshd_pid"]) for n in kb["nodes"])
+            assert all(netns.alive(n["sshd_pid"]) for n in kb["nodes"])
             # --force does take it down, copies in the other checkout included
             assert (b / ".vcluster" / "xckb" / "inventory.ini").exists()
             proc = cli("vcluster", "down", "--name", "xckb", "--force", cwd=a)
@@ -255,7 +256,7 @@ def test_an_unprivileged_owner_of_the_checkout_gets_no_root_from_a_cluster(tmp_p
                 outcome = dict(reversed(line.split(" ", 1)) for line in
                                attack.stdout.splitlines())
                 # the attacker's key opens no node (sshd is still up) ...
-                assert vcluster.alive(node["sshd_pid"])
+                assert netns.alive(node["sshd_pid"])
                 intruder = subprocess.run(
                     ["ssh", "-F", "/dev/null", "-i", str(tools / "key"),
                      "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
@@ -284,14 +285,14 @@ def test_nothing_starts_from_files_others_could_write(monkeypatch):
     """Checked like sshd's StrictModes before any daemon starts: a file or
     folder that is not root's, or writable by others, stops the bring-up."""
     require_root()
-    real = vcluster.client_files
+    real = vc_cluster.client_files
 
     def careless(folder, state):
         files = real(folder, state)
         os.chmod(files["ssh_config"], 0o666)
         return files
 
-    monkeypatch.setattr(vcluster, "client_files", careless)
+    monkeypatch.setattr(vc_cluster, "client_files", careless)
     try:
         with pytest.raises(vcluster.VclusterError, match="ssh_config is writable by group"):
             vcluster.up("xvfy", nodes=1)
@@ -306,7 +307,7 @@ def test_nothing_starts_from_files_others_could_write(monkeypatch):
         key = folder / "sub" / "id_ed25519"
         key.write_text("secret")
         key.chmod(0o600)
-        vcluster.verify_tree(folder)
+        registry.verify_tree(folder)
         for change, words in ((lambda: (folder / "sub").chmod(0o775), "writable by group"),
                               (lambda: os.chown(key, NOBODY, NOBODY), "owned by uid 65534"),
                               (lambda: key.chmod(0o644), "readable by others"),
@@ -315,9 +316,9 @@ def test_nothing_starts_from_files_others_could_write(monkeypatch):
             change()
             if words:
                 with pytest.raises(vcluster.VclusterError, match=words):
-                    vcluster.verify_tree(folder)
+                    registry.verify_tree(folder)
             else:
-                assert "symbolic link" in vcluster.insecure(folder / "sub" / "link")
+                assert "symbolic link" in registry.insecure(folder / "sub" / "link")
             (folder / "sub").chmod(0o755)
             os.chown(key, 0, 0)
             key.chmod(0o600)
@@ -346,7 +347,7 @@ def test_a_corrupt_state_file_is_reported_by_status_and_cleaned_up_by_down():
         proc = cli("vcluster", "down", "--name", "xcor")
         assert proc.returncode == 0 and "xcor is down" in proc.stdout, proc.stderr
         assert vcluster.leftovers("xcor") == []
-        assert not any(vcluster.alive(n["sshd_pid"]) for n in broken["nodes"])
+        assert not any(netns.alive(n["sshd_pid"]) for n in broken["nodes"])
         assert status()["xcok"]["healthy"]
     finally:
         if state_file and state_file.exists():      # down could not: let it try again
@@ -379,12 +380,12 @@ def test_interconnect_classes_are_validated_and_derived_from_the_link():
         assert "--link none" in proc.stderr
     finally:
         take_down("xic")
-    classes = vcluster.load_link_classes()
-    assert vcluster.link_settings("none", classes=classes)["interconnect"] == "veth"
-    assert vcluster.link_settings("1gbit", classes=classes)["interconnect"] == "gige"
-    assert vcluster.link_settings("100mbit", classes=classes)["interconnect"] == "fast-ethernet"
-    assert vcluster.link_settings("2gbit", classes=classes)["interconnect"] == "emulated"
-    assert vcluster.link_settings("1gbit", interconnect="gige-untuned",
+    classes = vc_names.load_link_classes()
+    assert vc_names.link_settings("none", classes=classes)["interconnect"] == "veth"
+    assert vc_names.link_settings("1gbit", classes=classes)["interconnect"] == "gige"
+    assert vc_names.link_settings("100mbit", classes=classes)["interconnect"] == "fast-ethernet"
+    assert vc_names.link_settings("2gbit", classes=classes)["interconnect"] == "emulated"
+    assert vc_names.link_settings("1gbit", interconnect="gige-untuned",
                                   classes=classes)["interconnect"] == "gige-untuned"
 
 

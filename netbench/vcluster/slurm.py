@@ -15,6 +15,7 @@ SLURM_CONF, which `netbench vcluster status --json` gives as
 `slurm.conf`.
 """
 
+import ipaddress
 import os
 import secrets
 import shutil
@@ -24,7 +25,11 @@ from pathlib import Path
 
 import jinja2
 
-from . import paths, vcluster as vc
+from .. import paths
+from .names import (CONTROLLER_HOST, VclusterError, cluster_folder, controller_names,
+                    slurm_system_names)
+from .netns import attach_namespace, is_recorded, record, stop_processes
+from .registry import make_dir, verify_tree, write_file
 
 DAEMONS = {"munged": "munge", "slurmctld": "slurmctld", "slurmd": "slurmd"}
 CLIENTS = ("sbatch", "srun", "squeue", "sinfo", "scontrol", "scancel")
@@ -33,29 +38,18 @@ SLURMD_PORT = 16818
 SLURMD_TIMEOUT_S = 10
 MAX_TIME_MIN = 30
 START_WAIT_S = 20.0
-#: the controller's host number in the cluster's /24 (nodes start at .11)
-CONTROLLER_HOST = 2
 
 
 def require_slurm():
     for tool in (*DAEMONS, *CLIENTS):
         if not shutil.which(tool):
             package = "munge" if tool == "munged" else "slurm-wlm"
-            raise vc.VclusterError(f"--slurm: {tool} not found: install {package} "
-                                   "(apt-get install slurm-wlm munge)")
-
-
-def controller_names(name):
-    return {"name": f"{name}-ctl", "namespace": f"nb-{name}-ctl", "veth": f"nb-{name}-c"}
+            raise VclusterError(f"--slurm: {tool} not found: install {package} "
+                                "(apt-get install slurm-wlm munge)")
 
 
 def slurm_folder(state):
-    return vc.cluster_folder(state["name"]) / "slurm"
-
-
-def environment(state):
-    """What a Slurm client of this cluster needs."""
-    return {"SLURM_CONF": state["slurm"]["conf"]}
+    return cluster_folder(state["name"]) / "slurm"
 
 
 def available_memory_mb():
@@ -68,17 +62,17 @@ def write_config(state, controller, folder):
     """slurm.conf and the munge key, with the folders the daemons expect:
     root's, writable by root only (munged wants its socket folder open to
     all for reading, its key readable by root only)."""
-    vc.make_dir(folder)
+    make_dir(folder)
     for sub, mode in (("state", 0o700), ("munge", 0o755), ("spool", 0o755),
                       *((f"spool/{n['name']}", 0o755) for n in state["nodes"])):
-        vc.make_dir(folder / sub, mode)
+        make_dir(folder / sub, mode)
     key = folder / "munge" / "munge.key"
-    vc.write_file(key, secrets.token_bytes(1024), mode=0o600)
+    write_file(key, secrets.token_bytes(1024), mode=0o600)
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(paths.TEMPLATES),
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True, keep_trailing_newline=True)
     conf = folder / "slurm.conf"
-    vc.write_file(conf, env.get_template("slurm.conf.j2").render(
+    write_file(conf, env.get_template("slurm.conf.j2").render(
         cluster=state["name"], conf=conf, folder=folder, controller=controller,
         ctld_port=CTLD_PORT, slurmd_port=SLURMD_PORT,
         munge_socket=folder / "munge" / "munge.socket", slurmd_timeout=SLURMD_TIMEOUT_S,
@@ -90,10 +84,10 @@ def write_config(state, controller, folder):
 def make_controller(state, undo):
     """The controller's namespace on the cluster's bridge."""
     ctl = controller_names(state["name"])
-    network = vc.ipaddress.ip_network(state["network"])
+    network = ipaddress.ip_network(state["network"])
     ctl["address"] = str(network.network_address + CONTROLLER_HOST)
-    vc.attach_namespace(ctl["namespace"], ctl["veth"], state["bridge"], ctl["address"],
-                        network.prefixlen, state["link"]["switch_mtu"], undo)
+    attach_namespace(ctl["namespace"], ctl["veth"], state["bridge"], ctl["address"],
+                     network.prefixlen, state["link"]["switch_mtu"], undo)
     return ctl
 
 
@@ -118,18 +112,18 @@ def start(state, undo):
     # put a link in their place)
     node_tmps = [folder / "spool" / n["name"] / "tmp" for n in state["nodes"]]
     for node_tmp in node_tmps:
-        vc.make_dir(node_tmp)
+        make_dir(node_tmp)
         for top in tops_under_tmp(folder, paths.REPO):
-            vc.make_dir(node_tmp / top.name)
-    vc.verify_tree(vc.cluster_folder(state["name"]), skip=node_tmps)
+            make_dir(node_tmp / top.name)
+    verify_tree(cluster_folder(state["name"]), skip=node_tmps)
     pids, starts = {}, {}
     procs = {}
 
     def started(key, proc, namespaces=()):
-        pids[key], starts[key] = vc.record(proc.pid)
+        pids[key], starts[key] = record(proc.pid)
         procs[key] = proc
-        undo.push(vc.stop_processes, list(namespaces), [[pids[key], starts[key]]],
-                  vc.cluster_folder(state["name"]))
+        undo.push(stop_processes, list(namespaces), [[pids[key], starts[key]]],
+                  cluster_folder(state["name"]))
 
     started("munged", spawn(["munged", "--foreground",
                              f"--socket={munge / 'munge.socket'}",
@@ -159,7 +153,7 @@ def start(state, undo):
     slurm = {"conf": str(conf), "partition": state["name"], "controller": ctl,
              "ctld_port": CTLD_PORT, "slurmd_port": SLURMD_PORT, "pids": pids,
              "starts": starts,
-             "folder": str(folder), "reframe": system_names(state["name"])}
+             "folder": str(folder), "reframe": slurm_system_names(state["name"])}
     env = {**os.environ, "SLURM_CONF": str(conf)}
     wait_for(lambda: nodes_idle(env, len(state["nodes"])), "slurmctld and slurmd", procs,
              folder)
@@ -224,10 +218,10 @@ def wait_for(ready, what, procs, folder):
     while not ready():
         for key, proc in procs.items():
             if proc.poll() is not None:
-                raise vc.VclusterError(f"--slurm: {key} exited ({proc.returncode}): "
-                                       f"{last_log_line(folder, key)}")
+                raise VclusterError(f"--slurm: {key} exited ({proc.returncode}): "
+                                    f"{last_log_line(folder, key)}")
         if time.monotonic() > deadline:
-            raise vc.VclusterError(f"--slurm: {what} not ready after {START_WAIT_S:.0f} s "
+            raise VclusterError(f"--slurm: {what} not ready after {START_WAIT_S:.0f} s "
                                    f"(logs in {folder})")
         time.sleep(0.1)
 
@@ -251,15 +245,6 @@ def last_log_line(folder, key):
     return "no log"
 
 
-def namespaces(state):
-    """The namespaces Slurm added to a cluster."""
-    return [state["slurm"]["controller"]["namespace"]] if state.get("slurm") else []
-
-
-def pids(state):
-    return list(state.get("slurm", {}).get("pids", {}).values())
-
-
 def records(state):
     """[pid, start time] of each daemon of the cluster's Slurm."""
     slurm = state.get("slurm") or {}
@@ -272,46 +257,4 @@ def problems(state):
     slurm = state.get("slurm") or {}
     return [f"Slurm: {key} (pid {pid}) is not running"
             for key, pid in (slurm.get("pids") or {}).items()
-            if not vc.is_recorded([pid, (slurm.get("starts") or {}).get(key)])]
-
-
-def system_names(name):
-    """ReFrame `system:partition` of each Slurm launch path."""
-    return {"srun": f"vcluster-{name}-slurm:srun",
-            "mpirun": f"vcluster-{name}-slurm-mpirun:mpirun"}
-
-
-def reframe_systems(state, base):
-    """The cluster's Slurm as ReFrame systems, one partition each (see
-    vcluster.reframe_systems): `srun`, where srun starts the ranks (PMI per
-    MPI through SLURM_MPI_TYPE), and `mpirun`, the MPI's own launcher
-    inside the allocation.  ReFrame's `squeue` scheduler: there is no
-    accounting, which its `slurm` scheduler needs (sacct)."""
-    slurm = state["slurm"]
-    extras = base["partitions"][0]["extras"]
-    env_vars = [["SLURM_CONF", slurm["conf"]], ["NETBENCH_NETWORK", state["network"]],
-                # with srun there is no mpirun to pass --mca: keep Open MPI's
-                # TCP traffic on the cluster network
-                ["OMPI_MCA_btl_tcp_if_include", state["network"]]]
-    # the MTU checks change the links from inside their job, which Slurm
-    # runs in a node: the links are the host's, so step into the host's
-    # network and mount namespaces, those of the cluster's munged (nodes
-    # share the host's PID namespace; PID 1's are not readable everywhere)
-    set_mtu = ["nsenter", "-t", str(slurm["pids"]["munged"]), "-n", "-m",
-               *extras["set_mtu"]]
-    common = {"scheduler": "squeue", "environs": [], "max_jobs": 1,
-              "access": [f"--partition={slurm['partition']}", "--exclusive"],
-              "time_limit": "10m", "env_vars": env_vars,
-              "extras": {**extras, "slurm_conf": slurm["conf"], "set_mtu": set_mtu}}
-    systems = []
-    for path, (launcher, descr) in {
-            "srun": ("srun", "sbatch, srun with the MPI's PMI"),
-            "mpirun": ("netbench-alloc", "sbatch, the MPI's own launcher inside the "
-                                         "allocation")}.items():
-        system, partition = system_names(state["name"])[path].split(":")
-        systems.append({**{k: v for k, v in base.items() if k != "partitions"},
-                        "name": system,
-                        "descr": f"{base['descr']}; jobs through Slurm ({descr})",
-                        "partitions": [{"name": partition, "descr": descr,
-                                        "launcher": launcher, **common}]})
-    return systems
+            if not is_recorded([pid, (slurm.get("starts") or {}).get(key)])]

@@ -1,0 +1,354 @@
+"""A cluster's life: up (build, with rollback), down (teardown), status and
+MTU changes, all under the machine-wide lock.
+"""
+
+import contextlib
+import ipaddress
+import os
+import shutil
+import signal
+import time
+
+from .files import (client_files, is_legacy_folder, keygen, remove_checkout_copies,
+                    remove_legacy_folder, write_checkout_copies)
+from .names import (FIRST_NODE_HOST, MAX_NODES, STATE_FILE, SYSTEM_FILE, VclusterError,
+                    bridge_name, check_name, checkout_folder, cluster_folder, link_settings,
+                    system_name, this_checkout)
+from .netns import (Undo, all_pids, ancestors, delete_link, delete_namespace, is_recorded,
+                    namespace_id, namespaces, owned_links, owned_namespaces, processes_using,
+                    run, shape, stop_processes)
+from .nodes import SSHD, make_head, make_node, node_files, start_sshd, wait_for_sshd
+from .registry import (cluster_names, free_subnet, invoking_uid, load_state, locked, make_dir,
+                       owner_text, read_entry, registry_file, remove_registration, remove_tree,
+                       verify_tree, write_file, write_json)
+from .slurm import problems as slurm_problems, records as slurm_records, require_slurm
+from .slurm import start as start_slurm
+from .systems import reframe_systems
+
+
+def require_root():
+    if os.geteuid() != 0:
+        raise VclusterError("the virtual cluster needs root (network namespaces, links, "
+                            "mounts): run it with sudo")
+    for tool in ("ip", "tc", "unshare", "setpriv", "ssh", "ssh-keygen", SSHD):
+        if not shutil.which(tool):
+            package = "openssh-server" if tool == SSHD else "openssh-client" \
+                if tool.startswith("ssh") else "iproute2/util-linux"
+            raise VclusterError(f"{tool} not found: install {package}")
+
+
+@contextlib.contextmanager
+def deferred_interrupts():
+    """Ctrl-C (SIGINT) waits until the block is done: a rollback or a
+    teardown runs to its end, then KeyboardInterrupt is raised."""
+    caught = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda *_: caught.append(1))
+    except ValueError:                   # not the main thread: nothing to defer
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught and callable(previous):
+        previous(signal.SIGINT, None)
+
+
+def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=None,
+       slurm=False):
+    """Bring a cluster up; returns (state, created).  A cluster this
+    checkout has up is left as it is (created False); a name another
+    checkout owns is refused.  `slurm`: with a Slurm controller and a
+    slurmd per node (netbench.vcluster.slurm).  Whatever ends a bring-up
+    early (an error, Ctrl-C) takes back all of it."""
+    check_name(name)
+    if not 1 <= nodes <= MAX_NODES:
+        raise VclusterError(f"--nodes {nodes}: use 1 to {MAX_NODES}")
+    link = link_settings(rate, mtu, interconnect, switch_mtu=switch_mtu)
+    require_root()
+    if slurm:
+        require_slurm()
+    with locked():
+        entry = read_entry(name)
+        if entry is not None:
+            if "owner" not in entry:
+                raise VclusterError(f"cluster {name}: {entry['problem']}: its owner is "
+                                    f"unknown: run `netbench vcluster down --force --name "
+                                    f"{name}` first")
+            if entry["owner"] != this_checkout():
+                raise VclusterError(f"cluster {name} belongs to {owner_text(entry)}: "
+                                    f"choose another --name")
+            existing = load_state(name)
+            if existing:
+                return existing, False
+        rest = leftovers(name)
+        if entry is None and unclaimed_but_running(name):
+            raise VclusterError(f"cluster {name}: not in the registry, but its nodes run "
+                                f"(an older netbench's, from another checkout?): choose "
+                                f"another --name")
+        if entry is not None or rest:
+            what = f" ({rest[0]}{', ...' if len(rest) > 1 else ''})" if rest else ""
+            raise VclusterError(f"cluster {name}: remnants of an earlier cluster exist{what}: "
+                                f"run `netbench vcluster down --name {name}` first")
+        undo = Undo()
+        entry = {"name": name, "owner": this_checkout(), "uid": invoking_uid(),
+                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                 "folder": str(cluster_folder(name)), "pids": []}
+        try:
+            entry["network"] = str(free_subnet())
+            # the /24 is reserved: registered before any address exists
+            write_json(registry_file(name), entry)
+            return build(name, nodes, link, undo, entry, slurm), True
+        except BaseException as err:
+            with deferred_interrupts():
+                undo.run()
+                # what the undo list could not take back (an interrupt
+                # between two steps, a step that failed half-way)
+                problems = sweep(name, entry)
+            if problems and isinstance(err, (VclusterError, KeyboardInterrupt)):
+                raise VclusterError(f"{err or 'interrupted'}; rollback incomplete "
+                                    f"({'; '.join(problems)}): run `netbench vcluster down "
+                                    f"--name {name}`") from err
+            raise
+
+
+def sweep(name, entry):
+    """Take back whatever a broken bring-up left under the cluster's names,
+    and its registration; the problems met (none: nothing is left)."""
+    try:
+        teardown(name, None, entry)
+        return []
+    except VclusterError as err:
+        return [str(err)]
+
+
+def build(name, nnodes, link, undo, entry, with_slurm=False):
+    folder = cluster_folder(name)
+    undo.push(remove_tree, folder)
+    make_dir(folder)
+    make_dir(folder / "nodes")
+    subnet = ipaddress.ip_network(entry["network"])
+    hosts = list(subnet.hosts())
+    head = hosts[0]
+    addresses = [hosts[FIRST_NODE_HOST - 2 + i] for i in range(1, nnodes + 1)]
+    keygen(folder / "id_ed25519", f"netbench vcluster {name}")
+    write_file(folder / "authorized_keys", (folder / "id_ed25519.pub").read_text())
+    br = bridge_name(name)
+    undo.push(delete_link, br)
+    run(["ip", "link", "add", br, "mtu", str(link["switch_mtu"]), "type", "bridge"])
+    run(["ip", "addr", "add", f"{head}/{subnet.prefixlen}", "dev", br])
+    run(["ip", "link", "set", br, "up"])
+    launcher = make_head(name, subnet, link, undo)
+    nodes = [make_node(name, i, addr, subnet.prefixlen, link, undo)
+             for i, addr in enumerate(addresses, 1)]
+    cluster_hosts = "".join(["127.0.0.1\tlocalhost\n", f"{head}\t{name}-head\n"]
+                            + [f"{n['address']}\t{n['name']}\n" for n in nodes])
+    node_dirs = [node_files(folder, node, cluster_hosts) for node in nodes]
+    state = {"name": name, "system": system_name(name), "network": str(subnet),
+             "head_address": str(head), "launcher": launcher, "bridge": br, "link": link,
+             "nodes": nodes,
+             "folder": str(folder), "owner": entry["owner"], "uid": entry["uid"],
+             "created": entry["created"]}
+    state["files"] = client_files(folder, state)
+    verify_tree(folder)
+    procs = []
+    for node, nd in zip(nodes, node_dirs):
+        procs.append(start_sshd(node, nd))
+        undo.push(stop_processes, [node["namespace"]],
+                  [[node["sshd_pid"], node["sshd_start"]]], folder)
+    wait_for_sshd(nodes, procs, folder)
+    if with_slurm:
+        state["slurm"] = start_slurm(state, undo)
+        state["files"]["slurm_conf"] = state["slurm"]["conf"]
+    state["files"]["reframe_system"] = str(folder / SYSTEM_FILE)
+    undo.push(remove_checkout_copies, name, entry["owner"])
+    state["copies"] = write_checkout_copies(state, entry["owner"])
+    write_json(folder / SYSTEM_FILE, reframe_systems(state))
+    write_json(folder / STATE_FILE, state)
+    write_json(registry_file(name), {**entry, "pids": recorded_processes(state)})
+    return state
+
+
+def recorded_processes(state):
+    """[pid, start time] of every daemon the state records."""
+    found = [[n.get("sshd_pid"), n.get("sshd_start")] for n in state.get("nodes", [])
+             if isinstance(n, dict)]
+    if state.get("slurm"):
+        found += slurm_records(state)
+    return [r for r in found if r[0]]
+
+
+def down(name="vc", force=False):
+    """Take a cluster down; returns False when there was none.  A cluster
+    another checkout owns (by the registry) is refused unless `force`.
+    Works from what it finds when the cluster's state is unreadable: the
+    registry's recorded processes, the namespaces and links named after the
+    cluster, the processes that name its folder."""
+    check_name(name)
+    require_root()
+    with locked():
+        entry = read_entry(name)
+        if entry is None and not leftovers(name):
+            return False
+        if entry is None and not force and unclaimed_but_running(name):
+            raise VclusterError(f"cluster {name}: not in the registry, but its nodes run (an "
+                                f"older netbench's, from another checkout?): if it is yours, "
+                                f"add --force")
+        if entry is not None and not force:
+            if "owner" not in entry:
+                raise VclusterError(f"cluster {name}: {entry['problem']}: its owner is "
+                                    f"unknown: run `netbench vcluster down --force --name "
+                                    f"{name}`")
+            if entry["owner"] != this_checkout():
+                raise VclusterError(f"cluster {name} belongs to {owner_text(entry)}: take it "
+                                    f"down from there, or add --force")
+        try:
+            state = load_state(name)
+        except VclusterError:
+            state = None                 # unreadable: clean up from the rest
+        with deferred_interrupts():
+            teardown(name, state, entry)
+        return True
+
+
+def teardown(name, state, entry):
+    """Remove everything of cluster `name`: processes, namespaces, links,
+    its folder, the owning checkout's copies, its registry entry (last, once
+    nothing else is left)."""
+    folder = cluster_folder(name)
+    state, entry = state or {}, entry or {}
+    records = recorded_processes(state) + [r for r in entry.get("pids", [])
+                                           if isinstance(r, list)]
+    # an older netbench kept a cluster's files (munged's socket among them)
+    # in the checkout
+    legacy = [checkout_folder(name)] if is_legacy_folder(checkout_folder(name)) else []
+    stop_processes(owned_namespaces(name), records, [folder, *legacy])
+    for ns in owned_namespaces(name):
+        delete_namespace(ns)
+    delete_link(bridge_name(name))
+    deadline = time.monotonic() + 5.0
+    while time.monotonic() < deadline and owned_links(name):
+        for link in owned_links(name):
+            delete_link(link)
+        time.sleep(0.02)
+    # only now: deleting a node's upper dir while mounted would detach it
+    remove_tree(folder)
+    for checkout in {entry.get("owner"), this_checkout()} - {None}:
+        if checkout == entry.get("owner"):
+            remove_checkout_copies(name, checkout)
+        remove_legacy_folder(name, checkout)
+    rest = leftovers(name, registry=False)
+    if rest:
+        raise VclusterError(f"cluster {name}: still present after down: {'; '.join(rest)}")
+    remove_registration(name)
+
+
+def unclaimed_but_running(name):
+    """No checkout claims cluster `name` (no registry entry, no older
+    netbench's folder in this checkout), yet processes run in its
+    namespaces: someone's cluster, not remnants to sweep away."""
+    if os.path.lexists(checkout_folder(name) / STATE_FILE):
+        return False
+    ids = {namespace_id(f"/run/netns/{ns}") for ns in owned_namespaces(name)} - {None}
+    return any(namespace_id(f"/proc/{pid}/ns/net") in ids for pid in all_pids())
+
+
+def leftovers(name, registry=True):
+    """Everything of cluster `name` that exists on this machine, as text;
+    empty once `down` has done its job."""
+    rest = [f"namespace {ns}" for ns in owned_namespaces(name)]
+    rest += [f"link {link}" for link in owned_links(name)]
+    keep = ancestors()
+    rest += [f"{kind} in pid {pid}" for pid, kind in processes_using(cluster_folder(name))
+             if pid not in keep]
+    if os.path.lexists(cluster_folder(name)):
+        rest.append(f"folder {cluster_folder(name)}")
+    if is_legacy_folder(checkout_folder(name)):
+        rest.append(f"folder {checkout_folder(name)}")
+    if registry and os.path.lexists(registry_file(name)):
+        rest.append(f"registry entry {registry_file(name)}")
+    return rest
+
+
+def status():
+    """Every cluster of this machine with its owner, nodes, links, files and
+    health; a cluster whose state is unreadable is reported as such."""
+    clusters = []
+    present = namespaces()
+    for name in cluster_names():
+        entry = read_entry(name) or {}
+        owner = {"owner": entry.get("owner"), "uid": entry.get("uid"),
+                 "created": entry.get("created"),
+                 "mine": entry.get("owner") == this_checkout()}
+        try:
+            state = load_state(name)
+        except VclusterError as err:
+            clusters.append({"name": name, **owner, "healthy": False, "problem": str(err),
+                             "problems": [str(err)]})
+            continue
+        if state is None:
+            if entry.get("problem"):
+                problem = f"{entry['problem']}: owner unknown: `netbench vcluster down " \
+                          f"--force --name {name}`"
+            elif not entry and unclaimed_but_running(name):
+                problem = ("not in the registry, but its nodes run: an older netbench's "
+                           "cluster, from another checkout?")
+            elif not entry and is_legacy_folder(checkout_folder(name)):
+                problem = (f"brought up by an older netbench from this checkout: run "
+                           f"`netbench vcluster down --name {name}`")
+            elif not entry:
+                problem = (f"remnants, not in the registry: run `netbench vcluster down "
+                           f"--name {name}`")
+            else:
+                problem = (f"incomplete: being brought up, or an interrupted bring-up: run "
+                           f"`netbench vcluster down --name {name}`")
+            clusters.append({"name": name, **owner, "healthy": False, "problem": problem,
+                             "problems": [problem]})
+            continue
+        problems = [f"{n['name']}: sshd (pid {n['sshd_pid']}) is not running"
+                    for n in state["nodes"]
+                    if not is_recorded([n.get("sshd_pid"), n.get("sshd_start")])]
+        problems += [f"{n['name']}: namespace {n['namespace']} is missing"
+                     for n in state["nodes"] if n["namespace"] not in present]
+        head = state.get("launcher") or {}
+        if head.get("namespace") not in present:
+            problems.append(f"head namespace {head.get('namespace', '(none recorded)')} is "
+                            f"missing: MPI launchers have nowhere to start")
+        problems += slurm_problems(state)
+        state.update(owner)
+        state["healthy"] = not problems
+        state["problems"] = problems
+        clusters.append(state)
+    return clusters
+
+
+def set_mtu(name, mtu):
+    """Change the MTU of every link of a running cluster (seed 004's MTU
+    sweep); the switch's MTU and the tbf bucket grow with it where needed."""
+    check_name(name)
+    require_root()
+    with locked():
+        state = load_state(name)
+        if state is None:
+            raise VclusterError(f"cluster {name} is not up")
+        link = link_settings(state["link"]["rate"], mtu, state["link"]["interconnect"],
+                             switch_mtu=max(int(mtu), state["link"].get("switch_mtu", 0)),
+                             validate=False)
+        with deferred_interrupts():          # all links or none
+            for node in state["nodes"]:
+                ns = ["ip", "netns", "exec", node["namespace"]]
+                run(["ip", "link", "set", node["veth"], "mtu", str(link["switch_mtu"])])
+                run(["ip", "-n", node["namespace"], "link", "set", "eth0", "mtu", str(mtu)])
+                shape([], node["veth"], link)
+                shape(ns, "eth0", link)
+            if state.get("launcher"):      # the head's link is a switch port too
+                run(["ip", "link", "set", state["launcher"]["veth"], "mtu",
+                     str(link["switch_mtu"])])
+                run(["ip", "-n", state["launcher"]["namespace"], "link", "set", "eth0", "mtu",
+                     str(link["switch_mtu"])])
+            run(["ip", "link", "set", state["bridge"], "mtu", str(link["switch_mtu"])])
+            state["link"] = link
+            write_json(cluster_folder(name) / STATE_FILE, state)
+            write_json(cluster_folder(name) / SYSTEM_FILE, reframe_systems(state))
+        return state
