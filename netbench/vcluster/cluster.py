@@ -55,6 +55,17 @@ def deferred_interrupts():
         previous(signal.SIGINT, None)
 
 
+def require_owner(name, entry, if_other, if_unknown):
+    """VclusterError unless this checkout owns cluster `name` (its registry
+    `entry`): clusters are the machine's, and one checkout never takes
+    another's.  `if_other`, `if_unknown`: what the user should do."""
+    if "owner" not in entry:
+        raise VclusterError(f"cluster {name}: {entry['problem']}: its owner is unknown: "
+                            f"{if_unknown}")
+    if entry["owner"] != this_checkout():
+        raise VclusterError(f"cluster {name} belongs to {owner_text(entry)}: {if_other}")
+
+
 def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=None,
        slurm=False):
     """Bring a cluster up; returns (state, created).  A cluster this
@@ -72,13 +83,8 @@ def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=
     with locked():
         entry = read_entry(name)
         if entry is not None:
-            if "owner" not in entry:
-                raise VclusterError(f"cluster {name}: {entry['problem']}: its owner is "
-                                    f"unknown: run `netbench vcluster down --force --name "
-                                    f"{name}` first")
-            if entry["owner"] != this_checkout():
-                raise VclusterError(f"cluster {name} belongs to {owner_text(entry)}: "
-                                    f"choose another --name")
+            require_owner(name, entry, "choose another --name",
+                          f"run `netbench vcluster down --force --name {name}` first")
             existing = load_state(name)
             if existing:
                 return existing, False
@@ -196,13 +202,8 @@ def down(name="vc", force=False):
                                 f"older netbench's, from another checkout?): if it is yours, "
                                 f"add --force")
         if entry is not None and not force:
-            if "owner" not in entry:
-                raise VclusterError(f"cluster {name}: {entry['problem']}: its owner is "
-                                    f"unknown: run `netbench vcluster down --force --name "
-                                    f"{name}`")
-            if entry["owner"] != this_checkout():
-                raise VclusterError(f"cluster {name} belongs to {owner_text(entry)}: take it "
-                                    f"down from there, or add --force")
+            require_owner(name, entry, "take it down from there, or add --force",
+                          f"run `netbench vcluster down --force --name {name}`")
         try:
             state = load_state(name)
         except VclusterError:
