@@ -11,7 +11,7 @@ from . import discovery, paths
 from .results.benchmark import launcher_failure
 
 SOURCE = paths.SOURCES / "netbench.c"
-# Debian's MPICH can hang in MPI_Finalize (platform-facts.md): always bounded
+# Debian's MPICH can hang in MPI_Finalize (docs/platform-facts.md): always bounded
 MPI_TIMEOUT = 300
 
 

@@ -191,7 +191,7 @@ class MpiRun(rfm.RunOnlyRegressionTest):
     #: by (`-S thresholds_folder=DIR` judges by a copy)
     thresholds_folder = variable(str, value=str(paths.REFERENCES))
     # a full sweep takes seconds; the limit catches MPIs that hang (Debian's
-    # MPICH 4.0.2 over UCX tcp in MPI_Finalize, platform-facts.md) early
+    # MPICH 4.0.2 over UCX tcp in MPI_Finalize, docs/platform-facts.md) early
     time_limit = "2m"
 
     @run_after("setup")
