@@ -136,18 +136,27 @@ def registry_file(name):
     return REGISTRY / f"{name}.json"
 
 
+def read_json(path, valid, problem):
+    """The JSON object in `path`, None when there is no such file;
+    ValueError(`problem`) when it is not an object `valid` accepts, OSError
+    or ValueError when it cannot be read.  Callers say what a broken file
+    means for them (a registry entry is reported, a state refused)."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        return None
+    if not isinstance(data, dict) or not valid(data):
+        raise ValueError(problem)
+    return data
+
+
 def read_entry(name):
     """The registry entry of cluster `name`; None when there is none, and
     {"name", "problem"} (no owner) when it is unreadable."""
     path = registry_file(name)
     try:
-        with open(path) as f:
-            entry = json.load(f)
-        if not isinstance(entry, dict) or not isinstance(entry.get("owner"), str):
-            raise ValueError("no owner")
-        return entry
-    except FileNotFoundError:
-        return None
+        return read_json(path, lambda e: isinstance(e.get("owner"), str), "no owner")
     except (OSError, ValueError) as err:
         return {"name": name, "problem": f"{path}: unreadable registry entry ({err})"}
 
@@ -204,13 +213,8 @@ def free_subnet():
 def load_state(name):
     path = cluster_folder(name) / STATE_FILE
     try:
-        with open(path) as f:
-            state = json.load(f)
-        if not isinstance(state, dict) or not isinstance(state.get("nodes"), list):
-            raise ValueError("not a cluster description")
-        return state
-    except FileNotFoundError:
-        return None
+        return read_json(path, lambda s: isinstance(s.get("nodes"), list),
+                         "not a cluster description")
     except (OSError, ValueError) as err:
         raise VclusterError(f"{path}: unreadable cluster state ({err}): "
                             f"run `netbench vcluster down --name {name}`") from err
