@@ -162,9 +162,6 @@ class MpiRun(rfm.RunOnlyRegressionTest):
     # not the container partition: its checks run inside the image (container.py)
     valid_systems = ["-container"]
     valid_prog_environs = ["+mpi"]
-    #: the first series of `record` (its rows), for the checks' sanity and
-    #: figures and for readers of run reports from before records
-    curve = variable(list, value=[])
     #: "host:cpuN" where two ranks were pinned to the same single CPU
     stacked_ranks = variable(list, value=[])
     #: what the case measured, how the report draws it, what judged it and
@@ -351,11 +348,16 @@ class MpiRun(rfm.RunOnlyRegressionTest):
     @run_before("sanity")
     def record_measurement(self):
         """The record without its references (set_references adds them):
-        written before sanity, so a failed case still shows its curve."""
-        series = self.measured_series()
-        self.curve = series[0]["rows"] if series else []
-        self.record = results_record.make(self.section, self.series_label(), series,
+        written before sanity, so a failed case still shows its series."""
+        self.record = results_record.make(self.section, self.series_label(),
+                                          self.measured_series(),
                                           self.provenance(), group=self.scaling_group())
+
+    def measured_rows(self):
+        """The rows of the case's first series (its record), [] before
+        record_measurement or when it measured none."""
+        series = self.record.get("series") or []
+        return series[0]["rows"] if series else []
 
     @run_before("performance")
     def set_perf_variables(self):

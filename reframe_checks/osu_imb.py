@@ -60,8 +60,9 @@ class ViewBinaryRun(checklib.MpiRun):
 
     @sn.deferrable
     def assert_full_sweep(self):
-        if len(self.curve) < MIN_SIZES:
-            raise sn.SanityError(f"{self.binary} reported {len(self.curve)} message sizes, "
+        sizes = len(self.measured_rows())
+        if sizes < MIN_SIZES:
+            raise sn.SanityError(f"{self.binary} reported {sizes} message sizes, "
                                  f"fewer than {MIN_SIZES}")
         return True
 
@@ -72,7 +73,7 @@ class ViewBinaryRun(checklib.MpiRun):
                        self.assert_judged()])
 
     def figure(self, column, pick):
-        return sn.defer(pick(r[column] for r in self.curve if r["bytes"] > 0))
+        return sn.defer(pick(r[column] for r in self.measured_rows() if r["bytes"] > 0))
 
 
 @rfm.simple_test
@@ -146,7 +147,8 @@ class ImbMpi1(ViewBinaryRun):
 
     @run_before("performance")
     def set_perf_variables(self):
-        small = sn.defer(next((r["usec"] for r in self.curve if r["bytes"] > 0), 0.0))
+        small = sn.defer(next((r["usec"] for r in self.measured_rows() if r["bytes"] > 0),
+                              0.0))
         if self.benchmark == "PingPong":
             self.perf_variables = {
                 "latency": sn.make_performance_function(small, "us"),
@@ -199,8 +201,8 @@ class NetpipeMpi(ViewBinaryRun):
 
     @run_before("performance")
     def set_perf_variables(self):
-        small = sn.defer(min((r["usec"] for r in self.curve if 0 < r["bytes"] < netpipe.SMALL),
-                             default=0.0))
+        small = sn.defer(min((r["usec"] for r in self.measured_rows()
+                              if 0 < r["bytes"] < netpipe.SMALL), default=0.0))
         self.perf_variables = {
             "latency": sn.make_performance_function(small, "us"),
             "peak_bw": sn.make_performance_function(self.figure("Mbps", max), "Mbit/s")}
