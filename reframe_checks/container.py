@@ -19,10 +19,10 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from netbench import checklib, container, discovery
+from netbench import checks, container, discovery
 from netbench.results import benchmark
 
-checklib.require_netbench_config()
+checks.require_netbench_config()
 
 #: environment variables that choose a transport (mpi_families.yaml)
 TRANSPORT_PREFIXES = ("FI_", "UCX_", "OMPI_MCA_", "MPIR_CVAR_", "MPICH_")
@@ -85,13 +85,13 @@ class ContainerMixin(rfm.RegressionTestPlugin):
 
 
 @rfm.simple_test
-class ContainerPingPong(ContainerMixin, checklib.PingPongBase):
+class ContainerPingPong(ContainerMixin, checks.PingPongBase):
     """The ping-pong sweep run by ReFrame's container platform: the job is
     `docker run ... IMAGE mpirun -np 2 netbench-<mpi> pingpong ...`."""
 
     descr = "MPI ping-pong sweep inside the netbench image"
     valid_systems = ["+container"]
-    transport = parameter(checklib.configured_transports())
+    transport = parameter(checks.configured_transports())
     tags = {"container"}
 
     @run_before("run")
@@ -108,7 +108,7 @@ class ContainerPingPong(ContainerMixin, checklib.PingPongBase):
 
 
 @rfm.simple_test
-class ContainerParity(ContainerMixin, checklib.NetbenchRun):
+class ContainerParity(ContainerMixin, checks.NetbenchRun):
     """The same sweep natively (host wheel MPI, ReFrame's build) and inside
     the image, alternated `rounds` times in one job so that load drifts hit
     both; fails when the container is more than 5% slower in latency or
@@ -119,7 +119,7 @@ class ContainerParity(ContainerMixin, checklib.NetbenchRun):
 
     descr = "container vs bare metal: same benchmark, MPI and transport"
     valid_systems = ["+container"]
-    transport = parameter(checklib.configured_transports())
+    transport = parameter(checks.configured_transports())
     rounds = variable(int, value=5)
     max_bytes = 1048576
     #: per round: latency and 1 MiB bandwidth, native and in the container

@@ -7,17 +7,17 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, performance_function, run_before, sanity_function
 
-from netbench import checklib
+from netbench import checks
 from netbench.results import benchmark
 
-checklib.require_netbench_config()
+checks.require_netbench_config()
 
 
 @rfm.simple_test
-class MpiVsTcp(checklib.PingPongBase):
+class MpiVsTcp(checks.PingPongBase):
     descr = "MPI ping-pong and raw TCP ping-pong, side by side"
-    transport = parameter(checklib.configured_transports())
-    placement = parameter(checklib.configured_placements())
+    transport = parameter(checks.configured_transports())
+    placement = parameter(checks.configured_placements())
     tags = {"default", "tcp"}
     section = "mpi_vs_tcp"
     tcp_output = "tcp.out"
@@ -42,7 +42,7 @@ class MpiVsTcp(checklib.PingPongBase):
     def judged_by(self):
         # the MPI figures are PingPong's to judge: this check holds its raw
         # TCP run to the documented TCP rows
-        return "tcp", checklib.RAW_TCP
+        return "tcp", checks.RAW_TCP
 
     def judged_references(self):
         return {f"tcp_{var}": (t.reference, t) for var, t in self.thresholds().items()}

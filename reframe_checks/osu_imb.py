@@ -13,11 +13,11 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 
-from netbench import checklib, netpipe
+from netbench import checks, netpipe
 from netbench.results import osu_imb
 from netbench.results.netpipe import parse_netpipe
 
-checklib.require_netbench_config()
+checks.require_netbench_config()
 
 #: which package of spack.yaml ships each binary
 PACKAGES = {"osu": "osu-micro-benchmarks", "IMB-MPI1": "intel-mpi-benchmarks",
@@ -36,7 +36,7 @@ def find_binary(prefix, name):
     return next((p for p in candidates if os.path.isfile(p) and os.access(p, os.X_OK)), None)
 
 
-class ViewBinaryRun(checklib.MpiRun):
+class ViewBinaryRun(checks.MpiRun):
     """A benchmark binary found in the environment's MPI prefix."""
 
     binary = ""
@@ -80,8 +80,8 @@ class ViewBinaryRun(checklib.MpiRun):
 class OsuPt2Pt(ViewBinaryRun):
     descr = "OSU point-to-point latency and bandwidth sweeps"
     benchmark = parameter(["osu_latency", "osu_bw", "osu_bibw", "osu_mbw_mr"])
-    transport = parameter(checklib.configured_transports())
-    placement = parameter(checklib.configured_placements())
+    transport = parameter(checks.configured_transports())
+    placement = parameter(checks.configured_placements())
     package = PACKAGES["osu"]
     section = "pingpong"
     tags = {"osu", "external"}
@@ -111,8 +111,8 @@ class OsuPt2Pt(ViewBinaryRun):
 class ImbMpi1(ViewBinaryRun):
     descr = "IMB-MPI1 PingPong, Sendrecv and Exchange sweeps"
     benchmark = parameter(["PingPong", "Sendrecv", "Exchange"])
-    transport = parameter(checklib.configured_transports())
-    placement = parameter(checklib.configured_placements())
+    transport = parameter(checks.configured_transports())
+    placement = parameter(checks.configured_placements())
     binary = "IMB-MPI1"
     package = PACKAGES["IMB-MPI1"]
     ranks = variable(int, value=2)
@@ -163,8 +163,8 @@ class ImbMpi1(ViewBinaryRun):
 @rfm.simple_test
 class NetpipeMpi(ViewBinaryRun):
     descr = "NetPIPE NPmpi sweep (seed 000's tool)"
-    transport = parameter(checklib.configured_transports())
-    placement = parameter(checklib.configured_placements())
+    transport = parameter(checks.configured_transports())
+    placement = parameter(checks.configured_placements())
     #: largest message of the sweep (NetPIPE's own default, 8 MiB, takes a minute)
     max_bytes = variable(int, value=1048576)
     #: NetPIPE's +/- perturbation of each size (its default, 3, triples the

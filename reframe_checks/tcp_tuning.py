@@ -8,12 +8,12 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, performance_function, run_before,
                                    sanity_function, variable)
 
-from netbench import checklib
+from netbench import checks
 from netbench.results import benchmark
 
-checklib.require_netbench_config()
+checks.require_netbench_config()
 
-KiB, MiB = checklib.KiB, checklib.MiB
+KiB, MiB = checks.KiB, checks.MiB
 # 0 leaves the size to the kernel's autotuning, today's default; the seeds'
 # 16-128 K sweep (seed 000, "Performance across two nodes") follows
 SOCKET_BUFFERS = [0, 16 * KiB, 32 * KiB, 64 * KiB, 128 * KiB]
@@ -22,11 +22,11 @@ APPLICATION_BUFFERS = [61440, 62464, 63488, 64512, 65536, 66560, 67584]
 
 
 @rfm.simple_test
-class TcpSocketBuffer(checklib.PingPongBase):
+class TcpSocketBuffer(checks.PingPongBase):
     descr = "TCP ping-pong sweep at fixed socket buffer sizes"
     sockbuf = parameter(SOCKET_BUFFERS)
-    placement = parameter(checklib.configured_placements())
-    transport = checklib.RAW_TCP
+    placement = parameter(checks.configured_placements())
+    transport = checks.RAW_TCP
     kind = "tcp"
     bench_mode = "tcp"
     section = "tcp_tuning"
@@ -50,11 +50,11 @@ class TcpSocketBuffer(checklib.PingPongBase):
 
 
 @rfm.simple_test
-class TcpStreams(checklib.NetbenchRun):
+class TcpStreams(checks.NetbenchRun):
     descr = "TCP streams over 1, 16 or 32 parallel connections"
     connections = parameter([1, 16, 32])
-    placement = parameter(checklib.configured_placements())
-    transport = checklib.RAW_TCP
+    placement = parameter(checks.configured_placements())
+    transport = checks.RAW_TCP
     kind = "tcp-stream"
     bench_mode = "tcp"
     section = "tcp_tuning"
