@@ -96,8 +96,7 @@ class ContainerPingPong(ContainerMixin, checks.PingPongBase):
 
     @run_before("run")
     def set_command(self):
-        options = [self.bench_mode, "-x", str(self.max_bytes), "-t", str(self.budget),
-                   "-r", str(self.precision), "-V"]
+        options = self.sweep_options(self.bench_mode, verify=True)
         self.container_platform.image = self.image
         self.container_platform.pull_image = False
         self.container_platform.command = " ".join(
@@ -134,8 +133,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
 
     @run_before("run")
     def set_command(self):
-        options = ["pingpong", "-x", str(self.max_bytes), "-t", str(self.budget),
-                   "-r", str(self.precision), "-V"]
+        options = self.sweep_options("pingpong", verify=True)
         native = os.path.join(self.netbench.stagedir, self.netbench.executable)
         inside = [image_mpirun(self.family), self.launcher_flags(), "-np", "2",
                   image_benchmark(self.family), *options]

@@ -7,7 +7,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, performance_function, run_before, sanity_function
 
-from netbench import checks
+from netbench import benchspec, checks
 from netbench.results import benchmark
 
 checks.require_netbench_config()
@@ -32,8 +32,9 @@ class MpiVsTcp(checks.PingPongBase):
         self.job.num_tasks = self.num_tasks
         self.job.num_tasks_per_node = self.num_tasks_per_node
         launch = self.job.launcher.run_command(self.job)
-        tcp_opts = ["tcp", "-P", "-x", str(self.max_bytes), "-t", str(self.budget),
-                    "-r", str(self.precision), "-V"]
+        tcp_opts = benchspec.command_line("tcp", busy_poll=True, max_bytes=self.max_bytes,
+                                          budget=self.budget, precision=self.precision,
+                                          verify=True)
         # first of the post-run commands: the link counters' snapshot (see
         # NetbenchRun.count_link_traffic) must include this run
         self.postrun_cmds.insert(0, f"{launch} {self.executable} {' '.join(tcp_opts)} "

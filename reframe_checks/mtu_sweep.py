@@ -13,7 +13,7 @@ import os
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after, run_before
 
-from netbench import checks
+from netbench import benchspec, checks
 
 checks.require_netbench_config()
 
@@ -55,7 +55,7 @@ class MtuPingPong(MtuMixin, checks.PingPongBase):
     @run_before("run")
     def nonblocking_option(self):
         if self.variant == "nonblocking":
-            self.executable_opts.append("-a")
+            self.executable_opts += benchspec.option("nonblocking")
 
 
 @rfm.simple_test

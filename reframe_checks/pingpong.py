@@ -5,7 +5,7 @@ and non-blocking point-to-point)."""
 import reframe as rfm
 from reframe.core.builtins import parameter, run_before
 
-from netbench import checks
+from netbench import benchspec, checks
 
 checks.require_netbench_config()
 
@@ -21,4 +21,4 @@ class PingPong(checks.PingPongBase):
     @run_before("run")
     def nonblocking_option(self):
         if self.variant == "nonblocking":
-            self.executable_opts.append("-a")
+            self.executable_opts += benchspec.option("nonblocking")

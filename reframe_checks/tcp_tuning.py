@@ -8,7 +8,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, performance_function, run_before,
                                    sanity_function, variable)
 
-from netbench import checks
+from netbench import benchspec, checks
 from netbench.results import benchmark
 
 checks.require_netbench_config()
@@ -36,9 +36,9 @@ class TcpSocketBuffer(checks.PingPongBase):
     def socket_buffer_option(self):
         # busy-poll as MpiVsTcp does: blocking receives measure scheduler
         # wake-ups across CPUs (34-44 us here), not the network
-        self.executable_opts.append("-P")
+        self.executable_opts += benchspec.option("busy_poll")
         if self.sockbuf:
-            self.executable_opts += ["-b", str(self.sockbuf)]
+            self.executable_opts += benchspec.option("socket_buffer", self.sockbuf)
 
     def judged_references(self):
         # the documented TCP rows were measured at the best buffer: only the
@@ -68,9 +68,9 @@ class TcpStreams(checks.NetbenchRun):
 
     @run_before("run")
     def stream_options(self):
-        self.executable_opts = ["tcp", "-S", "-c", str(self.connections), "-R", str(self.runs),
-                                "-T", str(self.stream_bytes),
-                                "-s", ",".join(map(str, APPLICATION_BUFFERS))]
+        self.executable_opts = benchspec.command_line(
+            "tcp", stream=True, connections=self.connections, runs=self.runs,
+            stream_bytes=self.stream_bytes, sizes=APPLICATION_BUFFERS)
 
     @sn.deferrable
     def every_size_measured(self):

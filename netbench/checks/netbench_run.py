@@ -9,23 +9,31 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (fixture, performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from .. import paths
+from .. import benchspec, paths
 from ..results import benchmark
 from .base import KiB, MiB, RAW_TCP
 from .mpirun import MpiRun
 
 
 class NetbenchBuild(rfm.CompileOnlyRegressionTest):
-    """Compile reframe_checks/src/netbench.c with the environment's mpicc."""
+    """Compile reframe_checks/src/netbench.c with the environment's mpicc,
+    by the recipe of netbench/data/benchmark.yaml (benchspec)."""
 
     descr = "build the netbench benchmark"
     valid_systems = ["*"]
     valid_prog_environs = ["+mpi"]
     sourcesdir = str(paths.SOURCES)
     build_system = "SingleSource"
-    sourcepath = "netbench.c"
-    executable = "netbench"
+    sourcepath = benchspec.recipe()["source"]
+    executable = benchspec.recipe()["executable"]
     build_locally = True
+
+    @run_before("compile")
+    def flags_of_the_recipe(self):
+        # the build system's own flags take precedence over the
+        # environment's (ReFrame's flags_from_environ applies to empty ones)
+        self.build_system.cflags = list(benchspec.recipe()["cflags"])
+        self.build_system.ldflags = list(benchspec.recipe()["ldflags"])
 
     @sanity_function
     def binary_built(self):
@@ -68,8 +76,13 @@ class NetbenchRun(MpiRun):
     @run_before("run")
     def set_command(self):
         self.executable = os.path.join(self.netbench.stagedir, self.netbench.executable)
-        self.executable_opts = [self.bench_mode, "-x", str(self.max_bytes), "-t", str(self.budget),
-                                "-r", str(self.precision)] + (["-V"] if self.verifies else [])
+        self.executable_opts = self.sweep_options(self.bench_mode, verify=self.verifies)
+
+    def sweep_options(self, mode, **more):
+        """The benchmark's arguments for a sweep in `mode` with the case's
+        largest message, budget and precision, then `more` options."""
+        return benchspec.command_line(mode, max_bytes=self.max_bytes, budget=self.budget,
+                                      precision=self.precision, **more)
 
     @sanity_function
     def validate_run(self):
