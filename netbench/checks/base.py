@@ -28,10 +28,12 @@ class MpiJob(rfm.RunOnlyRegressionTest):
       RAW_TCP (the benchmark's own sockets) or ANY_NETWORK;
     - `placement`: one of PLACEMENTS.
 
-    They are not ReFrame variables because ReFrame refuses a parameter of
-    the same name as a variable of a base class ("already defined in one of
-    the base classes"), and most checks make them parameters; the first
-    setup hook (require_declared_attributes) fails the case that forgot one.
+    They are not ReFrame variables because ReFrame refuses a parameter, or
+    a plugin's attribute, of the same name as a variable of a base class
+    ("already defined in one of the base classes"), and most checks make
+    them parameters (MtuMixin and ContainerMixin set them as plugins); the
+    first setup hook (require_declared_attributes) fails the case that
+    forgot one.
     """
 
     #: what a check must define, and what it is (see the class docstring)

@@ -18,7 +18,9 @@ class Recording(rfm.RegressionTestPlugin):
     #: performance stage, so a case that fails its references still has it
     record = variable(dict, value={})
     #: the report section that draws the case, one of
-    #: results.record.SECTIONS: every check names one (require_section)
+    #: results.record.SECTIONS: every check names one (require_section).
+    #: A plain attribute, not a ReFrame variable: plugins set it (MtuMixin),
+    #: and ReFrame refuses a plugin attribute named like a base's variable
     section = ""
     #: parameters that place a case along the scaling plot's x axis (its
     #: ranks), not on a line of its own
