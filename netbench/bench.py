@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from . import discovery, netpipe, paths
+from . import benchspec, discovery, netpipe, paths
 from .benchrun import Benchmark, job_environment
 from .results.benchmark import parse_output
 
@@ -91,7 +91,8 @@ def full_netpipe_mpi(binary, bench):
 
 def full_netbench(bench, mode, one_buffer=False):
     start = time.monotonic()
-    _, summary = parse_output(bench.run(2, mode, *(["-1"] if one_buffer else [])).stdout)
+    out = bench.run(2, mode, *benchspec.option("one_buffer", one_buffer)).stdout
+    _, summary = parse_output(out)
     return netpipe.Figures(summary["latency_usec"], summary["peak_Mbps"],
                            time.monotonic() - start)
 

@@ -7,10 +7,9 @@ import os
 import subprocess
 from pathlib import Path
 
-from . import discovery, paths
+from . import benchspec, discovery
 from .results.benchmark import launcher_failure
 
-SOURCE = paths.SOURCES / "netbench.c"
 # Debian's MPICH can hang in MPI_Finalize (docs/platform-facts.md): always bounded
 MPI_TIMEOUT = 300
 
@@ -25,17 +24,17 @@ def job_environment(mpi, families, transport="shm"):
 
 
 class Benchmark:
-    """netbench.c compiled with one MPI."""
+    """The benchmark (benchspec: netbench/data/benchmark.yaml) compiled with
+    one MPI."""
 
     def __init__(self, mpi, families, binary):
         self.mpi, self.families, self.binary = mpi, families, Path(binary)
 
     @classmethod
     def build(cls, mpi, families, outdir, extra_flags=("-Wall", "-Werror")):
-        out = Path(outdir) / "netbench"
-        subprocess.run([mpi.cc, "-O2", *extra_flags, "-o", str(out), str(SOURCE), "-lm",
-                        "-lpthread"], check=True, capture_output=True,
-                       env=job_environment(mpi, families))
+        out = Path(outdir) / benchspec.recipe()["executable"]
+        subprocess.run(benchspec.compile_command(mpi.cc, out, extra_flags), check=True,
+                       capture_output=True, env=job_environment(mpi, families))
         return cls(mpi, families, out)
 
     def launch_command(self, nranks, launcher_flags=None):

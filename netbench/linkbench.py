@@ -13,7 +13,7 @@ import statistics
 import sys
 import tempfile
 
-from . import discovery, vcluster
+from . import benchspec, discovery, vcluster
 from .benchrun import Benchmark
 from .results.benchmark import parse_output
 
@@ -22,7 +22,8 @@ SIZE = 8 * 1024 * 1024
 
 
 def bandwidth_8mib(bench, state, transport):
-    proc = bench.run_on_cluster(state, 2, 1, "pingpong", "-s", str(SIZE), transport=transport)
+    proc = bench.run_on_cluster(state, 2, 1, *benchspec.command_line("pingpong", sizes=[SIZE]),
+                                transport=transport)
     rows, _ = parse_output(proc.stdout)
     return next(r["Mbps"] for r in rows if r["bytes"] == SIZE)
 

@@ -22,6 +22,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+from . import benchspec
 from .benchrun import MPI_TIMEOUT, job_environment
 from .results.benchmark import parse_output
 from .results.netpipe import parse_netpipe
@@ -122,8 +123,9 @@ def netpipe_tcp(ranges=(LATENCY_RANGE, PEAK_RANGE), cpu=0, repeats=None):
 def _netbench_figures(bench, mode_args, ranges, one_buffer=True, **run_options):
     start, rows = time.monotonic(), []
     for lo, hi in ranges:
-        out = bench.run(2, *mode_args, *(["-1"] if one_buffer else []), "-n", str(lo),
-                        "-x", str(hi), **run_options).stdout
+        out = bench.run(2, *mode_args, *benchspec.options(one_buffer=one_buffer, min_bytes=lo,
+                                                          max_bytes=hi),
+                        **run_options).stdout
         rows += parse_output(out)[0]
     elapsed = time.monotonic() - start
     small = [r["usec_min"] for r in rows if r["bytes"] < SMALL]

@@ -19,10 +19,10 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from netbench import checklib, container, discovery
+from netbench import checks, container, discovery
 from netbench.results import benchmark
 
-checklib.require_netbench_config()
+checks.require_netbench_config()
 
 #: environment variables that choose a transport (mpi_families.yaml)
 TRANSPORT_PREFIXES = ("FI_", "UCX_", "OMPI_MCA_", "MPIR_CVAR_", "MPICH_")
@@ -85,19 +85,18 @@ class ContainerMixin(rfm.RegressionTestPlugin):
 
 
 @rfm.simple_test
-class ContainerPingPong(ContainerMixin, checklib.PingPongBase):
+class ContainerPingPong(ContainerMixin, checks.PingPongBase):
     """The ping-pong sweep run by ReFrame's container platform: the job is
     `docker run ... IMAGE mpirun -np 2 netbench-<mpi> pingpong ...`."""
 
     descr = "MPI ping-pong sweep inside the netbench image"
     valid_systems = ["+container"]
-    transport = parameter(checklib.configured_transports())
+    transport = parameter(checks.configured_transports())
     tags = {"container"}
 
     @run_before("run")
     def set_command(self):
-        options = [self.bench_mode, "-x", str(self.max_bytes), "-t", str(self.budget),
-                   "-r", str(self.precision), "-V"]
+        options = self.sweep_options(self.bench_mode, verify=True)
         self.container_platform.image = self.image
         self.container_platform.pull_image = False
         self.container_platform.command = " ".join(
@@ -108,7 +107,7 @@ class ContainerPingPong(ContainerMixin, checklib.PingPongBase):
 
 
 @rfm.simple_test
-class ContainerParity(ContainerMixin, checklib.NetbenchRun):
+class ContainerParity(ContainerMixin, checks.NetbenchRun):
     """The same sweep natively (host wheel MPI, ReFrame's build) and inside
     the image, alternated `rounds` times in one job so that load drifts hit
     both; fails when the container is more than 5% slower in latency or
@@ -119,7 +118,7 @@ class ContainerParity(ContainerMixin, checklib.NetbenchRun):
 
     descr = "container vs bare metal: same benchmark, MPI and transport"
     valid_systems = ["+container"]
-    transport = parameter(checklib.configured_transports())
+    transport = parameter(checks.configured_transports())
     rounds = variable(int, value=5)
     max_bytes = 1048576
     #: per round: latency and 1 MiB bandwidth, native and in the container
@@ -134,8 +133,7 @@ class ContainerParity(ContainerMixin, checklib.NetbenchRun):
 
     @run_before("run")
     def set_command(self):
-        options = ["pingpong", "-x", str(self.max_bytes), "-t", str(self.budget),
-                   "-r", str(self.precision), "-V"]
+        options = self.sweep_options("pingpong", verify=True)
         native = os.path.join(self.netbench.stagedir, self.netbench.executable)
         inside = [image_mpirun(self.family), self.launcher_flags(), "-np", "2",
                   image_benchmark(self.family), *options]

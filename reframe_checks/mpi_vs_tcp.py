@@ -7,17 +7,17 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, performance_function, run_before, sanity_function
 
-from netbench import checklib
+from netbench import benchspec, checks
 from netbench.results import benchmark
 
-checklib.require_netbench_config()
+checks.require_netbench_config()
 
 
 @rfm.simple_test
-class MpiVsTcp(checklib.PingPongBase):
+class MpiVsTcp(checks.PingPongBase):
     descr = "MPI ping-pong and raw TCP ping-pong, side by side"
-    transport = parameter(checklib.configured_transports())
-    placement = parameter(checklib.configured_placements())
+    transport = parameter(checks.configured_transports())
+    placement = parameter(checks.configured_placements())
     tags = {"default", "tcp"}
     section = "mpi_vs_tcp"
     tcp_output = "tcp.out"
@@ -32,8 +32,9 @@ class MpiVsTcp(checklib.PingPongBase):
         self.job.num_tasks = self.num_tasks
         self.job.num_tasks_per_node = self.num_tasks_per_node
         launch = self.job.launcher.run_command(self.job)
-        tcp_opts = ["tcp", "-P", "-x", str(self.max_bytes), "-t", str(self.budget),
-                    "-r", str(self.precision), "-V"]
+        tcp_opts = benchspec.command_line("tcp", busy_poll=True, max_bytes=self.max_bytes,
+                                          budget=self.budget, precision=self.precision,
+                                          verify=True)
         # first of the post-run commands: the link counters' snapshot (see
         # NetbenchRun.count_link_traffic) must include this run
         self.postrun_cmds.insert(0, f"{launch} {self.executable} {' '.join(tcp_opts)} "
@@ -42,7 +43,7 @@ class MpiVsTcp(checklib.PingPongBase):
     def judged_by(self):
         # the MPI figures are PingPong's to judge: this check holds its raw
         # TCP run to the documented TCP rows
-        return "tcp", checklib.RAW_TCP
+        return "tcp", checks.RAW_TCP
 
     def judged_references(self):
         return {f"tcp_{var}": (t.reference, t) for var, t in self.thresholds().items()}

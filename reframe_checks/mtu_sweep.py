@@ -13,9 +13,9 @@ import os
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after, run_before
 
-from netbench import checklib
+from netbench import benchspec, checks
 
-checklib.require_netbench_config()
+checks.require_netbench_config()
 
 # seed 004 tested 1500, 4000, 7000, 10000, 13000, 16000
 MTUS = [1500, 4000, 7000, 9000]
@@ -24,7 +24,7 @@ MTUS = [1500, 4000, 7000, 9000]
 class MtuMixin(rfm.RegressionTestPlugin):
     mtu = parameter(MTUS)
     placement = "internode"
-    transport = checklib.ANY_NETWORK
+    transport = checks.ANY_NETWORK
     section = "mtu"
 
     @run_after("setup")
@@ -47,7 +47,7 @@ class MtuMixin(rfm.RegressionTestPlugin):
 
 
 @rfm.simple_test
-class MtuPingPong(MtuMixin, checklib.PingPongBase):
+class MtuPingPong(MtuMixin, checks.PingPongBase):
     descr = "MPI ping-pong sweep at one MTU"
     variant = parameter(["blocking", "nonblocking"])
     tags = {"mtu", "seeds"}
@@ -55,11 +55,11 @@ class MtuPingPong(MtuMixin, checklib.PingPongBase):
     @run_before("run")
     def nonblocking_option(self):
         if self.variant == "nonblocking":
-            self.executable_opts.append("-a")
+            self.executable_opts += benchspec.option("nonblocking")
 
 
 @rfm.simple_test
-class MtuRing(MtuMixin, checklib.ThroughputBase):
+class MtuRing(MtuMixin, checks.ThroughputBase):
     descr = "ring neighbour exchange over every node at one MTU"
     bench_mode = "exchange"
     num_ranks = 0           # one on every node

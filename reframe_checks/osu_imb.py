@@ -13,11 +13,11 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 
-from netbench import checklib, netpipe
+from netbench import checks, netpipe
 from netbench.results import osu_imb
 from netbench.results.netpipe import parse_netpipe
 
-checklib.require_netbench_config()
+checks.require_netbench_config()
 
 #: which package of spack.yaml ships each binary
 PACKAGES = {"osu": "osu-micro-benchmarks", "IMB-MPI1": "intel-mpi-benchmarks",
@@ -36,7 +36,7 @@ def find_binary(prefix, name):
     return next((p for p in candidates if os.path.isfile(p) and os.access(p, os.X_OK)), None)
 
 
-class ViewBinaryRun(checklib.MpiRun):
+class ViewBinaryRun(checks.MpiRun):
     """A benchmark binary found in the environment's MPI prefix."""
 
     binary = ""
@@ -60,8 +60,9 @@ class ViewBinaryRun(checklib.MpiRun):
 
     @sn.deferrable
     def assert_full_sweep(self):
-        if len(self.curve) < MIN_SIZES:
-            raise sn.SanityError(f"{self.binary} reported {len(self.curve)} message sizes, "
+        sizes = len(self.measured_rows())
+        if sizes < MIN_SIZES:
+            raise sn.SanityError(f"{self.binary} reported {sizes} message sizes, "
                                  f"fewer than {MIN_SIZES}")
         return True
 
@@ -72,15 +73,15 @@ class ViewBinaryRun(checklib.MpiRun):
                        self.assert_judged()])
 
     def figure(self, column, pick):
-        return sn.defer(pick(r[column] for r in self.curve if r["bytes"] > 0))
+        return sn.defer(pick(r[column] for r in self.measured_rows() if r["bytes"] > 0))
 
 
 @rfm.simple_test
 class OsuPt2Pt(ViewBinaryRun):
     descr = "OSU point-to-point latency and bandwidth sweeps"
     benchmark = parameter(["osu_latency", "osu_bw", "osu_bibw", "osu_mbw_mr"])
-    transport = parameter(checklib.configured_transports())
-    placement = parameter(checklib.configured_placements())
+    transport = parameter(checks.configured_transports())
+    placement = parameter(checks.configured_placements())
     package = PACKAGES["osu"]
     section = "pingpong"
     tags = {"osu", "external"}
@@ -110,8 +111,8 @@ class OsuPt2Pt(ViewBinaryRun):
 class ImbMpi1(ViewBinaryRun):
     descr = "IMB-MPI1 PingPong, Sendrecv and Exchange sweeps"
     benchmark = parameter(["PingPong", "Sendrecv", "Exchange"])
-    transport = parameter(checklib.configured_transports())
-    placement = parameter(checklib.configured_placements())
+    transport = parameter(checks.configured_transports())
+    placement = parameter(checks.configured_placements())
     binary = "IMB-MPI1"
     package = PACKAGES["IMB-MPI1"]
     ranks = variable(int, value=2)
@@ -146,7 +147,8 @@ class ImbMpi1(ViewBinaryRun):
 
     @run_before("performance")
     def set_perf_variables(self):
-        small = sn.defer(next((r["usec"] for r in self.curve if r["bytes"] > 0), 0.0))
+        small = sn.defer(next((r["usec"] for r in self.measured_rows() if r["bytes"] > 0),
+                              0.0))
         if self.benchmark == "PingPong":
             self.perf_variables = {
                 "latency": sn.make_performance_function(small, "us"),
@@ -161,8 +163,8 @@ class ImbMpi1(ViewBinaryRun):
 @rfm.simple_test
 class NetpipeMpi(ViewBinaryRun):
     descr = "NetPIPE NPmpi sweep (seed 000's tool)"
-    transport = parameter(checklib.configured_transports())
-    placement = parameter(checklib.configured_placements())
+    transport = parameter(checks.configured_transports())
+    placement = parameter(checks.configured_placements())
     #: largest message of the sweep (NetPIPE's own default, 8 MiB, takes a minute)
     max_bytes = variable(int, value=1048576)
     #: NetPIPE's +/- perturbation of each size (its default, 3, triples the
@@ -199,8 +201,8 @@ class NetpipeMpi(ViewBinaryRun):
 
     @run_before("performance")
     def set_perf_variables(self):
-        small = sn.defer(min((r["usec"] for r in self.curve if 0 < r["bytes"] < netpipe.SMALL),
-                             default=0.0))
+        small = sn.defer(min((r["usec"] for r in self.measured_rows()
+                              if 0 < r["bytes"] < netpipe.SMALL), default=0.0))
         self.perf_variables = {
             "latency": sn.make_performance_function(small, "us"),
             "peak_bw": sn.make_performance_function(self.figure("Mbps", max), "Mbit/s")}

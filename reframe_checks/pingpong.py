@@ -5,20 +5,20 @@ and non-blocking point-to-point)."""
 import reframe as rfm
 from reframe.core.builtins import parameter, run_before
 
-from netbench import checklib
+from netbench import benchspec, checks
 
-checklib.require_netbench_config()
+checks.require_netbench_config()
 
 
 @rfm.simple_test
-class PingPong(checklib.PingPongBase):
+class PingPong(checks.PingPongBase):
     descr = "MPI ping-pong sweep"
     variant = parameter(["blocking", "nonblocking"])
-    transport = parameter(checklib.configured_transports())
-    placement = parameter(checklib.configured_placements())
+    transport = parameter(checks.configured_transports())
+    placement = parameter(checks.configured_placements())
     tags = {"default", "pingpong"}
 
     @run_before("run")
     def nonblocking_option(self):
         if self.variant == "nonblocking":
-            self.executable_opts.append("-a")
+            self.executable_opts += benchspec.option("nonblocking")

@@ -8,12 +8,12 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, performance_function, run_before,
                                    sanity_function, variable)
 
-from netbench import checklib
+from netbench import benchspec, checks
 from netbench.results import benchmark
 
-checklib.require_netbench_config()
+checks.require_netbench_config()
 
-KiB, MiB = checklib.KiB, checklib.MiB
+KiB, MiB = checks.KiB, checks.MiB
 # 0 leaves the size to the kernel's autotuning, today's default; the seeds'
 # 16-128 K sweep (seed 000, "Performance across two nodes") follows
 SOCKET_BUFFERS = [0, 16 * KiB, 32 * KiB, 64 * KiB, 128 * KiB]
@@ -22,11 +22,11 @@ APPLICATION_BUFFERS = [61440, 62464, 63488, 64512, 65536, 66560, 67584]
 
 
 @rfm.simple_test
-class TcpSocketBuffer(checklib.PingPongBase):
+class TcpSocketBuffer(checks.PingPongBase):
     descr = "TCP ping-pong sweep at fixed socket buffer sizes"
     sockbuf = parameter(SOCKET_BUFFERS)
-    placement = parameter(checklib.configured_placements())
-    transport = checklib.RAW_TCP
+    placement = parameter(checks.configured_placements())
+    transport = checks.RAW_TCP
     kind = "tcp"
     bench_mode = "tcp"
     section = "tcp_tuning"
@@ -36,9 +36,9 @@ class TcpSocketBuffer(checklib.PingPongBase):
     def socket_buffer_option(self):
         # busy-poll as MpiVsTcp does: blocking receives measure scheduler
         # wake-ups across CPUs (34-44 us here), not the network
-        self.executable_opts.append("-P")
+        self.executable_opts += benchspec.option("busy_poll")
         if self.sockbuf:
-            self.executable_opts += ["-b", str(self.sockbuf)]
+            self.executable_opts += benchspec.option("socket_buffer", self.sockbuf)
 
     def judged_references(self):
         # the documented TCP rows were measured at the best buffer: only the
@@ -50,11 +50,11 @@ class TcpSocketBuffer(checklib.PingPongBase):
 
 
 @rfm.simple_test
-class TcpStreams(checklib.NetbenchRun):
+class TcpStreams(checks.NetbenchRun):
     descr = "TCP streams over 1, 16 or 32 parallel connections"
     connections = parameter([1, 16, 32])
-    placement = parameter(checklib.configured_placements())
-    transport = checklib.RAW_TCP
+    placement = parameter(checks.configured_placements())
+    transport = checks.RAW_TCP
     kind = "tcp-stream"
     bench_mode = "tcp"
     section = "tcp_tuning"
@@ -68,9 +68,9 @@ class TcpStreams(checklib.NetbenchRun):
 
     @run_before("run")
     def stream_options(self):
-        self.executable_opts = ["tcp", "-S", "-c", str(self.connections), "-R", str(self.runs),
-                                "-T", str(self.stream_bytes),
-                                "-s", ",".join(map(str, APPLICATION_BUFFERS))]
+        self.executable_opts = benchspec.command_line(
+            "tcp", stream=True, connections=self.connections, runs=self.runs,
+            stream_bytes=self.stream_bytes, sizes=APPLICATION_BUFFERS)
 
     @sn.deferrable
     def every_size_measured(self):

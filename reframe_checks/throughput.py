@@ -4,22 +4,22 @@
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after
 
-from netbench import checklib
+from netbench import checks
 
-checklib.require_netbench_config()
+checks.require_netbench_config()
 
 # seed 002 ran 4 to 32 processes; only counts the largest partition can
 # host without oversubscribing its cores are generated
-RANK_COUNTS = [n for n in (2, 4, 8, 16, 32) if n <= checklib.max_ranks()]
+RANK_COUNTS = [n for n in (2, 4, 8, 16, 32) if n <= checks.max_ranks()]
 
 
 @rfm.simple_test
-class Throughput(checklib.ThroughputBase):
+class Throughput(checks.ThroughputBase):
     descr = "Sendrecv, Exchange and Bcast throughput per process"
     pattern = parameter(["sendrecv", "exchange", "bcast"])
     ranks = parameter(RANK_COUNTS)
-    transport = parameter(checklib.throughput_transports())
-    placement = parameter(checklib.configured_placements())
+    transport = parameter(checks.throughput_transports())
+    placement = parameter(checks.configured_placements())
     tags = {"default", "throughput"}
 
     @run_after("init")
@@ -34,7 +34,7 @@ class Throughput(checklib.ThroughputBase):
 
 
 def _nodes():
-    return checklib.max_nodes()
+    return checks.max_nodes()
 
 
 # seed 002 ran Sendrecv and Exchange with one and with two processes on each
@@ -44,11 +44,11 @@ PER_NODE_LAYOUTS = [(ppn, n) for ppn in (1, 2) for n in sorted({2, 4, 8, 16, 32,
 
 
 @rfm.simple_test
-class ThroughputPerNode(checklib.ThroughputBase):
+class ThroughputPerNode(checks.ThroughputBase):
     descr = "Sendrecv and Exchange throughput, one or two processes per node"
     pattern = parameter(["sendrecv", "exchange"])
     layout = parameter(PER_NODE_LAYOUTS, fmt=lambda x: f"{x[0]}ppn-{x[1]}")
-    transport = checklib.ANY_NETWORK
+    transport = checks.ANY_NETWORK
     placement = "internode"
     section = "scaling"
     tags = {"throughput", "seeds"}

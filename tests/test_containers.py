@@ -105,7 +105,7 @@ def test_reframe_runs_the_ping_pong_inside_the_image(image):
         # the transport travels in with -e: the container gets no host environment
         if tc["transport"] == "ofi-tcp":
             assert "-e FI_PROVIDER=tcp" in run
-        assert len(tc["curve"]) > 15
+        assert len(tc["record"]["series"][0]["rows"]) > 15
 
 
 def test_the_parity_check_compares_container_and_host(image):

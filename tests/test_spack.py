@@ -213,7 +213,7 @@ def test_netpipe_check_runs_where_the_mpi_has_it(mpis):
     (case,) = [tc for run in latest_report()["runs"] for tc in run["testcases"]
                if tc["name"].startswith("NetpipeMpi")]
     assert case["result"] == "pass"
-    sizes = [r["bytes"] for r in case["curve"]]
+    sizes = [r["bytes"] for r in case["record"]["series"][0]["rows"]]
     assert sizes[0] == 1 and sizes[-1] == 65536 and len(sizes) > 20
     latency = next(v[0] for k, v in case["perfvalues"].items() if k.endswith(":latency"))
     assert 0 < latency < 50

@@ -63,7 +63,7 @@ def test_internode_checks_run_on_both_mpis_over_the_emulated_links():
         assert by_mtu[(env, 9000)] > 1.1 * by_mtu[(env, 1500)], by_mtu
     ring = [tc for tc in cases if tc["name"].startswith("ThroughputPerNode")]
     assert len(ring) == 2
-    assert all(len(set(tc["curve"][0]) & {"bytes", "MBps"}) == 2 for tc in ring)
+    assert all(len(set(tc["record"]["series"][0]["rows"][0]) & {"bytes", "MBps"}) == 2 for tc in ring)
 
 
 def test_link_counters_see_a_path_outside_the_network(mpis, build_benchmark, families):

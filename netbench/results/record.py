@@ -19,7 +19,7 @@ reference files.
                  transport, placement, ranks, ranks per node, partition,
                  interconnect class, line rate
 
-Pure data: built by the checks (netbench.checklib), read by the report.
+Pure data: built by the checks (netbench.checks), read by the report.
 """
 
 from ..datafiles import DataError, dotted, validate

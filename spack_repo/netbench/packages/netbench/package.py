@@ -20,5 +20,7 @@ class Netbench(Package):
     def install(self, spec, prefix):
         mkdirp(prefix.bin)
         mpicc = Executable(spec["mpi"].mpicc)
+        # the recipe of netbench/data/benchmark.yaml (flags, source, name), which
+        # tests/test_benchmark_recipe.py holds this command to
         mpicc("-O2", "-o", join_path(prefix.bin, "netbench"),
               join_path("reframe_checks", "src", "netbench.c"), "-lm", "-lpthread")

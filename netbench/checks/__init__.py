@@ -1,0 +1,36 @@
+"""Building blocks of netbench's ReFrame checks (in the spirit of
+hpctestlib's OSU library: a build fixture per environment, run-only tests
+parameterized on top of it).
+
+  config.py        what the loaded configuration offers (environments,
+                   transports, placements); require_netbench_config
+  base.py          MpiJob: the MPI, the transport, the ranks' placement
+  slurm.py         JobOutcome: the Slurm guard, every rank finished
+  links.py         LinkCounters: traffic seen crossing the links
+  judging.py       Judging: references of the interconnect class
+  recording.py     Recording: the case's record for the report
+  mpirun.py        MpiRun, all of the above, and their hooks' order
+  netbench_run.py  netbench's own benchmark: NetbenchBuild, NetbenchRun,
+                   PingPongBase, ThroughputBase
+"""
+
+from .base import ANY_NETWORK, KiB, MiB, PLACEMENTS, RAW_TCP, MpiJob
+from .config import (LOAD_HINT, configured_environments, configured_placements,
+                     configured_transports, max_nodes, max_ranks, require_netbench_config,
+                     throughput_transports)
+from .judging import INTRANODE_CLASS, Judging
+from .links import LinkCounters
+from .mpirun import MpiRun
+from .netbench_run import (NetbenchBuild, NetbenchRun, PingPongBase, ThroughputBase,
+                           table_summary, table_value)
+from .recording import Recording
+from .slurm import SLURM_CANCELLED, SRUN_ERRORS, JobOutcome, job_failure, slurm_failure
+
+__all__ = [
+    "ANY_NETWORK", "INTRANODE_CLASS", "KiB", "LOAD_HINT", "MiB", "PLACEMENTS", "RAW_TCP",
+    "SLURM_CANCELLED", "SRUN_ERRORS", "JobOutcome", "Judging", "LinkCounters", "MpiJob",
+    "MpiRun", "NetbenchBuild", "NetbenchRun", "PingPongBase", "Recording", "ThroughputBase",
+    "configured_environments", "configured_placements", "configured_transports",
+    "job_failure", "max_nodes", "max_ranks", "require_netbench_config", "slurm_failure",
+    "table_summary", "table_value", "throughput_transports",
+]

@@ -1,0 +1,124 @@
+"""Judging a case by the documented references of its interconnect class
+(thresholds.yaml and the seed files), and writing what judged it into the
+case's record."""
+
+from pathlib import Path
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import run_before, variable
+
+from .. import paths, references
+from ..results import record as results_record
+
+#: the thresholds class of cases whose ranks share one node
+INTRANODE_CLASS = "intranode"
+
+
+class Judging(rfm.RegressionTestPlugin):
+    """ReFrame's references from the thresholds of the case's class, the
+    same figures in its `record`, and the sanity assertion that some
+    documented threshold judges it.  Mixed into MpiRun (uses `transport`,
+    `placement` and `record`)."""
+
+    #: the thresholds' check kind of the case
+    kind = "pingpong"
+    #: where the report draws a judged figure on the case's first series:
+    #: {variable: (y column, message size; None: the size the source gives
+    #: beside the figure)}
+    drawn_references = {"latency": ("usec", 1), "peak_bw": ("Mbps", None)}
+    #: the folder of thresholds.yaml and the seed files the case is judged
+    #: by (`-S thresholds_folder=DIR` judges by a copy)
+    thresholds_folder = variable(str, value=str(paths.REFERENCES))
+
+    # ---- performance, in this order ----
+
+    @run_before("performance")
+    def set_perf_variables(self):
+        """Checks whose performance variables depend on the parsed output
+        set them here (before set_references, which judges them)."""
+
+    @run_before("performance")
+    def set_references(self):
+        """ReFrame's references, and the same figures in the record: the
+        report draws what judged the case, not today's files."""
+        judged = self.judged_references()
+        self.reference = {self.current_partition.fullname: {
+            var: ref for var, (ref, _) in judged.items()}}
+        entries = {}
+        for var, ((value, lower, upper, unit), threshold) in judged.items():
+            figure = threshold.figure if threshold else None
+            entries[var] = results_record.reference(
+                value, lower, upper, unit, figure=figure and figure.key,
+                citation=figure and figure.citation,
+                interconnect=self.interconnect_class() if figure else None,
+                at=self.reference_position(var, figure))
+        self.record = {**self.record, "references": entries}
+
+    def judged_references(self):
+        """{performance variable: (ReFrame's reference tuple, the Threshold
+        it comes from or None for a rule of the check's own)}."""
+        mine = set(self.perf_variables)
+        return {var: (t.reference, t) for var, t in self.thresholds().items() if var in mine}
+
+    def reference_position(self, var, figure):
+        """Where the report draws `var`'s figure on the case's first series:
+        {series, y, bytes}, or None."""
+        series = self.record.get("series") or []
+        if var not in self.drawn_references or not series or figure is None:
+            return None
+        column, nbytes = self.drawn_references[var]
+        if nbytes is None:
+            nbytes = references.figure_message_size(figure, Path(self.thresholds_folder))
+        if nbytes is None or column not in results_record.y_columns(series[0]):
+            return None
+        return {"series": series[0]["name"], "y": column, "bytes": float(nbytes)}
+
+    def judged_by(self):
+        """(check kind, transport) of the thresholds that judge the case."""
+        return self.kind, self.transport
+
+    def interconnect_class(self):
+        """The class of thresholds.yaml that judges the case: the partition's
+        (its links between nodes) when ranks span nodes; `intranode` when
+        they all share one node, whose paths (shared memory, TCP loopback)
+        the partition's link class does not describe."""
+        if getattr(self, "placement", "internode") == "intranode":
+            return INTRANODE_CLASS
+        return self.current_partition.extras.get("interconnect", "")
+
+    def thresholds(self, line_rate_mbps=None):
+        """{variable: Threshold} of the case's interconnect class, scaled to
+        the partition's line rate (or `line_rate_mbps`)."""
+        kind, transport = self.judged_by()
+        return references.thresholds_for(
+            self.interconnect_class(), kind, transport, folder=Path(self.thresholds_folder),
+            line_rate_mbps=line_rate_mbps or self.current_partition.extras.get("line_rate_mbps"))
+
+    def unjudged_reason(self):
+        """Why the case cannot be held to documented thresholds, or None:
+        it can, or its kind is informational by design (no class documents
+        it).  Without thresholds ReFrame compares with 0, unbounded, and
+        passes: such a case must fail instead."""
+        extras = self.current_partition.extras
+        kind, transport = self.judged_by()
+        reason = references.missing_thresholds(self.interconnect_class(), kind, transport,
+                                               folder=Path(self.thresholds_folder))
+        if reason:
+            return reason
+        if not extras.get("line_rate_mbps"):
+            relative = sorted(set(self.thresholds(line_rate_mbps=1.0)) - set(self.thresholds()))
+            if relative:
+                return (f"the thresholds of {', '.join(relative)} are relative to the line "
+                        f"rate, and partition {self.current_partition.fullname} declares "
+                        f"none (extras.line_rate_mbps)")
+        return None
+
+    @sn.deferrable
+    def assert_judged(self):
+        """Fails the case that no documented threshold judges (see
+        unjudged_reason)."""
+        reason = self.unjudged_reason()
+        if reason:
+            raise sn.SanityError(f"not judged: {reason}")
+        return True

@@ -1,0 +1,38 @@
+"""MpiRun: an MPI benchmark run judged against the documented references
+of the partition's interconnect class; what netbench's own benchmark
+(netbench_run.py) and the OSU/IMB/NetPIPE binaries have in common.
+
+Hook order.  ReFrame runs the hooks of one stage in reverse MRO order (the
+least specialised class first; "Pipeline hooks are normally executed in
+reverse MRO order", ReFrame's regression test API), and a class's own hooks
+in the order they are defined.  MpiRun's bases are listed so that the
+reverse MRO, MpiJob, JobOutcome, Judging, LinkCounters, Recording, gives
+the order the hooks depend on:
+
+  setup        MpiJob: require_declared_attributes, record_provenance,
+               select_transport, place_ranks (after select_transport);
+               JobOutcome: require_matching_slurm_conf;
+               Recording: require_section
+  pre-run      LinkCounters: count_link_traffic (before the checks' own)
+  pre-sanity   LinkCounters: count_link_traffic_after;
+               Recording: record_measurement (before the checks' sanity)
+  pre-perf     Judging: set_perf_variables, then set_references (which
+               judges them); LinkCounters: report_link_traffic (after
+               set_perf_variables, which may replace perf_variables whole)
+
+A check's own hooks come after these; a hook it overrides by name keeps its
+place.  tests/test_checks_hooks.py holds the order.
+"""
+
+from .base import MpiJob
+from .judging import Judging
+from .links import LinkCounters
+from .recording import Recording
+from .slurm import JobOutcome
+
+
+class MpiRun(Recording, LinkCounters, Judging, JobOutcome, MpiJob):
+    """An MPI run: placed on the partition (MpiJob: `transport`,
+    `placement`, `num_ranks`), its ranks seen to finish (JobOutcome), its
+    traffic seen on the links (LinkCounters), judged (Judging: `kind`) and
+    recorded for the report (Recording: `section`, measured_series)."""

@@ -1,0 +1,96 @@
+"""The case's record (netbench/results/record.py): what it measured, the
+report section that draws it, its legend label and scaling line, and where
+it ran."""
+
+import reframe as rfm
+from reframe.core.builtins import run_after, run_before, variable
+
+from ..results import record as results_record
+
+
+class Recording(rfm.RegressionTestPlugin):
+    """Writes `record` before the sanity stage, so a case that fails its
+    sanity or references still has it; Judging adds the references.  Mixed
+    into MpiRun (uses `transport`, `placement`, interconnect_class)."""
+
+    #: what the case measured, how the report draws it, what judged it and
+    #: where it ran (netbench/results/record.py): written before the
+    #: performance stage, so a case that fails its references still has it
+    record = variable(dict, value={})
+    #: the report section that draws the case, one of
+    #: results.record.SECTIONS: every check names one (require_section).
+    #: A plain attribute, not a ReFrame variable: plugins set it (MtuMixin),
+    #: and ReFrame refuses a plugin attribute named like a base's variable
+    section = ""
+    #: parameters that place a case along the scaling plot's x axis (its
+    #: ranks), not on a line of its own
+    scaling_parameters = ("ranks", "layout")
+
+    @run_after("setup")
+    def require_section(self):
+        """A case the report has no section for would drop out of it
+        silently: refuse it instead."""
+        if self.section not in results_record.SECTIONS:
+            raise ValueError(f"{type(self).__name__}: section {self.section!r} is not one of "
+                             f"{', '.join(results_record.SECTIONS)} "
+                             f"(netbench/results/record.py)")
+
+    @run_before("sanity")
+    def record_measurement(self):
+        """The record without its references (set_references adds them):
+        written before sanity, so a failed case still shows its series."""
+        self.record = results_record.make(self.section, self.series_label(),
+                                          self.measured_series(),
+                                          self.provenance(), group=self.scaling_group())
+
+    def measured_series(self):
+        """The series the case measured (results.record), read from its
+        output in the stage folder; [] when there is none."""
+        return []
+
+    def measured_rows(self):
+        """The rows of the case's first series (its record), [] before
+        record_measurement or when it measured none."""
+        series = self.record.get("series") or []
+        return series[0]["rows"] if series else []
+
+    def series_label(self):
+        """The legend label of the case's curves: the environment and the
+        check's parameters."""
+        return " ".join([self.current_environ.name] + self.parameter_labels())
+
+    def parameter_labels(self, leave_out=()):
+        """The check's parameter values as label words, formatted as in its
+        display name: a word as it is (`blocking`, `shm`, `1ppn-2`), a
+        number with its parameter's name (`ranks=4`)."""
+        words = []
+        for name, param in type(self).param_space.params.items():
+            value = getattr(self, name)
+            if name in leave_out or value is None:
+                continue
+            shown = param.format(value)
+            words.append(f"{name}={shown}" if isinstance(shown, (int, float)) else str(shown))
+        return words
+
+    def scaling_group(self):
+        """The line of the scaling plot the case is one point of: the label
+        without the process count, plus the processes per node."""
+        if self.section not in results_record.SCALING_SECTIONS:
+            return ""
+        parts = [self.current_environ.name] + self.parameter_labels(self.scaling_parameters)
+        if self.procs_per_node:
+            parts.append(f"{self.procs_per_node} per node")
+        return " ".join(parts)
+
+    def provenance(self):
+        """Where and how the case ran, for its record."""
+        env, part = self.current_environ.extras, self.current_partition.extras
+        return {"mpi_family": env.get("mpi_family", ""),
+                "mpi_version": str(env.get("mpi_version", "")),
+                "mpi_source": env.get("mpi_source", ""),
+                "transport": str(self.transport), "placement": str(self.placement),
+                "ranks": int(self.num_tasks or 0),
+                "ranks_per_node": int(self.num_tasks_per_node or 0),
+                "partition": self.current_partition.fullname,
+                "interconnect": self.interconnect_class(),
+                "line_rate_mbps": part.get("line_rate_mbps")}

@@ -1,0 +1,75 @@
+"""Whether the job's ranks all finished, and the Slurm guard: a partition
+that is a Slurm cluster takes the job only with its own SLURM_CONF."""
+
+import os
+import re
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import run_after
+
+from ..results import benchmark
+
+#: how Slurm says it ended a job early, in the job's stderr: the controller's
+#: cancellation (slurmstepd), then srun's errors, the cause first: a node
+#: that failed, a task killed by a signal, then any other (the ranks that
+#: exited because a peer died come last)
+SLURM_CANCELLED = r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ (DUE TO [A-Z ]+)"
+SRUN_ERRORS = [r"^srun: error: (Node failure on .+)$",
+               r"^srun: error: (\S+: tasks? [\d,-]+: (?!Exited with exit code).+)$",
+               r"^srun: error: (.+)$"]
+
+
+def slurm_failure(stderr_text):
+    """Why Slurm ended a job early, from the job's stderr; None when it
+    did not (the cancellation, then the cause srun saw)."""
+    cancelled = re.search(SLURM_CANCELLED, stderr_text)
+    # once Slurm cancelled the job, the tasks it terminated are no cause;
+    # a node failure still says which node
+    errors = SRUN_ERRORS[:1] if cancelled else SRUN_ERRORS
+    cause = next((m for m in (re.search(p, stderr_text, re.MULTILINE) for p in errors)
+                  if m), None)
+    return "; ".join(m.group(1).strip() for m in (cancelled, cause) if m) or None
+
+
+def job_failure(stdout_text, stderr_text):
+    """Why the job's ranks did not all finish, from its output: Slurm's
+    reason when Slurm ended the job (the ranks it killed are no cause),
+    else the rank the MPI launcher saw die and how (`rank 1 (pid N on
+    host) was killed by signal 9 (Killed)`); None when neither."""
+    reason = slurm_failure(stderr_text)
+    if reason:
+        return f"Slurm ended the job: {reason}"
+    return benchmark.launcher_failure(f"{stdout_text}\n{stderr_text}")
+
+
+class JobOutcome(rfm.RegressionTestPlugin):
+    """The Slurm guard at setup, and the first sanity assertion of every
+    run: its ranks all finished.  Mixed into MpiRun (uses its
+    read_stage_file)."""
+
+    @run_after("setup")
+    def require_matching_slurm_conf(self):
+        """ReFrame submits with its own environment's SLURM_CONF: it must
+        name the partition's cluster, or the job lands on another one."""
+        conf = self.current_partition.extras.get("slurm_conf")
+        if conf and os.environ.get("SLURM_CONF") != conf:
+            raise ValueError(f"partition {self.current_partition.fullname} is the Slurm of "
+                             f"{conf}, but SLURM_CONF={os.environ.get('SLURM_CONF', '')!r}: "
+                             f"export SLURM_CONF={conf}")
+
+    @sn.deferrable
+    def assert_ranks_finished(self, *outputs):
+        """Every rank finished: neither Slurm ended the job or a step early
+        (time limit, node failure, a task killed; ReFrame's squeue scheduler
+        sees only that the job left the queue), nor did the MPI launcher
+        report a rank that died (`rank 1 (pid N on host) was killed by
+        signal 9 (Killed)`).  First of the sanity assertions: the output
+        of such a run is cut short, and the other assertions and the
+        figures would report its symptoms.  `outputs`: further files of
+        the stage folder that a launcher wrote to (MpiVsTcp's second run)."""
+        stdout = "\n".join(self.read_stage_file(f) for f in (self.job.stdout, *outputs))
+        reason = job_failure(stdout, self.read_stage_file(self.job.stderr))
+        if reason:
+            raise sn.SanityError(reason)
+        return True

@@ -1,0 +1,70 @@
+"""The checks' building blocks (netbench/checks/): the order their pipeline
+hooks run in, which some of them depend on, and a check that forgets an
+attribute every MPI run needs fails naming it."""
+
+import os
+import subprocess
+
+from netbench import checklib, checks, paths, session
+
+#: MpiRun's hooks per stage, in the order ReFrame runs them (see
+#: netbench/checks/mpirun.py for why each comes where it does)
+MPIRUN_HOOKS = {
+    "post_setup": ["require_declared_attributes", "record_provenance", "select_transport",
+                   "place_ranks", "require_matching_slurm_conf", "require_section"],
+    "pre_run": ["count_link_traffic"],
+    "pre_sanity": ["count_link_traffic_after", "record_measurement"],
+    "pre_performance": ["set_perf_variables", "set_references", "report_link_traffic"],
+}
+
+
+def hook_names(cls):
+    return {stage: [fn.__name__ for fn in fns] for stage, fns in cls.pipeline_hooks().items()}
+
+
+def test_mpirun_hooks_run_in_the_order_they_depend_on():
+    assert hook_names(checks.MpiRun) == MPIRUN_HOOKS
+
+
+def test_netbench_runs_add_their_hooks_after_mpiruns():
+    hooks = hook_names(checks.PingPongBase)
+    assert hooks == {"post_setup": MPIRUN_HOOKS["post_setup"] + ["largest_message_crosses_links"],
+                     "pre_run": MPIRUN_HOOKS["pre_run"] + ["set_command"],
+                     "pre_sanity": MPIRUN_HOOKS["pre_sanity"] + ["find_stacked_ranks"],
+                     "pre_performance": MPIRUN_HOOKS["pre_performance"]}
+
+
+def test_checklib_is_the_same_library_under_its_former_name():
+    for name in checks.__all__:
+        assert getattr(checklib, name) is getattr(checks, name), name
+
+
+def test_every_module_of_the_library_stays_small():
+    for module in (paths.REPO / "netbench" / "checks").glob("*.py"):
+        assert len(module.read_text().splitlines()) < 400, module
+
+
+NO_PLACEMENT = """
+import reframe as rfm
+from reframe.core.builtins import parameter
+from netbench import checks
+
+
+@rfm.simple_test
+class NoPlacement(checks.PingPongBase):
+    transport = parameter(["shm"])
+"""
+
+
+def test_a_check_without_a_placement_fails_naming_it(tmp_path):
+    """`transport` and `placement` cannot be ReFrame variables (the checks
+    make them parameters): the first setup hook says which is missing."""
+    check = tmp_path / "no_placement.py"
+    check.write_text(NO_PLACEMENT)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(session.DROPPED)}
+    proc = subprocess.run([str(session.BIN / "reframe"), "-C", str(paths.CONFIG), "-c",
+                           str(check), "-p", "^mpich$", "-r"], cwd=paths.REPO, env=env,
+                          capture_output=True, text=True, timeout=600)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out[-3000:]
+    assert "NoPlacement defines no placement (one of intranode, internode" in out, out[-3000:]
