@@ -56,6 +56,17 @@ class ContainerMixin(rfm.RegressionTestPlugin):
 
     placement = "intranode"
 
+    def environment_problem(self, env):
+        if env.extras.get("mpi_source") != "wheel":
+            return ("the image carries the PyPI wheel MPIs: only those are compared",
+                    env.name)
+        return super().environment_problem(env)
+
+    def in_default_set(self, env):
+        # the containerized run's own job: on a container partition these
+        # checks are the default run
+        return True
+
     @run_after("setup")
     def require_image(self):
         extras = self.current_partition.extras

@@ -18,7 +18,7 @@ class MpiVsTcp(checks.PingPongBase):
     descr = "MPI ping-pong and raw TCP ping-pong, side by side"
     transport = parameter(checks.configured_transports())
     placement = parameter(checks.configured_placements())
-    tags = {"default", "tcp"}
+    tags = {"tcp"}
     section = "mpi_vs_tcp"
     tcp_output = "tcp.out"
 

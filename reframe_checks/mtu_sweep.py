@@ -27,6 +27,14 @@ class MtuMixin(rfm.RegressionTestPlugin):
     transport = checks.ANY_NETWORK
     section = "mtu"
 
+    def partition_problem(self, part):
+        if not part.extras.get("set_mtu"):
+            return ("the partition names no set_mtu command (a virtual cluster does; on real "
+                    "clusters set the MTU with tune.yml)", part.fullname)
+        if part.extras.get("vcluster") and os.geteuid() != 0:
+            return "changing a virtual cluster's MTU needs root"
+        return super().partition_problem(part)
+
     @run_after("setup")
     def can_set_mtu(self):
         extras = self.current_partition.extras

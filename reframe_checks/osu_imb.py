@@ -44,15 +44,25 @@ class ViewBinaryRun(checks.MpiRun):
 
     @run_after("setup")
     def locate_binary(self):
-        path, where = self.find_binary()
+        path, where = self.find_binary(self.current_environ)
         self.skip_if(not path, f"no {self.binary} in {where}: build {self.package} "
                                f"against this MPI (spack.yaml)")
+        self.binary = self.binary_name(self.current_environ)
         self.executable = path
 
-    def find_binary(self):
-        """(path or None, where it was looked for)."""
-        prefix = self.current_environ.extras.get("mpi_prefix", "")
-        return find_binary(prefix, self.binary), prefix or "this MPI (no prefix)"
+    def environment_problem(self, env):
+        if not self.find_binary(env)[0]:
+            return (f"no {self.package} binaries for the MPI: build {self.package} "
+                    f"against it (spack.yaml)", env.name)
+        return super().environment_problem(env)
+
+    def binary_name(self, env):
+        return self.binary
+
+    def find_binary(self, env):
+        """(path or None, where it was looked for) of the binary for `env`."""
+        prefix = env.extras.get("mpi_prefix", "")
+        return find_binary(prefix, self.binary_name(env)), prefix or "this MPI (no prefix)"
 
     def output_text(self):
         with open(os.path.join(self.stagedir, str(self.job.stdout)), errors="replace") as f:
@@ -176,16 +186,19 @@ class NetpipeMpi(ViewBinaryRun):
     tags = {"netpipe", "external"}
     output_file = "np.out"
 
-    def find_binary(self):
+    def binary_name(self, env):
+        # Debian's NetPIPE names its binary after the MPI it was built with
+        if env.extras.get("mpi_prefix"):
+            return self.binary
+        return netpipe.NETPIPE_MPI.get(env.extras.get("mpi_family", ""), self.binary)
+
+    def find_binary(self, env):
         """NPmpi in a view; for a system MPI, Debian's NetPIPE built against
         it, beside its launcher (netpipe-mpich2, netpipe-openmpi)."""
-        extras = self.current_environ.extras
-        if extras.get("mpi_prefix"):
-            return super().find_binary()
-        name = netpipe.NETPIPE_MPI.get(extras.get("mpi_family", ""), self.binary)
-        where = os.path.dirname(extras.get("mpi_launcher", "")) or "this MPI"
-        path = os.path.join(where, name)
-        self.binary = name
+        if env.extras.get("mpi_prefix"):
+            return super().find_binary(env)
+        where = os.path.dirname(env.extras.get("mpi_launcher", "")) or "this MPI"
+        path = os.path.join(where, self.binary_name(env))
         return (path if os.access(path, os.X_OK) else None), where
 
     @run_before("run")

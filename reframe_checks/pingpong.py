@@ -6,6 +6,7 @@ import reframe as rfm
 from reframe.core.builtins import parameter, run_before
 
 from netbench import benchspec, checks
+from netbench.checks.generation import network_transport_of
 
 checks.require_netbench_config()
 
@@ -16,7 +17,17 @@ class PingPong(checks.PingPongBase):
     variant = parameter(["blocking", "nonblocking"])
     transport = parameter(checks.configured_transports())
     placement = parameter(checks.configured_placements())
-    tags = {"default", "pingpong"}
+    tags = {"pingpong"}
+
+    def in_default_set(self, env):
+        # blocking, over shared memory on one node and over the MPI's own
+        # network transport; the other transports and the non-blocking
+        # variant are one `-t full` away
+        if self.variant != "blocking":
+            return False
+        if self.transport == "shm":
+            return self.placement == "intranode"
+        return self.transport == network_transport_of(env)
 
     @run_before("run")
     def nonblocking_option(self):

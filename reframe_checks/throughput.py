@@ -5,6 +5,7 @@ import reframe as rfm
 from reframe.core.builtins import parameter, run_after
 
 from netbench import checks
+from netbench.checks.generation import network_transport_of
 
 checks.require_netbench_config()
 
@@ -20,7 +21,16 @@ class Throughput(checks.ThroughputBase):
     ranks = parameter(RANK_COUNTS)
     transport = parameter(checks.throughput_transports())
     placement = parameter(checks.configured_placements())
-    tags = {"default", "throughput"}
+    tags = {"throughput"}
+
+    def in_default_set(self, env):
+        # one Sendrecv chain and one broadcast at the fewest ranks: over
+        # shared memory on one node, over the MPI's network across nodes
+        if self.pattern == "exchange" or self.ranks != RANK_COUNTS[0]:
+            return False
+        if self.placement == "intranode":
+            return self.transport == "shm"
+        return self.transport == network_transport_of(env)
 
     @run_after("init")
     def set_pattern(self):

@@ -10,6 +10,7 @@ from netbench import checklib, checks, paths, session
 #: MpiRun's hooks per stage, in the order ReFrame runs them (see
 #: netbench/checks/mpirun.py for why each comes where it does)
 MPIRUN_HOOKS = {
+    "post_init": ["generate_possible_cases_only"],
     "post_setup": ["require_declared_attributes", "record_provenance", "select_transport",
                    "place_ranks", "require_matching_slurm_conf", "require_section"],
     "pre_run": ["count_link_traffic"],
@@ -28,7 +29,8 @@ def test_mpirun_hooks_run_in_the_order_they_depend_on():
 
 def test_netbench_runs_add_their_hooks_after_mpiruns():
     hooks = hook_names(checks.PingPongBase)
-    assert hooks == {"post_setup": MPIRUN_HOOKS["post_setup"] + ["largest_message_crosses_links"],
+    assert hooks == {"post_init": MPIRUN_HOOKS["post_init"],
+                     "post_setup": MPIRUN_HOOKS["post_setup"] + ["largest_message_crosses_links"],
                      "pre_run": MPIRUN_HOOKS["pre_run"] + ["set_command"],
                      "pre_sanity": MPIRUN_HOOKS["pre_sanity"] + ["find_stacked_ranks"],
                      "pre_performance": MPIRUN_HOOKS["pre_performance"]}

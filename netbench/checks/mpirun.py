@@ -20,18 +20,22 @@ the order the hooks depend on:
                judges them); LinkCounters: report_link_traffic (after
                set_perf_variables, which may replace perf_variables whole)
 
+  init (last)  CaseGeneration: generate_possible_cases_only (always_last,
+               after the checks' own init hooks have set ranks and layout)
+
 A check's own hooks come after these; a hook it overrides by name keeps its
 place.  tests/test_checks_hooks.py holds the order.
 """
 
 from .base import MpiJob
+from .generation import CaseGeneration
 from .judging import Judging
 from .links import LinkCounters
 from .recording import Recording
 from .slurm import JobOutcome
 
 
-class MpiRun(Recording, LinkCounters, Judging, JobOutcome, MpiJob):
+class MpiRun(CaseGeneration, Recording, LinkCounters, Judging, JobOutcome, MpiJob):
     """An MPI run: placed on the partition (MpiJob: `transport`,
     `placement`, `num_ranks`), its ranks seen to finish (JobOutcome), its
     traffic seen on the links (LinkCounters), judged (Judging: `kind`) and

@@ -1,0 +1,114 @@
+"""CaseGeneration: a check generates only the cases that can run and, in a
+session that selects nothing itself, only the focused default set
+(netbench/selection.py says how the session's scope is decided).
+
+ReFrame turns a check into one case per (partition, environment) of its
+`valid_systems` and `valid_prog_environs`, read after the check's init
+hooks.  The hook here runs last among them (always_last, so a check's own
+init hooks have set its ranks and layout) and narrows both lists to what
+can run: a case that could only skip is never generated, and the reason is
+counted for the session's "N cases not generated: why" lines.  The setup
+hooks' skip_if calls stay as a guard for what only the running job knows.
+"""
+
+import reframe as rfm
+import reframe.core.runtime as rt
+from reframe.core.builtins import run_after
+
+from .. import discovery, selection
+from .base import ANY_NETWORK, RAW_TCP
+
+
+def offered_transports(env):
+    return env.extras.get("transports", {}) or {}
+
+
+def network_transport_of(env):
+    """The MPI's preferred network transport (its own TCP module first)."""
+    return discovery.preferred_network_transport(offered_transports(env))
+
+
+def partition_nodes(part):
+    return part.extras.get("nodes", 1)
+
+
+class CaseGeneration(rfm.RegressionTestPlugin):
+    """Narrows valid_systems and valid_prog_environs to the runnable cases.
+
+    A check refines `partition_problem`, `environment_problem` (calling
+    super()) and `in_default_set`."""
+
+    @run_after("init", always_last=True)
+    def generate_possible_cases_only(self):
+        if any(not hasattr(self, name) for name in self.required_attributes):
+            return      # MpiJob.require_declared_attributes names what is missing
+        candidates = rt.valid_sysenv_comb(self.valid_systems, self.valid_prog_environs)
+        focused = not selection.full_matrix_requested()
+        self._max_candidate_nodes = max((partition_nodes(p) for p in candidates), default=1)
+        # raw TCP carries no MPI data: the first environment's build runs it
+        self._raw_tcp_environment = next((e.name for es in candidates.values() for e in es),
+                                         None)
+        parts, envs, dropped = selection.plan(
+            candidates, self.partition_problem, self.environment_problem,
+            in_scope=self.in_default_set if focused else None)
+        self.tags = set(self.tags) | {selection.FULL_TAG}
+        if any(self.in_default_set(e) for es in candidates.values() for e in es):
+            self.tags.add(selection.DEFAULT_TAG)
+        selection.record_not_generated(dropped, self.tags)
+        self.valid_systems = [p.fullname for p in parts]
+        self.valid_prog_environs = envs
+
+    # ---- the rules; None: a case can run there ----
+
+    def case_transport(self, env):
+        """The transport the case forces through `env`'s MPI."""
+        if self.transport == ANY_NETWORK:
+            return network_transport_of(env) or "none"
+        return self.transport
+
+    def case_ranks(self, part):
+        # num_ranks 0: one rank on every node of the partition
+        return self.num_ranks or partition_nodes(part)
+
+    def ranks_per_node(self, part):
+        ranks = self.case_ranks(part)
+        if self.placement == "internode":
+            return self.procs_per_node or -(-ranks // partition_nodes(part))
+        return ranks
+
+    def partition_problem(self, part):
+        nodes = partition_nodes(part)
+        if self.placement == "internode":
+            if nodes < 2:
+                return "internode placement needs a partition of 2+ nodes"
+            if self.transport == "shm":
+                return "shared memory does not cross nodes"
+            if self.case_ranks(part) > nodes * self.ranks_per_node(part):
+                return ("more ranks than the partition's nodes can host at the layout's "
+                        "processes per node", part.fullname)
+        cpus = part.processor.num_cpus
+        if cpus and self.ranks_per_node(part) > cpus:
+            # busy-polling ranks sharing a core measure the scheduler
+            return ("more ranks per node than CPUs (oversubscribed ranks measure the "
+                    "scheduler)", f"{part.fullname}: {cpus} CPUs")
+        return None
+
+    def environment_problem(self, env):
+        if self.transport == RAW_TCP:
+            if env.name != self._raw_tcp_environment:
+                return ("raw TCP carries no MPI data: one environment runs it",
+                        f"{self._raw_tcp_environment}")
+            return None
+        transport = self.case_transport(env)
+        if transport not in offered_transports(env):
+            return ("transport not offered by the MPI", f"{env.name}: {transport}")
+        defect = (env.extras.get("known_defects") or {}).get(transport)
+        ranks = self.num_ranks or self._max_candidate_nodes
+        if defect and ranks >= defect["min_ranks"]:
+            return ("known defect (mpi_families.yaml known_defects)",
+                    f"{env.name} {transport}, {defect['min_ranks']}+ ranks")
+        return None
+
+    def in_default_set(self, env):
+        """Whether the case on `env` belongs to the focused default run."""
+        return False
