@@ -262,7 +262,7 @@ def site_configuration(mpis=None):
     register_launcher()
     register_cluster_launcher()
     register_allocation_launcher()
-    report.register_after_session()
+    report.publish_after_session()
     refuse_empty_runs()
     for sub in ("logs", "perflogs", "stage", "output", "topology", "reports"):
         paths.state_dir(sub)
