@@ -261,9 +261,12 @@ def _after_session(start):
              if os.path.getmtime(p) >= start]
     if not fresh or "--dry-run" in sys.argv:
         return            # listing, --show-config, dry runs: nothing ran
-    # a fresh interpreter: ReFrame's, at exit, is half torn down
+    # a fresh interpreter: ReFrame's, at exit, is half torn down.  Started
+    # in this checkout, so that it publishes with this netbench, whichever
+    # folder ReFrame ran in and whichever netbench the venv installed
     proc = subprocess.run([sys.executable, "-m", "netbench.cli", "publish",
-                           max(fresh, key=os.path.getmtime)], capture_output=True, text=True)
+                           max(fresh, key=os.path.getmtime)], capture_output=True, text=True,
+                          cwd=paths.REPO)
     sys.stdout.write(proc.stdout)
     if proc.returncode != 0:   # the run's own exit code stands; say why loudly
         detail = proc.stderr.strip().splitlines()
