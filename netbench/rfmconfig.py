@@ -1,19 +1,26 @@
 """The ReFrame site configuration, generated from the discovered MPIs.
 
-`reframe_checks/settings.py` exposes `site_configuration()`; the venv's
-activate script points RFM_CONFIG_FILES at it.  Every output ReFrame writes
-goes below the repository (`.reframe/`, `reports/`).
+site_configuration() only builds the dictionary ReFrame expects: it reads
+files and probes the MPIs (once per process, discovered_mpis), and changes
+nothing: no environment variable, no folder, no ReFrame class.
+
+What a ReFrame session of netbench needs besides is done by
+`reframe_checks/settings.py` (the file RFM_CONFIG_FILES names, which the
+venv's activate script exports), each step called there by name:
+register_launchers, refuse_empty_runs, make_state_folders,
+point_slurm_clients_at_running_cluster, and netbench.report's
+publish_after_session.  Every output ReFrame writes goes below the
+repository (`.reframe/`, `reports/`).
 """
 
+import functools
 import os
 import sys
 
-from . import discovery, paths, report, sites, vcluster
+from . import discovery, paths, sites, vcluster
 
 SYSTEM = "local"
 PARTITION = "node"
-# marks this configuration as loaded (see netbench.checklib)
-MARKER_ENV = "NETBENCH_CONFIG"
 
 
 def _register_launcher(name, command):
@@ -34,7 +41,15 @@ def _register_launcher(name, command):
     return register(name)(Launcher)
 
 
-def register_launcher():
+def register_launchers():
+    """netbench's ReFrame job launchers, which the partitions name: once
+    per interpreter."""
+    register_mpirun_launcher()
+    register_cluster_launcher()
+    register_allocation_launcher()
+
+
+def register_mpirun_launcher():
     """`netbench-mpirun`: the environment's own launcher (NETBENCH_MPIRUN,
     set per programming environment), so one partition serves MPICH's
     mpiexec.hydra and Open MPI's prterun alike."""
@@ -168,9 +183,7 @@ def cluster_systems(env_names):
     `local`, whose hostname pattern matches everywhere, so ReFrame's
     auto-detection keeps picking this machine."""
     systems = []
-    running = vcluster.running_systems()
-    point_slurm_clients_at(running)
-    for system in running:
+    for system in vcluster.running_systems():
         for part in system["partitions"]:
             part["environs"] = env_names or ["builtin"]
             part.setdefault("processor", {"num_cpus": available_cpus()})
@@ -180,15 +193,26 @@ def cluster_systems(env_names):
     return systems
 
 
-def point_slurm_clients_at(systems):
-    """ReFrame runs sbatch and squeue in its own environment: with one
-    virtual cluster running Slurm and SLURM_CONF unset, point them at it.
+def point_slurm_clients_at_running_cluster():
+    """With one virtual cluster of this checkout running Slurm and
+    SLURM_CONF unset, set SLURM_CONF for this process to that cluster's.
     Otherwise SLURM_CONF stays as the user set it (the checks fail with a
-    message when it names another cluster than the partition's)."""
-    confs = {p["extras"]["slurm_conf"] for s in systems for p in s["partitions"]
-             if "slurm_conf" in p.get("extras", {})}
+    message when it names another cluster than the partition's).
+
+    The process's own environment, not the partition's: the partition's
+    `env_vars` (vcluster/systems.py) reach the job script only, while
+    ReFrame runs sbatch, squeue, scancel and scontrol in its own
+    environment (reframe/core/schedulers/slurm.py), and has no setting for
+    a scheduler's environment."""
+    confs = slurm_confs(vcluster.running_systems())
     if len(confs) == 1 and not os.environ.get("SLURM_CONF"):
         os.environ["SLURM_CONF"] = confs.pop()
+
+
+def slurm_confs(systems):
+    """The Slurm configuration files the partitions of `systems` submit to."""
+    return {p["extras"]["slurm_conf"] for s in systems for p in s["partitions"]
+            if "slurm_conf" in p.get("extras", {})}
 
 
 def site_folder():
@@ -199,9 +223,10 @@ def site_folder():
 def refuse_empty_runs():
     """A run whose filters match no test case stops with one line and exit
     code 1: ReFrame itself reports `PASSED 0/0` and exits 0, and a typo in
-    `-n`, `-t` or `-p` would look like a clean run.  ReFrame has no option
-    for it and the check files cannot know what the filters leave, so the
-    configuration wraps the runner's entry point, once per interpreter."""
+    `-n`, `-t` or `-p` would look like a clean run.  ReFrame (4.10) has no
+    option or hook for it and the check files cannot know what the filters
+    leave, so this wraps the runner's entry point, once per interpreter;
+    reframe_checks/settings.py calls it."""
     from reframe.frontend.executors import Runner
 
     if getattr(Runner.runall, "netbench_refuses_empty", False):
@@ -254,20 +279,35 @@ def logging_config():
     }]
 
 
-def site_configuration(mpis=None):
-    """The whole configuration dictionary ReFrame expects."""
-    families = discovery.load_families()
-    if mpis is None:
-        mpis = discovery.discover(families=families)
-    register_launcher()
-    register_cluster_launcher()
-    register_allocation_launcher()
-    report.register_after_session()
-    refuse_empty_runs()
-    for sub in ("logs", "perflogs", "stage", "output", "topology", "reports"):
+#: ReFrame's working folders below paths.STATE
+STATE_FOLDERS = ("logs", "perflogs", "stage", "output", "topology", "reports")
+
+
+def make_state_folders():
+    """ReFrame's working folders and reports/.  ReFrame opens its log file
+    (.reframe/logs/) before it runs anything and does not create the
+    file's folder."""
+    for sub in STATE_FOLDERS:
         paths.state_dir(sub)
     os.makedirs(paths.REPORTS, exist_ok=True)
-    os.environ[MARKER_ENV] = str(paths.CONFIG)
+
+
+@functools.cache
+def discovered_mpis():
+    """(families, MPIs) of this machine, discovered once per process:
+    discovery starts each MPI's probes, and ReFrame may load the
+    configuration more than once."""
+    families = discovery.load_families()
+    return families, tuple(discovery.discover(families=families))
+
+
+def site_configuration(mpis=None):
+    """The whole configuration dictionary ReFrame expects, for the
+    discovered MPIs (or `mpis`).  Pure: see the module's docstring."""
+    if mpis is None:
+        families, mpis = discovered_mpis()
+    else:
+        families = discovery.load_families()
     envs = [environment(m, families) for m in mpis]
     return {
         # sites first: ReFrame takes the first system whose hostnames match,

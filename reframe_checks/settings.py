@@ -2,6 +2,8 @@
 host, one programming environment per discovered MPI.
 
 Loaded through RFM_CONFIG_FILES, which `.venv/bin/activate` exports.
+netbench.rfmconfig.site_configuration() only builds the dictionary; what a
+netbench session needs besides is done here, one named step each.
 """
 
 import os
@@ -11,11 +13,25 @@ import sys
 # plain checkout (the venv installs it in editable mode)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from netbench import rfmconfig  # noqa: E402
 from netbench.datafiles import DataError  # noqa: E402
-from netbench.rfmconfig import site_configuration as _generate  # noqa: E402
+from netbench.report import publish_after_session  # noqa: E402
 
 try:
-    site_configuration = _generate()
+    site_configuration = rfmconfig.site_configuration()
 except DataError as _err:
     # one line naming the file and key, not a traceback of the loader
     sys.exit(f"netbench: {_err}")
+
+# the partitions name netbench's launchers (netbench-mpirun, -ssh, -alloc)
+rfmconfig.register_launchers()
+# a filter that matches no test case exits 1, not `PASSED 0/0` (ReFrame has
+# no option or hook for it: this wraps its runner)
+rfmconfig.refuse_empty_runs()
+# ReFrame opens its log file in .reframe/logs/ before it creates any folder
+rfmconfig.make_state_folders()
+# sbatch and squeue run in ReFrame's own environment: with one virtual
+# cluster running Slurm and SLURM_CONF unset, they need its slurm.conf
+rfmconfig.point_slurm_clients_at_running_cluster()
+# the HTML report of every session: reports/<session>/, when ReFrame exits
+publish_after_session()

@@ -170,7 +170,7 @@ def test_publish_is_atomic_and_keeps_sessions(tmp_path, monkeypatch):
     data = minimal_report(uuid="bbbbbbbb", started=5000)
     data["session_info"]["time_start"] = "20261121T110000+0000"
     second.write_text(json.dumps(data))
-    monkeypatch.setattr(report, "render_report", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(report.page, "render_report", lambda *a, **k: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         report.publish(second, reports_dir)
     # the failed publication left nothing half-written and `latest` alone

@@ -18,7 +18,7 @@ from netbench.datafiles import DataError
 from test_report import minimal_report
 
 #: the checkout whose netbench the subprocesses import (python -c puts the cwd first)
-CHECKOUT = Path(report.__file__).resolve().parent.parent
+CHECKOUT = Path(report.__file__).resolve().parents[2]     # netbench/report/__init__.py
 
 
 def run_report(path, time_start="20261121T100000+0000", uuid="aaaaaaaa-0000", started=1000.0,

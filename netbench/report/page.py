@@ -1,0 +1,144 @@
+"""The HTML pages (Jinja2, netbench/templates): one session's page with its
+history, a comparison of several sessions, and the index of reports/.  The
+summary table comes from each case's perfvalues; the plots from sections
+(drawn by plots)."""
+
+import datetime
+import re
+
+import jinja2
+
+from .. import paths
+from . import plots
+from .sections import case_record
+
+TEMPLATES = paths.TEMPLATES
+
+
+def case_label(tc):
+    """Display name without ReFrame's hash suffix: stable across sessions."""
+    return re.sub(r"\s+/[0-9a-f]{8}$", "", tc.get("display_name", tc.get("name", "")))
+
+
+def headline_key(tc, var):
+    return f"{case_label(tc)} | {tc.get('environ')} | {tc.get('system')}:{tc.get('partition')}" \
+           f" | {var}"
+
+
+def bound(ref, frac):
+    if frac is None or ref in (None, 0):
+        return None
+    return ref * (1 + frac)
+
+
+def case_rows(tc):
+    """Summary-table rows of one test case: one per performance variable,
+    or one with the verdict alone."""
+    record = case_record(tc)
+    base = {"partition": f"{tc.get('system')}:{tc.get('partition')}",
+            "environ": tc.get("environ"), "case": case_label(tc),
+            "placement": record["provenance"].get("placement", ""),
+            "result": tc.get("result", "?"),
+            "reason": tc.get("fail_reason") or ""}
+    perf = tc.get("perfvalues") or {}
+    if not perf:
+        return [dict(base, variable="", value=None, unit="", reference=None, lower=None,
+                     upper=None, verdict=tc.get("result", "?"), key=None, citation="")]
+    rows = []
+    for key, entry in perf.items():
+        value, ref, lower, upper, unit, result = entry[:6]     # ReFrame may add more
+        var = key.split(":")[-1]
+        has_ref = ref not in (None, 0) and (lower is not None or upper is not None)
+        rows.append(dict(base, variable=var, value=value, unit=unit,
+                         reference=ref if has_ref else None, lower=bound(ref, lower),
+                         upper=bound(ref, upper), verdict=result if has_ref else "no reference",
+                         key=headline_key(tc, var),
+                         # the documented figure, as the case recorded it
+                         citation=(record["references"].get(var) or {}).get("citation") or ""))
+    return rows
+
+
+def history_for(session, earlier):
+    """{headline key: {"values": [...], "change": %}} against the earlier
+    sessions on the same systems, oldest first."""
+    systems = set(session.systems)
+    older = [s for s in earlier if s.started < session.started and set(s.systems) & systems]
+    past = {}     # headline key -> values, oldest first, read once per session
+    for old in older:
+        for otc in old.testcases:
+            for orow in case_rows(otc):
+                if orow["key"] is not None and orow["value"] is not None:
+                    past.setdefault(orow["key"], []).append(orow["value"])
+    history = {}
+    for tc in session.testcases:
+        for row in case_rows(tc):
+            if row["key"] is None or row["value"] is None:
+                continue
+            values = past.get(row["key"], [])
+            if values:
+                prev = values[-1]
+                history[row["key"]] = {
+                    "values": values + [row["value"]],
+                    "change": 100 * (row["value"] - prev) / prev if prev else None,
+                }
+    return history
+
+
+def sparkline(values, width=90, height=18):
+    """Points of an SVG polyline for a small trend line."""
+    lo, hi = min(values), max(values)
+    span = (hi - lo) or 1
+    step = width / max(len(values) - 1, 1)
+    return " ".join(f"{i * step:.1f},{height - 2 - (v - lo) / span * (height - 4):.1f}"
+                    for i, v in enumerate(values))
+
+
+def comparison_rows(sessions):
+    """One row per headline figure present in any session: its value in
+    each, and the change from the first session to the last."""
+    table = {}
+    for i, s in enumerate(sessions):
+        for tc in s.testcases:
+            for row in case_rows(tc):
+                if row["key"] and row["value"] is not None:
+                    table.setdefault(row["key"], {"unit": row["unit"], "values": {}})
+                    table[row["key"]]["values"][i] = row["value"]
+    rows = []
+    for key, entry in sorted(table.items()):
+        vals = entry["values"]
+        first, last = vals.get(0), vals.get(len(sessions) - 1)
+        change = 100 * (last - first) / first if first and last is not None else None
+        rows.append({"key": key, "unit": entry["unit"],
+                     "values": [vals.get(i) for i in range(len(sessions))], "change": change})
+    return rows
+
+
+def environment():
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+                             autoescape=jinja2.select_autoescape(["html", "j2"]),
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True)
+    env.filters["num"] = lambda v, digits=4: "" if v is None else f"{v:.{digits}g}"
+    env.filters["sparkline"] = sparkline
+    return env
+
+
+def render_report(sessions, earlier=()):
+    """The HTML page for one session (with history from `earlier`) or a
+    comparison of several."""
+    svg, fits = plots.build_sections(sessions)
+    rows = [r for s in sessions for tc in s.testcases for r in case_rows(tc)]
+    counts = {}
+    for s in sessions:
+        for tc in s.testcases:
+            counts[tc.get("result", "?")] = counts.get(tc.get("result", "?"), 0) + 1
+    return environment().get_template("report.html.j2").render(
+        sessions=sessions, rows=rows, counts=counts, svg=svg, fits=fits,
+        history=history_for(sessions[-1], earlier) if len(sessions) == 1 else {},
+        comparison=comparison_rows(sessions) if len(sessions) > 1 else [],
+        generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+
+
+def render_index(sessions):
+    return environment().get_template("index.html.j2").render(
+        sessions=sorted(sessions, key=lambda s: s.started, reverse=True))

@@ -1,0 +1,274 @@
+"""Publishing sessions under reports/.
+
+A session folder `reports/YYYYMMDDTHHMMSS-<8 hex of the uuid>/` holds
+`run-report.json` (ReFrame's), `provenance.json` (this machine at the end of
+the session) and `index.html` (verdicts, curves, fits, provenance, history).
+`reports/latest` points at the newest session; `reports/index.html` lists
+every session folder on disk.  Every file is written to a temporary name and
+renamed into place, so a reader never sees half a page.
+
+netbench runs as root on shared machines, so folder names are built from
+parsed values, never taken from input, and nothing is removed that netbench
+did not write (no recursive deletes).  Publishers of one reports/ take
+turns on reports/.lock.
+"""
+
+import atexit
+import contextlib
+import fcntl
+import glob
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .. import paths
+from ..datafiles import DataError
+from . import page
+from .provenance import collect_provenance
+from .sessions import load_session, published_sessions
+
+#: where ReFrame writes its run reports (rfmconfig's `report_file`)
+RAW_REPORTS = paths.STATE / "reports"
+
+#: the files netbench writes into a session folder: all it ever removes there
+SESSION_FILES = ("run-report.json", "provenance.json", "index.html")
+
+
+def atomic_write(path, text):
+    """Write to a temporary name beside `path`, then rename into place."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def reports_lock(reports_dir):
+    """Publishers of one reports/ take turns (flock on reports/.lock, which
+    works on NFS too).  The file stays: unlinking it would let the next two
+    publishers lock two different files."""
+    fd = os.open(Path(reports_dir) / ".lock",
+                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)            # releases the lock
+
+
+def own_session_folder(folder):
+    """True for a real folder holding a run report and nothing but files
+    netbench writes into a session: one netbench may replace."""
+    folder = Path(folder)
+    if folder.is_symlink() or not folder.is_dir():
+        return False
+    with os.scandir(folder) as entries:
+        files = {e.name: e.is_file(follow_symlinks=False) for e in entries}
+    return files.get("run-report.json", False) and all(
+        is_file and name in SESSION_FILES for name, is_file in files.items())
+
+
+def remove_session_files(folder):
+    """Remove netbench's files from `folder`, then the folder, which fails
+    (and stays) if anything else is in it: never a recursive delete."""
+    for name in SESSION_FILES:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(Path(folder) / name)
+    os.rmdir(folder)
+
+
+def stage_session(reports_dir, raw_report, provenance, html):
+    """The session's files in a new hidden folder of reports/, ready to be
+    renamed into place."""
+    staging = Path(tempfile.mkdtemp(dir=reports_dir, prefix=".session-"))
+    try:
+        shutil.copyfile(raw_report, staging / "run-report.json")
+        (staging / "provenance.json").write_text(json.dumps(provenance, indent=2))
+        (staging / "index.html").write_text(html)
+        os.chmod(staging, 0o755)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            remove_session_files(staging)
+        raise
+    return staging
+
+
+def place_session(reports_dir, staging, name):
+    """Rename `staging` to reports/<name>.  An earlier publication of the
+    same session there is replaced if netbench wrote it (own_session_folder);
+    anything else of that name is refused and kept.  Under reports_lock."""
+    final = Path(reports_dir) / name
+    replaced = None
+    if os.path.lexists(final):
+        if not own_session_folder(final):
+            raise DataError(final, None, "exists and holds more than the files netbench "
+                                         "writes into a session: not replaced")
+        replaced = Path(reports_dir) / f".replaced-{name}-{secrets.token_hex(4)}"
+        os.rename(final, replaced)
+    try:
+        os.rename(staging, final)
+    except BaseException:
+        if replaced:
+            os.rename(replaced, final)
+        raise
+    if replaced:
+        remove_session_files(replaced)
+    return final
+
+
+def check_latest(link):
+    """`reports/latest` is netbench's symlink, or a copy of a session from an
+    older netbench (own_session_folder); anything else is not replaced."""
+    if os.path.lexists(link) and not link.is_symlink() and not own_session_folder(link):
+        raise DataError(link, None, "exists and is not the symlink netbench keeps there: "
+                                    "not replaced (move it away)")
+
+
+def point_latest(reports_dir, target):
+    """Swap `reports/latest` to the session folder `target` in one rename."""
+    link = Path(reports_dir) / "latest"
+    check_latest(link)
+    if os.path.lexists(link) and not link.is_symlink():
+        remove_session_files(link)           # an older netbench's copy
+    tmp = Path(reports_dir) / f".latest.{os.getpid()}.{secrets.token_hex(4)}"
+    tmp.symlink_to(target)
+    try:
+        os.replace(tmp, link)
+    except BaseException:
+        tmp.unlink()
+        raise
+
+
+def update_index_and_latest(reports_dir):
+    """The index lists the session folders on disk, and `latest` points at
+    the one that started last: publishers finishing in any order agree, and
+    `latest` never moves back.  Under reports_lock."""
+    sessions = published_sessions(reports_dir)
+    if sessions:
+        point_latest(reports_dir, sessions[-1].name)
+    atomic_write(Path(reports_dir) / "index.html", page.render_index(sessions))
+
+
+def publish(raw_report, reports_dir=paths.REPORTS):
+    """Make `raw_report` a published session: reports/<name>/ with the run
+    report, provenance and page, then the index and `latest`.  Returns the
+    session folder.
+
+    <name> is `YYYYMMDDTHHMMSS-<8 hex>`, built from the parsed start time
+    and uuid; a report that does not validate is refused (DataError, one
+    line) before anything is written.
+
+    The same session published again replaces its folder, but only one
+    netbench wrote: a real folder holding run-report.json and nothing but
+    run-report.json, provenance.json and index.html.  Anything else of that
+    name, or a `latest` that is not netbench's symlink, is refused with one
+    line and nothing changes.  Apart from that replaced folder and the
+    `latest` symlink, publish removes only its own temporary files.
+
+    Concurrent publishers take turns (reports/.lock) from the rename on:
+    the index lists the session folders on disk, and `latest` moves only
+    forward, to the session that started last.
+    """
+    reports_dir = Path(reports_dir)
+    session = load_session(raw_report)
+    name = session.name
+    try:
+        reports_dir.mkdir(exist_ok=True)        # its parent must exist: no tree from a typo
+        session.provenance = collect_provenance(session.report)
+        # the page is drawn outside the lock: matplotlib takes seconds
+        earlier = [s for s in published_sessions(reports_dir) if s.name != name]
+        staging = stage_session(reports_dir, raw_report, session.provenance,
+                                page.render_report([session], earlier))
+        try:
+            with reports_lock(reports_dir):
+                check_latest(reports_dir / "latest")
+                final = place_session(reports_dir, staging, name)
+                staging = None
+                update_index_and_latest(reports_dir)
+        finally:
+            if staging is not None:
+                with contextlib.suppress(OSError):
+                    remove_session_files(staging)
+    except OSError as err:
+        raise DataError(err.filename or reports_dir, None,
+                        f"cannot publish {name}: {err.strerror}") from err
+    return final
+
+
+def check_output_folder(outdir):
+    """`-o DIR` is an existing folder, or a new one in an existing folder:
+    a typo makes no tree of folders."""
+    if outdir.is_dir():
+        return
+    if os.path.lexists(outdir):
+        raise DataError(outdir, "--output", "exists and is not a folder")
+    if not outdir.parent.is_dir():
+        raise DataError(outdir, "--output", f"no folder {outdir.parent} to create it in")
+
+
+def write_report(run_reports, outdir):
+    """`netbench report`: one session's page, or a comparison of several, as
+    DIR/index.html."""
+    sessions = sorted((load_session(p) for p in run_reports), key=lambda s: s.started)
+    outdir = Path(outdir)
+    check_output_folder(outdir)
+    earlier = published_sessions() if len(sessions) == 1 else []
+    html = page.render_report(sessions, earlier)
+    created = False
+    try:
+        if not outdir.is_dir():
+            outdir.mkdir()
+            created = True
+        atomic_write(outdir / "index.html", html)
+    except OSError as err:
+        if created:
+            with contextlib.suppress(OSError):
+                outdir.rmdir()
+        raise DataError(outdir, "--output", f"cannot write: {err.strerror}") from err
+    return outdir / "index.html"
+
+
+# ---- after every ReFrame session -------------------------------------------
+
+def publish_after_session():
+    """Publish the session's report when the ReFrame process exits (ReFrame
+    has no post-session hook; its run report is written just before exit).
+    Called by reframe_checks/settings.py, so a plain `reframe -c
+    reframe_checks -r` updates the reports too; once per interpreter (the
+    configuration may be loaded twice)."""
+    start = time.time()
+    if getattr(publish_after_session, "registered", False):
+        return
+    publish_after_session.registered = True
+    atexit.register(_after_session, start)
+
+
+def _after_session(start):
+    fresh = [p for p in glob.glob(str(RAW_REPORTS / "run-report-*.json"))
+             if os.path.getmtime(p) >= start]
+    if not fresh or "--dry-run" in sys.argv:
+        return            # listing, --show-config, dry runs: nothing ran
+    # a fresh interpreter: ReFrame's, at exit, is half torn down.  Started
+    # in this checkout, so that it publishes with this netbench, whichever
+    # folder ReFrame ran in and whichever netbench the venv installed
+    proc = subprocess.run([sys.executable, "-m", "netbench.cli", "publish",
+                           max(fresh, key=os.path.getmtime)], capture_output=True, text=True,
+                          cwd=paths.REPO)
+    sys.stdout.write(proc.stdout)
+    if proc.returncode != 0:   # the run's own exit code stands; say why loudly
+        detail = proc.stderr.strip().splitlines()
+        print(f"netbench: ERROR: the HTML report was not written: "
+              f"{detail[-1] if detail else proc.returncode}", file=sys.stderr)

@@ -1,0 +1,189 @@
+"""A session as the report reads it: ReFrame's run report and the
+provenance.json beside it, validated where they are read.
+
+Inputs are validated with JSON Schema (`datafiles`): a bad run report or
+provenance.json is a DataError, one line naming the file and key.  A
+session's folder name is built from parsed values, never taken from input,
+because it becomes a folder of reports/ (publish).
+"""
+
+import dataclasses
+import datetime
+import functools
+import os
+import re
+from pathlib import Path
+
+from .. import datafiles, paths
+from ..datafiles import DataError
+from ..results import record as results_record
+from .sections import legacy_drawn_columns
+
+_NUMBER = {"type": "number"}
+_NUMBER_OR_NULL = {"type": ["number", "null"]}
+_STRING_OR_NULL = {"type": ["string", "null"]}
+
+
+def curve_schema(*columns):
+    """Rows of a legacy curve (a case's `curve`, `tcp_curve` before records):
+    `bytes` and the `columns` a section draws, numbers where present."""
+    return {"type": ["array", "null"], "items": {
+        "type": "object", "required": ["bytes", *columns],
+        "properties": {c: _NUMBER for c in ("bytes", "usec", "Mbps", "MBps")}}}
+
+
+_CURVE = curve_schema()
+
+#: an MPI as discovery describes it (a case's mpi_info, provenance's mpis)
+_MPI_INFO = {"type": "object", "properties": {
+    "transports": {"type": ["object", "null"],
+                   "additionalProperties": {"type": ["object", "null"]}}}}
+
+#: ReFrame's perfvalues entry: [value, reference, lower, upper, unit, result]
+_PERFVALUE = {"type": "array", "minItems": 6, "prefixItems": [
+    _NUMBER_OR_NULL, _NUMBER_OR_NULL, _NUMBER_OR_NULL, _NUMBER_OR_NULL,
+    _STRING_OR_NULL, _STRING_OR_NULL]}
+
+_TESTCASE = {"type": "object", "properties": {
+    **{key: {"type": "string"} for key in (
+        "name", "display_name", "unique_name", "system", "partition", "environ",
+        "result", "report_section", "transport")},
+    "fail_reason": _STRING_OR_NULL,
+    "ranks": {"type": ["integer", "null"]},
+    "perfvalues": {"type": ["object", "null"], "additionalProperties": _PERFVALUE},
+    "curve": _CURVE, "tcp_curve": _CURVE,
+    # checked by results.record.check (load_session)
+    "record": {"type": "object"},
+    "partition_info": {"type": ["object", "null"], "properties": {
+        "interconnect": {"type": "string"}, "line_rate_mbps": _NUMBER_OR_NULL}},
+    "mpi_info": {"anyOf": [_MPI_INFO, {"type": "null"}]},
+}}
+
+#: the parts of ReFrame's run report (data_version 4.x) netbench reads
+RUN_REPORT_SCHEMA = {"type": "object", "required": ["session_info", "runs"], "properties": {
+    "session_info": {"type": "object", "required": ["time_start", "time_start_unix", "uuid"],
+                     "properties": {
+        "data_version": {"type": "string", "pattern": r"^4\.",
+                         "description": "expected ReFrame's run report format 4.x"},
+        "time_start": {"type": "string", "pattern": r"^[0-9]{8}T[0-9]{6}[+-][0-9]{4}$",
+                       "description": "expected ReFrame's start time YYYYMMDDTHHMMSS+ZZZZ"},
+        "time_start_unix": _NUMBER,
+        "uuid": {"type": "string", "pattern": "^[0-9a-fA-F]{8}[-0-9a-fA-F]*$",
+                 "description": "expected ReFrame's session uuid (hex digits and dashes)"},
+    }},
+    "runs": {"type": "array", "items": {"type": "object", "properties": {
+        "testcases": {"type": "array", "items": _TESTCASE}}}},
+}}
+
+#: provenance.json as provenance.collect_provenance writes it (what the page shows)
+PROVENANCE_SCHEMA = {"type": "object", "properties": {
+    "cpus": {"type": ["integer", "null"]},
+    "mpis": {"type": "object", "additionalProperties": _MPI_INFO},
+    "tuning_state": {"type": ["object", "null"]},
+}}
+
+#: a session folder's name: its start time and the first 8 hex digits of its uuid
+SESSION_NAME = re.compile(r"[0-9]{8}T[0-9]{6}-[0-9a-f]{8}")
+START_FORMAT = "%Y%m%dT%H%M%S%z"
+
+
+def session_folder_name(info, path):
+    """`YYYYMMDDTHHMMSS-<8 hex>` built from the parsed start time and uuid,
+    never from their raw text: the name becomes a folder of reports/."""
+    try:
+        start = datetime.datetime.strptime(info["time_start"], START_FORMAT)
+    except (TypeError, ValueError) as err:
+        raise DataError(path, "session_info.time_start",
+                        f"not a date ({err}): {info['time_start']!r}") from err
+    prefix = str(info["uuid"])[:8].lower()
+    if not re.fullmatch("[0-9a-f]{8}", prefix):
+        raise DataError(path, "session_info.uuid", f"expected ReFrame's session uuid, got "
+                                                   f"{info['uuid']!r}")
+    return f"{start:%Y%m%dT%H%M%S}-{prefix}"
+
+
+@dataclasses.dataclass
+class Session:
+    report: dict
+    provenance: dict
+    source: str
+
+    @property
+    def info(self):
+        return self.report["session_info"]
+
+    @property
+    def uuid(self):
+        return self.info["uuid"]
+
+    @property
+    def name(self):
+        return session_folder_name(self.info, self.source)
+
+    @property
+    def started(self):
+        return self.info["time_start_unix"]
+
+    @functools.cached_property
+    def testcases(self):
+        """Every case, the last run of each (ReFrame reruns failed ones)."""
+        cases = {}
+        for run in self.report.get("runs", []):
+            for tc in run.get("testcases", []):
+                cases[(tc.get("unique_name"), tc.get("system"), tc.get("partition"),
+                       tc.get("environ"))] = tc
+        return list(cases.values())
+
+    @property
+    def systems(self):
+        return sorted({tc.get("system", "") for tc in self.testcases})
+
+
+def load_session(path):
+    """A run report and the provenance.json beside it, validated where they
+    are read: DataError naming the file and key of the first problem."""
+    path = Path(path)
+    report = datafiles.load_json(path)
+    datafiles.validate(report, RUN_REPORT_SCHEMA, path)
+    session_folder_name(report["session_info"], path)     # a real date
+    check_records(report, path)
+    prov_file = path.parent / "provenance.json"
+    provenance = {}
+    if os.path.lexists(prov_file):
+        provenance = datafiles.validate(datafiles.load_json(prov_file), PROVENANCE_SCHEMA,
+                                        prov_file)
+    return Session(report, provenance, str(path))
+
+
+def check_records(report, path):
+    """Every case's record holds to results.record.SCHEMA; a case from a run
+    report written before checks wrote records has, in its legacy curves,
+    the columns its section draws (sections.legacy_record)."""
+    for i, run in enumerate(report["runs"]):
+        for j, tc in enumerate(run.get("testcases", [])):
+            where = ("runs", i, "testcases", j)
+            if tc.get("record"):
+                results_record.check(tc["record"], path, (*where, "record"))
+                continue
+            for key, columns in legacy_drawn_columns(tc).items():
+                datafiles.validate(tc.get(key), curve_schema(*sorted(columns)), path,
+                                   (*where, key))
+
+
+def published_sessions(reports_dir=paths.REPORTS):
+    """The sessions on disk, oldest first: real folders named like a session
+    whose run report loads and names that folder.  Anything else in
+    reports/ (latest, tune-demo/, a half-published staging folder, a broken
+    session) is not a session and is left alone."""
+    found = []
+    for folder in Path(reports_dir).iterdir() if Path(reports_dir).is_dir() else ():
+        if not SESSION_NAME.fullmatch(folder.name) or folder.is_symlink() \
+                or not folder.is_dir():
+            continue
+        try:
+            session = load_session(folder / "run-report.json")
+        except DataError:
+            continue
+        if session.name == folder.name:
+            found.append(session)
+    return sorted(found, key=lambda s: (s.started, s.name))
