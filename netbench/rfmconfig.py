@@ -247,6 +247,33 @@ def refuse_empty_runs():
 EMPTY_RUN = "netbench: no test case matched the filters"
 
 
+def say_what_was_not_generated():
+    """After ReFrame has loaded the check files (for -l, -r and --dry-run
+    alike), one line per reason a check generated fewer cases, with the
+    count (netbench/selection.py), and how to reach the whole matrix from
+    a focused run.  ReFrame has no hook after loading; this wraps its
+    loader's entry point, once per interpreter; settings.py calls it."""
+    from reframe.frontend.loader import RegressionCheckLoader
+
+    if getattr(RegressionCheckLoader.load_all, "netbench_reports_dropped", False):
+        return
+    load_all = RegressionCheckLoader.load_all
+
+    def load_all_and_report(self, *args, **kwargs):
+        loaded = load_all(self, *args, **kwargs)
+        from reframe.core.logging import getlogger
+        from . import selection
+        for line in selection.not_generated_lines():
+            getlogger().info(line)
+        if not selection.full_matrix_requested():
+            getlogger().info("the focused default set: `-t full` runs the whole matrix, "
+                             "`-t seeds` the source documents' experiments")
+        return loaded
+
+    load_all_and_report.netbench_reports_dropped = True
+    RegressionCheckLoader.load_all = load_all_and_report
+
+
 def log_file_stamp(pid=None):
     """strftime pattern of the log file's suffix: the session's start to
     the second, and the ReFrame process's PID, so that two sessions started

@@ -27,10 +27,13 @@ class MtuMixin(rfm.RegressionTestPlugin):
     transport = checks.ANY_NETWORK
     section = "mtu"
 
+    def in_default_set(self, env):
+        return False        # seed 004's MTU experiment: -t seeds
+
     def partition_problem(self, part):
         if not part.extras.get("set_mtu"):
-            return ("the partition names no set_mtu command (a virtual cluster does; on real "
-                    "clusters set the MTU with tune.yml)", part.fullname)
+            return ("the partition names no set_mtu command; a virtual cluster does, on real "
+                    "clusters set the MTU with tune.yml", part.fullname)
         if part.extras.get("vcluster") and os.geteuid() != 0:
             return "changing a virtual cluster's MTU needs root"
         return super().partition_problem(part)

@@ -42,6 +42,9 @@ class ViewBinaryRun(checks.MpiRun):
     binary = ""
     package = ""
 
+    def in_default_set(self, env):
+        return False        # external benchmarks beside netbench's own: -t full or by tag
+
     @run_after("setup")
     def locate_binary(self):
         path, where = self.find_binary(self.current_environ)
@@ -52,8 +55,8 @@ class ViewBinaryRun(checks.MpiRun):
 
     def environment_problem(self, env):
         if not self.find_binary(env)[0]:
-            return (f"no {self.package} binaries for the MPI: build {self.package} "
-                    f"against it (spack.yaml)", env.name)
+            return (f"no {self.package} binaries for the MPI; build {self.package} "
+                    f"against it in spack.yaml", env.name)
         return super().environment_problem(env)
 
     def binary_name(self, env):

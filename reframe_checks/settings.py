@@ -28,6 +28,9 @@ rfmconfig.register_launchers()
 # a filter that matches no test case exits 1, not `PASSED 0/0` (ReFrame has
 # no option or hook for it: this wraps its runner)
 rfmconfig.refuse_empty_runs()
+# one line per reason a case was not generated (netbench/selection.py),
+# printed once the check files are loaded
+rfmconfig.say_what_was_not_generated()
 # ReFrame opens its log file in .reframe/logs/ before it creates any folder
 rfmconfig.make_state_folders()
 # sbatch and squeue run in ReFrame's own environment: with one virtual

@@ -60,6 +60,9 @@ class TcpStreams(checks.NetbenchRun):
     placement = parameter(checks.configured_placements())
     transport = checks.RAW_TCP
     kind = "tcp-stream"
+
+    def in_default_set(self, env):
+        return False        # seed 003's multi-socket experiment: -t seeds
     bench_mode = "tcp"
     section = "tcp_tuning"
     drawn_columns = ("Mbps", "MBps_mean", "MBps_low", "MBps_high")

@@ -49,7 +49,9 @@ def test_activate_loads_the_config_and_lists_both_mpis(home):
     proc = bash(f"source {ACTIVATE} && reframe -c reframe_checks -l", paths.REPO, home)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"settings files:    '<builtin>', '{paths.CONFIG}'" in proc.stdout
-    for check in ("PingPong %variant=blocking %transport=shm", "MpiVsTcp", "Throughput"):
+    # the focused default set (MpiVsTcp is one `-t full` away)
+    for check in ("PingPong %variant=blocking %transport=shm", "TcpSocketBuffer %sockbuf=0",
+                  "Throughput %pattern=sendrecv"):
         assert check in proc.stdout
 
 

@@ -105,10 +105,12 @@ class CaseGeneration(rfm.RegressionTestPlugin):
         defect = (env.extras.get("known_defects") or {}).get(transport)
         ranks = self.num_ranks or self._max_candidate_nodes
         if defect and ranks >= defect["min_ranks"]:
-            return ("known defect (mpi_families.yaml known_defects)",
+            return ("known defect, listed in mpi_families.yaml known_defects",
                     f"{env.name} {transport}, {defect['min_ranks']}+ ranks")
         return None
 
     def in_default_set(self, env):
-        """Whether the case on `env` belongs to the focused default run."""
-        return False
+        """Whether the case on `env` belongs to the focused default run: a
+        check is, unless it says otherwise (a site's own check runs by
+        default; netbench's sweeps and side-by-side runs opt out)."""
+        return True
