@@ -236,3 +236,45 @@ def test_a_curve_no_section_draws_needs_only_bytes(tmp_path):
                                          [streams], {"placement": "intranode"})
     svg, _ = report.build_sections([session_from(data, tmp_path, "streams.json")])
     assert set(svg) == {"tcp_tuning"}
+
+
+def test_the_verdict_comes_first_with_each_failure_and_its_reason(tmp_path):
+    page = report.render_report([session_from(
+        minimal_report(reason="performance error: failed to meet references: "
+                              "latency=9.1, expected 0.42 (l=None, u=1.5)\nsecond line"),
+        tmp_path)])
+    verdict = page.index('id="verdict"')
+    assert verdict < page.index('id="curves"') and verdict < page.index('id="cases"')
+    assert "Not as it should be: 1 of 1 cases failed" in page
+    failures = page[page.index('id="failures"'):page.index("</table>", page.index('id="failures"'))]
+    assert "latency=9.1, expected 0.42" in failures and "second line" not in failures
+
+
+def test_the_headline_shows_each_judged_figure_beside_its_reference(tmp_path):
+    page = report.render_report([session_from(minimal_report(latency=0.5), tmp_path)])
+    headline = page[page.index('id="headline-1"'):page.index("</table>",
+                                                           page.index('id="headline-1"'))]
+    assert "As it should be: all 1 cases passed" in page
+    # 0.5 us judged against seed 000's 0.42 us with an upper bound of +150 %
+    assert "0.5 us" in headline and "ref 0.42 us, at most 1.05 us: pass" in headline
+    # 80000 Mbit/s read as Gbit/s, beside the 7688 Mbit/s reference
+    assert "80 Gbit/s" in headline and "ref 7.69 Gbit/s, at least 7.69 Gbit/s" in headline
+
+
+def test_skipped_cases_collapse_into_one_line_per_reason(tmp_path):
+    data = minimal_report()
+    skipped = dict(data["runs"][0]["testcases"][0], result="skip", perfvalues={},
+                   fail_reason="no image x: run `make container`")
+    data["runs"][0]["testcases"] += [dict(skipped, name=f"S{i}", unique_name=f"S{i}")
+                                     for i in range(3)]
+    page = report.render_report([session_from(data, tmp_path)])
+    assert "3 cases skipped, 1 reason" in page
+    assert page.count("no image x: run `make container`") == 1 + 3    # summary, case rows
+
+
+def test_figures_read_as_a_person_reads_them():
+    from netbench.report.verdict import readable
+    assert readable(224027.6, "Mbit/s") == "224 Gbit/s"
+    assert readable(940.0, "Mbit/s") == "940 Mbit/s"
+    assert readable(41236, "B") == "40.3 KiB"
+    assert readable(0.5876, "us") == "0.588 us"

@@ -1,6 +1,7 @@
 """End to end: a short real suite, then the published report opened in
-headless Chromium from a file:// URL: it renders its plots and summary
-table, and the browser logs no errors.  The screenshot is kept in
+headless Chromium from a file:// URL: its first screen (1400x900) holds the
+verdict and the headline table, it renders its plots and summary table, and
+the browser logs no errors.  The screenshots are kept in
 .reframe/artifacts/ for a person to look at."""
 
 import json
@@ -36,7 +37,8 @@ def run_chromium(url, profile, *args):
 
 @pytest.fixture(scope="module")
 def short_session(tmp_path_factory):
-    """Both wheel MPIs, every check family, a shortened sweep."""
+    """Both wheel MPIs, the focused default set a user runs, a shortened
+    sweep."""
     home = tmp_path_factory.mktemp("home")
     proc = bash(f"source {ACTIVATE} && reframe -c reframe_checks -r "
                 "-p '^(mpich|openmpi)$' -S budget=0.01 -S max_bytes=1048576",
@@ -60,9 +62,43 @@ def test_latest_report_and_index_are_published(short_session):
     session = os.readlink(latest)
     assert session in (paths.REPORTS / "index.html").read_text()
     page = (latest / "index.html").read_text()
-    for family in ("PingPong", "MpiVsTcp", "Throughput"):
+    for family in ("PingPong", "TcpSocketBuffer", "Throughput"):
         assert family in page
     assert "mpich" in page and "openmpi" in page
+
+
+#: appended to a copy of the page (the page itself runs no script): where
+#: the browser laid out the verdict and the first headline table
+LAYOUT_PROBE = """<pre id="layout-probe"></pre><script>
+const boxes = {};
+for (const id of ["verdict", "headline-1"]) {
+  const el = document.getElementById(id);
+  if (el) { const r = el.getBoundingClientRect(); boxes[id] = [r.top, r.bottom]; }
+}
+document.getElementById("layout-probe").textContent = JSON.stringify(boxes);
+</script>"""
+
+
+def test_the_first_screen_is_the_verdict(short_session, tmp_path):
+    """A site engineer sees whether the network is as it should be before
+    scrolling: the verdict and the whole first headline table lie within
+    a 1400x900 laptop screen."""
+    require(chromium() is not None, "Debian's chromium is not installed")
+    page = (paths.REPORTS / "latest" / "index.html").read_text()
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", LAYOUT_PROBE + "</body>"))
+    dom = run_chromium(probe.as_uri(), tmp_path / "p3", "--window-size=1400,900", "--dump-dom")
+    found = re.search(r'<pre id="layout-probe">(.*?)</pre>', dom.stdout, re.S)
+    assert found, dom.stderr[-2000:]
+    boxes = json.loads(found.group(1).replace("&quot;", '"'))
+    assert set(boxes) == {"verdict", "headline-1"}, boxes
+    assert boxes["verdict"][0] < 200, boxes
+    assert boxes["headline-1"][1] <= 900, boxes
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    shot = ARTIFACTS / "report-first-screen.png"
+    run_chromium((paths.REPORTS / "latest" / "index.html").resolve().as_uri(), tmp_path / "p4",
+                 f"--screenshot={shot}", "--window-size=1400,900")
+    assert shot.exists()
 
 
 def test_report_renders_in_headless_chromium(short_session, tmp_path):

@@ -9,7 +9,7 @@ import re
 import jinja2
 
 from .. import paths
-from . import plots
+from . import plots, verdict
 from .sections import case_record
 
 TEMPLATES = paths.TEMPLATES
@@ -120,6 +120,8 @@ def environment():
                              lstrip_blocks=True)
     env.filters["num"] = lambda v, digits=4: "" if v is None else f"{v:.{digits}g}"
     env.filters["sparkline"] = sparkline
+    env.filters["readable"] = lambda figure: verdict.readable(figure["value"], figure["unit"])
+    env.filters["bounds"] = verdict.bounds_text
     return env
 
 
@@ -134,6 +136,9 @@ def render_report(sessions, earlier=()):
             counts[tc.get("result", "?")] = counts.get(tc.get("result", "?"), 0) + 1
     return environment().get_template("report.html.j2").render(
         sessions=sessions, rows=rows, counts=counts, svg=svg, fits=fits,
+        verdict=verdict.overall(sessions), failures=verdict.failures(sessions),
+        headlines=verdict.headline_tables(sessions), headline_columns=verdict.HEADLINE,
+        skipped=verdict.skipped_by_reason(sessions),
         history=history_for(sessions[-1], earlier) if len(sessions) == 1 else {},
         comparison=comparison_rows(sessions) if len(sessions) > 1 else [],
         generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))

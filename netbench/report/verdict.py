@@ -1,0 +1,152 @@
+"""The first screen of a report: the verdict, the failures with their
+reasons, and one headline table per partition (a row per MPI, transport and
+placement: latency, bandwidth at 1 and 8 MiB, peak, share of the line rate,
+n½, each judged figure beside its documented reference and bounds).
+
+Everything comes from the run report: the cases' perfvalues (what ReFrame
+judged, with the reference and bounds of that session) and their records
+(provenance, the line rate).  Pure: no ReFrame, no YAML.
+"""
+
+from .sections import case_record
+
+#: headline columns: (perf variable, heading); judged ones show their reference
+HEADLINE = [("latency", "latency"), ("bw_1MiB", "1 MiB"), ("bw_8MiB", "8 MiB"),
+            ("peak_bw", "peak"), ("nhalf", "n½")]
+#: a case makes a headline row when it measured these (a ping-pong sweep)
+HEADLINE_NEEDS = {"latency", "peak_bw"}
+
+
+def perf_entry(tc, var):
+    """{value, reference, lower, upper, unit, verdict} of one performance
+    variable as ReFrame judged it; None when the case has none."""
+    for key, entry in (tc.get("perfvalues") or {}).items():
+        if key.split(":")[-1] == var:
+            value, ref, lower, upper, unit, result = entry[:6]
+            judged = ref not in (None, 0) and (lower is not None or upper is not None)
+            return {"value": value, "unit": unit,
+                    "reference": ref if judged else None,
+                    "lower": ref * (1 + lower) if judged and lower is not None else None,
+                    "upper": ref * (1 + upper) if judged and upper is not None else None,
+                    "verdict": result if judged else "not judged"}
+    return None
+
+
+def readable(value, unit):
+    """A figure as a person reads it: 3 significant digits, bandwidth in
+    Gbit/s from 1000 Mbit/s up, sizes in KiB and MiB."""
+    if value is None:
+        return ""
+    if unit == "Mbit/s" and abs(value) >= 1000:
+        value, unit = value / 1000, "Gbit/s"
+    elif unit == "B":
+        for factor, name in ((1 << 20, "MiB"), (1 << 10, "KiB")):
+            if abs(value) >= factor:
+                value, unit = value / factor, name
+                break
+    return f"{value:.3g} {unit}"
+
+
+def bounds_text(figure):
+    """"ref 7.69 Gbit/s, at least 7.69 Gbit/s" and the like."""
+    unit = figure["unit"]
+    parts = [f"ref {readable(figure['reference'], unit)}"]
+    if figure["lower"] is not None and figure["upper"] is not None:
+        parts.append(f"within {readable(figure['lower'], unit)}-{readable(figure['upper'], unit)}")
+    elif figure["lower"] is not None:
+        parts.append(f"at least {readable(figure['lower'], unit)}")
+    elif figure["upper"] is not None:
+        parts.append(f"at most {readable(figure['upper'], unit)}")
+    return ", ".join(parts)
+
+
+def one_line(reason, limit=240):
+    """The first line of a failure reason, short enough for a table cell."""
+    first = (reason or "").strip().splitlines()[0] if (reason or "").strip() else ""
+    return first if len(first) <= limit else first[:limit - 1] + "…"
+
+
+def judged_cases(sessions):
+    return [tc for s in sessions for tc in s.testcases
+            if tc.get("result") != "skip" and not tc.get("name", "").startswith("NetbenchBuild")]
+
+
+def failures(sessions):
+    """Failed cases, each with its reason in one line."""
+    rows = []
+    for tc in judged_cases(sessions):
+        if tc.get("result") == "fail":
+            rows.append({"case": tc.get("display_name", tc.get("name", "")).split(" /")[0],
+                         "environ": tc.get("environ", ""),
+                         "partition": f"{tc.get('system')}:{tc.get('partition')}",
+                         "stage": tc.get("fail_phase") or "",
+                         "reason": one_line(tc.get("fail_reason"))})
+    return rows
+
+
+def overall(sessions):
+    """The verdict of the run: does the network perform as documented?"""
+    cases = judged_cases(sessions)
+    failed = [tc for tc in cases if tc.get("result") == "fail"]
+    figures = [e for tc in cases for e in (perf_entry(tc, v) for v in sorted(HEADLINE_NEEDS))
+               if e and e["reference"] is not None]
+    if not cases:
+        word, text = "nothing-run", "No test case ran: nothing to judge."
+    elif failed:
+        word = "fail"
+        text = (f"Not as it should be: {len(failed)} of {len(cases)} cases failed "
+                f"(below, each with its reason).")
+    else:
+        word = "pass"
+        text = (f"As it should be: all {len(cases)} cases passed; {len(figures)} headline "
+                f"figures within the bounds of their documented references.")
+    return {"word": word, "text": text, "cases": len(cases), "failed": len(failed)}
+
+
+def line_rate_share(tc, peak):
+    rate = (case_record(tc).get("provenance") or {}).get("line_rate_mbps")
+    if not rate or not peak or peak.get("value") is None:
+        return None
+    return peak["value"] / rate
+
+
+def headline_row(tc):
+    record = case_record(tc)
+    prov = record.get("provenance") or {}
+    figures = {var: perf_entry(tc, var) for var, _ in HEADLINE}
+    return {"environ": tc.get("environ", ""),
+            "mpi": " ".join(x for x in (prov.get("mpi_family"), prov.get("mpi_version")) if x),
+            "transport": "raw TCP" if prov.get("transport") == "raw" else
+                         prov.get("transport", ""), "placement": prov.get("placement", ""),
+            "case": tc.get("display_name", tc.get("name", "")).split(" /")[0],
+            "label": record.get("label", ""),
+            "interconnect": prov.get("interconnect", ""),
+            "result": tc.get("result", "?"), "figures": figures,
+            "line_rate_share": line_rate_share(tc, figures["peak_bw"])}
+
+
+def headline_tables(sessions):
+    """{partition: rows}: each ping-pong sweep of the run, failed rows
+    first, then by MPI, placement and transport."""
+    tables = {}
+    for tc in judged_cases(sessions):
+        measured = {key.split(":")[-1] for key in (tc.get("perfvalues") or {})}
+        if not HEADLINE_NEEDS <= measured:
+            continue
+        partition = f"{tc.get('system')}:{tc.get('partition')}"
+        tables.setdefault(partition, []).append(headline_row(tc))
+    for rows in tables.values():
+        rows.sort(key=lambda r: (r["result"] != "fail", r["environ"], r["placement"],
+                                 r["transport"] != "shm", r["case"]))
+    return dict(sorted(tables.items()))
+
+
+def skipped_by_reason(sessions):
+    """[(reason, count)] of the cases that skipped, most frequent first."""
+    counts = {}
+    for s in sessions:
+        for tc in s.testcases:
+            if tc.get("result") == "skip":
+                reason = one_line(tc.get("fail_reason")) or "no reason given"
+                counts[reason] = counts.get(reason, 0) + 1
+    return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
