@@ -198,7 +198,8 @@ def test_reference_points_come_from_the_recorded_references(tmp_path):
     s = session_from(copy.deepcopy(minimal_report()), tmp_path)
     records = [(0, report.case_record(tc)) for tc in s.testcases]
     _, points = report.curve_plot_data(report.CURVE_PLOTS["bandwidth"], records)
-    (label, (size, value)), = points.items()
+    ((label, panel), (size, value)), = points.items()
+    assert panel == "mpich (wheel)"       # drawn in the panel of the case it judged
     assert (size, value) == (262141, 7688)
     assert "Intranode / Myrinet / MPI" in label
 
@@ -263,8 +264,9 @@ def test_the_headline_shows_each_judged_figure_beside_its_reference(tmp_path):
 
 def test_skipped_cases_collapse_into_one_line_per_reason(tmp_path):
     data = minimal_report()
+    # ReFrame keeps no reason for a skip: the checks record it (skip_reason)
     skipped = dict(data["runs"][0]["testcases"][0], result="skip", perfvalues={},
-                   fail_reason="no image x: run `make container`")
+                   skip_reason="no image x: run `make container`")
     data["runs"][0]["testcases"] += [dict(skipped, name=f"S{i}", unique_name=f"S{i}")
                                      for i in range(3)]
     page = report.render_report([session_from(data, tmp_path)])

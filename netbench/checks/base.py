@@ -54,6 +54,9 @@ class MpiJob(rfm.RunOnlyRegressionTest):
     partition_info = variable(dict, value={})
     #: "host:cpuN" where two ranks were pinned to the same single CPU
     stacked_ranks = variable(list, value=[])
+    #: why the case skipped: ReFrame's run report keeps no reason for a skip,
+    #: and the report collapses skipped cases into one line per reason
+    skip_reason = variable(str, value="")
     #: ranks of the job; 0: one per node of the partition
     num_ranks = 2
     #: processes per node for internode placement (0: as few as fit)
@@ -137,6 +140,10 @@ class MpiJob(rfm.RunOnlyRegressionTest):
             self.skip_if(self.num_ranks >= defect["min_ranks"],
                          f"known defect, not run: {defect['why']} "
                          f"(mpi_families.yaml known_defects)")
+
+    def skip(self, msg=None):
+        self.skip_reason = msg or ""
+        super().skip(msg)
 
     def expected_hosts(self):
         """Ranks fill each node with procs_per_node before the next."""

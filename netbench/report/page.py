@@ -9,7 +9,7 @@ import re
 import jinja2
 
 from .. import paths
-from . import plots, verdict
+from . import findings, plots, verdict
 from .sections import case_record
 
 TEMPLATES = paths.TEMPLATES
@@ -39,7 +39,7 @@ def case_rows(tc):
             "environ": tc.get("environ"), "case": case_label(tc),
             "placement": record["provenance"].get("placement", ""),
             "result": tc.get("result", "?"),
-            "reason": tc.get("fail_reason") or ""}
+            "reason": tc.get("fail_reason") or tc.get("skip_reason") or ""}
     perf = tc.get("perfvalues") or {}
     if not perf:
         return [dict(base, variable="", value=None, unit="", reference=None, lower=None,
@@ -139,6 +139,7 @@ def render_report(sessions, earlier=()):
         verdict=verdict.overall(sessions), failures=verdict.failures(sessions),
         headlines=verdict.headline_tables(sessions), headline_columns=verdict.HEADLINE,
         skipped=verdict.skipped_by_reason(sessions),
+        findings=findings.evaluate(sessions),
         history=history_for(sessions[-1], earlier) if len(sessions) == 1 else {},
         comparison=comparison_rows(sessions) if len(sessions) > 1 else [],
         generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))

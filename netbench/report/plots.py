@@ -9,8 +9,8 @@ netbench.report without drawing anything."""
 import functools
 import io
 
-from .sections import (CURVE_PLOTS, case_record, curve_plot_data, hockney_fits,
-                       line_rates, overhead_series, scaling_points)
+from .sections import (CURVE_PLOTS, RAW_TCP_PANEL, case_record, curve_plot_data,
+                       hockney_fits, line_rates, overhead_series, scaling_points)
 
 STYLES = ["-", "--", ":", "-."]
 
@@ -39,25 +39,84 @@ def _svg(fig):
     return text[text.index("<svg"):]      # drop the XML prologue for inlining
 
 
-def curve_plot(series, xlabel, ylabel, title, logy=True, references=(), hlines=()):
-    """series: [(label, xs, ys, style index)]; references: [(label, x, y)]
-    drawn as markers; hlines: [(label, y)] such as a line rate."""
-    fig, ax = pyplot().subplots(figsize=(6.4, 3.6))
-    for label, xs, ys, style in series:
-        ax.plot(xs, ys, STYLES[style % len(STYLES)], marker=".", markersize=3, label=label,
-                linewidth=1.2)
-    for label, x, y in references:
-        ax.plot([x], [y], marker="D", linestyle="none", markersize=6, label=label)
-    for label, y in hlines:
-        ax.axhline(y, color="grey", linestyle="--", linewidth=1, label=label)
+#: lines a panel holds at most; more are split over further panels
+PANEL_LINES = 6
+#: panels side by side
+PANEL_COLUMNS = 2
+
+
+def byte_label(nbytes):
+    """1 B, 16 B, 4 KiB, 1 MiB: message sizes as a person reads them."""
+    for factor, unit in ((1 << 20, "MiB"), (1 << 10, "KiB")):
+        if nbytes >= factor:
+            return f"{nbytes / factor:g} {unit}"
+    return f"{nbytes:g} B"
+
+
+def byte_axis(ax, xs):
+    """Log2 message-size axis with ticks every 16x, labelled in bytes."""
+    top = max(xs, default=1)
+    ticks = [1 << k for k in range(0, 31, 4) if (1 << k) <= top * 2]
     ax.set_xscale("log", base=2)
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
-    if series or references:
-        ax.legend(fontsize=7, loc="best")
+    ax.set_xticks(ticks, [byte_label(t) for t in ticks])
+    ax.minorticks_off()
+
+
+def panels_of(series, baseline_panel=None):
+    """{panel title: series}: each panel at most PANEL_LINES lines, split
+    in parts where it has more; the series of `baseline_panel` (raw TCP)
+    are added to every other panel as its baseline."""
+    grouped = {}
+    for entry in series:
+        grouped.setdefault(entry[4], []).append(entry)
+    baseline = grouped.pop(baseline_panel, []) if baseline_panel else []
+    if not grouped and baseline:
+        grouped, baseline = {baseline_panel: baseline}, []
+    panels = {}
+    for title, lines in sorted(grouped.items()):
+        room = PANEL_LINES - len(baseline)
+        parts = [lines[i:i + room] for i in range(0, len(lines), room)] or [[]]
+        for n, part in enumerate(parts, 1):
+            name = title if len(parts) == 1 else f"{title}, part {n} of {len(parts)}"
+            panels[name] = (part, baseline, title)
+    return panels
+
+
+def curve_plot(series, xlabel, ylabel, title, logy=True, references=(), hlines=(),
+               baseline_panel=None):
+    """Small multiples: one panel per MPI (series' 5th element), at most
+    PANEL_LINES lines each, the legend below each panel, outside its data.
+    series: [(label, xs, ys, style index, panel)]; references: [(label, x,
+    y, panel)] drawn as markers in their panel; hlines: [(label, y)] such as
+    a line rate, in every panel."""
+    panels = panels_of(series, baseline_panel)
+    rows = -(-len(panels) // PANEL_COLUMNS)
+    cols = min(len(panels), PANEL_COLUMNS)
+    fig, axes = pyplot().subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False,
+                                  sharey=True)
+    for ax, (name, (lines, baseline, panel)) in zip(axes.flat, panels.items()):
+        for label, xs, ys, style, _ in lines:
+            ax.plot(xs, ys, STYLES[style % len(STYLES)], marker=".", markersize=3,
+                    label=label, linewidth=1.2)
+        for label, xs, ys, _, _ in baseline:
+            ax.plot(xs, ys, color="grey", linewidth=1, label=label)
+        for label, x, y, where in references:
+            if where == panel:
+                ax.plot([x], [y], marker="D", linestyle="none", markersize=6, label=label)
+        for label, y in hlines:
+            ax.axhline(y, color="grey", linestyle="--", linewidth=1, label=label)
+        byte_axis(ax, [x for _, xs, _, _, _ in lines + baseline for x in xs])
+        if logy:
+            ax.set_yscale("log")
+        ax.set_title(name, fontsize=9)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=1,
+                  frameon=False)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    fig.tight_layout()
     return _svg(fig)
 
 
@@ -71,7 +130,7 @@ def scaling_plot(series, title):
     ax.set_title(title)
     ax.set_xticks(sorted({x for _, xs, _ in series for x in xs}) or [2])
     if series:
-        ax.legend(fontsize=7, loc="best")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
     return _svg(fig)
 
 
@@ -80,7 +139,7 @@ def build_sections(sessions):
     overlaid for several; and the Hockney fits."""
     multi = len(sessions) > 1
     curves = {name: ([], {}) for name in CURVE_PLOTS}
-    fits, overhead, scaling, every_record = [], [], [], []
+    fits, losses, speedups, scaling, every_record = [], [], [], [], []
     for s in sessions:
         tag = f"[{s.name}] " if multi else ""
         records = [(i, case_record(tc)) for i, tc in enumerate(s.testcases)]
@@ -90,7 +149,9 @@ def build_sections(sessions):
             curves[name][0].extend(series)
             curves[name][1].update(points)
         fits += hockney_fits(records, tag)
-        overhead += overhead_series(records, tag)
+        loss, speedup = overhead_series(records, tag)
+        losses += loss
+        speedups += speedup
         scaling += [(line, [x for x, _ in sorted(p)], [y for _, y in sorted(p)])
                     for line, p in scaling_points(records, tag).items()]
     svg = {}
@@ -98,14 +159,19 @@ def build_sections(sessions):
         plot = CURVE_PLOTS[name]
         if series:
             svg[name] = curve_plot(
-                series, "message size (bytes)", plot.ylabel, plot.title, logy=plot.logy,
-                references=[(label, *xy) for label, xy in points.items()],
-                hlines=line_rates(every_record) if plot.line_rates else ())
-    if overhead:
-        svg["overhead"] = curve_plot(overhead, "message size (bytes)",
-                                     "MPI loss against raw TCP (%)",
-                                     "MPI vs TCP overhead (seed 000, Figures 2 and 4)",
-                                     logy=False)
+                series, "message size", plot.ylabel, plot.title, logy=plot.logy,
+                references=[(label, x, y, panel) for (label, panel), (x, y) in points.items()],
+                hlines=line_rates(every_record) if plot.line_rates else (),
+                baseline_panel=RAW_TCP_PANEL)
+    if losses:
+        svg["overhead"] = curve_plot(losses, "message size", "MPI loss against raw TCP (%)",
+                                     "MPI vs raw TCP over the network transports: the loss "
+                                     "(seed 000, Figures 2 and 4)", logy=False)
+    if speedups:
+        svg["shm_speedup"] = curve_plot(speedups, "message size",
+                                        "MPI bandwidth / raw TCP bandwidth (x)",
+                                        "Shared memory against TCP loopback: a speed-up, "
+                                        "not a loss", logy=True)
     if scaling:
         svg["scaling"] = scaling_plot(scaling, "Throughput vs processes "
                                                "(seed 002, Figures 6-9)")

@@ -117,22 +117,38 @@ def _series_of(rec, column):
     return [(f" {s['name']}" if len(rec["series"]) > 1 else "", s) for s in found]
 
 
+#: the panel of raw TCP series: drawn in every MPI's panel as its baseline
+RAW_TCP_PANEL = "raw TCP"
+
+
+def panel_of(rec):
+    """The small-multiples panel a record's curves go in: its MPI (family
+    and where it came from), or raw TCP, which no MPI carries."""
+    prov = rec["provenance"]
+    if prov.get("transport") == "raw":
+        return RAW_TCP_PANEL
+    family = prov.get("mpi_family") or "MPI"
+    return f"{family} ({prov['mpi_source']})" if prov.get("mpi_source") else family
+
+
 def curve_plot_data(plot, records, tag=""):
-    """(series, reference points) of one CurvePlot from (index, record) pairs:
-    the points are the figures each case recorded as judged by, where it
-    said to draw them."""
+    """(series, reference points) of one CurvePlot from (index, record) pairs.
+    Each series is (label, xs, ys, style index, panel); the points are
+    {(label, panel): (x, y)}, the figures each case recorded as judged by,
+    where it said to draw them, in the panel of the case."""
     series, points = [], {}
     for i, rec in records:
         if rec["section"] not in plot.sections:
             continue
+        panel = panel_of(rec)
         for suffix, s in _series_of(rec, plot.column):
             rows = _rows(s)
             series.append((tag + rec["label"] + suffix, [r[s["x"]["column"]] for r in rows],
-                           [r[plot.column] for r in rows], i))
+                           [r[plot.column] for r in rows], i, panel))
         for ref in rec["references"].values():
             at = ref.get("at")
             if at and at["y"] == plot.column and ref.get("citation"):
-                points[_reference_label(ref["citation"])] = (at["bytes"], ref["value"])
+                points[(_reference_label(ref["citation"]), panel)] = (at["bytes"], ref["value"])
     return series, points
 
 
@@ -154,8 +170,12 @@ def hockney_fits(records, tag=""):
 
 
 def overhead_series(records, tag=""):
-    """MPI's bandwidth loss against raw TCP at each size both measured."""
-    out = []
+    """MPI against raw TCP at each size both measured, in two kinds: over a
+    network transport, MPI's loss in % (seed 000, Figures 2 and 4); over
+    shared memory, where MPI does not use TCP at all, the speed-up as a
+    ratio.  Returns (losses, speedups), each [(label, sizes, values, i,
+    panel)]."""
+    losses, speedups = [], []
     for i, rec in records:
         if rec["section"] != "mpi_vs_tcp":
             continue
@@ -165,10 +185,15 @@ def overhead_series(records, tag=""):
         mpi_bw = {r["bytes"]: r["Mbps"] for r in _rows(mpi) if "Mbps" in r}
         tcp_bw = {r["bytes"]: r["Mbps"] for r in _rows(tcp) if r.get("Mbps")}
         sizes = sorted(set(mpi_bw) & set(tcp_bw))
-        if sizes:
-            out.append((tag + rec["label"], sizes,
-                        [100 * (1 - mpi_bw[n] / tcp_bw[n]) for n in sizes], i))
-    return out
+        if not sizes:
+            continue
+        label, panel = tag + rec["label"], panel_of(rec)
+        if rec["provenance"].get("transport") == "shm":
+            speedups.append((label, sizes, [mpi_bw[n] / tcp_bw[n] for n in sizes], i, panel))
+        else:
+            losses.append((label, sizes, [100 * (1 - mpi_bw[n] / tcp_bw[n]) for n in sizes],
+                           i, panel))
+    return losses, speedups
 
 
 def scaling_points(records, tag=""):

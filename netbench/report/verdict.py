@@ -14,6 +14,7 @@ from .sections import case_record
 HEADLINE = [("latency", "latency"), ("bw_1MiB", "1 MiB"), ("bw_8MiB", "8 MiB"),
             ("peak_bw", "peak"), ("nhalf", "n½")]
 #: a case makes a headline row when it measured these (a ping-pong sweep)
+#: and some of them were judged against a documented reference
 HEADLINE_NEEDS = {"latency", "peak_bw"}
 
 
@@ -120,6 +121,9 @@ def headline_row(tc):
                          prov.get("transport", ""), "placement": prov.get("placement", ""),
             "case": tc.get("display_name", tc.get("name", "")).split(" /")[0],
             "label": record.get("label", ""),
+            # the label without what the other columns say
+            "what": " ".join(w for w in record.get("label", "").split()
+                             if w not in (tc.get("environ"), prov.get("placement"))),
             "interconnect": prov.get("interconnect", ""),
             "result": tc.get("result", "?"), "figures": figures,
             "line_rate_share": line_rate_share(tc, figures["peak_bw"])}
@@ -132,6 +136,10 @@ def headline_tables(sessions):
     for tc in judged_cases(sessions):
         measured = {key.split(":")[-1] for key in (tc.get("perfvalues") or {})}
         if not HEADLINE_NEEDS <= measured:
+            continue
+        # sweeps kept for the curves only (a socket-buffer size, MPI's half of
+        # a side-by-side run) are judged elsewhere or not at all
+        if all(perf_entry(tc, var)["reference"] is None for var in HEADLINE_NEEDS):
             continue
         partition = f"{tc.get('system')}:{tc.get('partition')}"
         tables.setdefault(partition, []).append(headline_row(tc))
@@ -147,6 +155,7 @@ def skipped_by_reason(sessions):
     for s in sessions:
         for tc in s.testcases:
             if tc.get("result") == "skip":
-                reason = one_line(tc.get("fail_reason")) or "no reason given"
+                reason = (one_line(tc.get("skip_reason") or tc.get("fail_reason"))
+                          or "no reason recorded")
                 counts[reason] = counts.get(reason, 0) + 1
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
