@@ -55,7 +55,7 @@ class MPI:
     capabilities: frozenset
     transports: dict     # transport name -> environment variables
     fabric: str = ""     # a Spack view's fabric (data/fabrics.yaml), else ""
-    # transport -> {min_ranks, why}: runs this build is known to fail
+    # transport -> [{min_ranks, placements, why}]: runs this build is known to fail
     known_defects: dict = dataclasses.field(default_factory=dict)
 
     @property
@@ -92,6 +92,8 @@ def load_families(path=FAMILIES_FILE):
             require(defect, "transport", str, path, where)
             require(defect, "min_ranks", int, path, where)
             require(defect, "why", str, path, where)
+            if "placements" in defect:
+                require(defect, "placements", list, path, where)
     return data
 
 
@@ -282,10 +284,25 @@ def probe(cand, families):
 
 
 def known_defects(family, version, transports, families):
-    """The family's known defects that apply to this version's transports."""
-    return {d["transport"]: {"min_ranks": d["min_ranks"], "why": d["why"]}
-            for d in families[family].get("known_defects") or []
-            if version in map(str, d["versions"]) and d["transport"] in transports}
+    """{transport: [defect]} of the family's known defects that apply to
+    this version's transports; a defect without `placements` applies to
+    every placement."""
+    found = {}
+    for d in families[family].get("known_defects") or []:
+        if version in map(str, d["versions"]) and d["transport"] in transports:
+            found.setdefault(d["transport"], []).append(
+                {"min_ranks": d["min_ranks"], "why": d["why"],
+                 "placements": d.get("placements") or ["intranode", "internode"]})
+    return found
+
+
+def known_defect(defects, transport, placement, ranks):
+    """The first of an environment's known defects (known_defects()) that
+    a run of `ranks` ranks over `transport` at `placement` meets, or None."""
+    for d in (defects or {}).get(transport) or []:
+        if placement in d["placements"] and ranks >= d["min_ranks"]:
+            return d
+    return None
 
 
 def load_fabrics(path=FABRICS_FILE):

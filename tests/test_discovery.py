@@ -82,17 +82,29 @@ def test_system_mpis_from_suffixed_executables(families):
     # Debian's MPICH 4.0.2 hangs in MPI_Finalize over UCX tcp with 3+ ranks:
     # the checks learn it from the data and skip such runs with the reason
     if found["system-mpich"].version == "4.0.2":
-        defect = found["system-mpich"].known_defects["ucx-tcp"]
-        assert defect["min_ranks"] == 3 and "MPI_Finalize" in defect["why"]
+        everywhere, across_nodes = found["system-mpich"].known_defects["ucx-tcp"]
+        assert everywhere["min_ranks"] == 3 and "MPI_Finalize" in everywhere["why"]
+        assert across_nodes["placements"] == ["internode"] and across_nodes["min_ranks"] == 2
 
 
 def test_known_defects_apply_to_their_versions_and_transports_only(families):
     defects = families["mpich"]["known_defects"]
     assert discovery.known_defects("mpich", "4.0.2", {"shm": {}, "ucx-tcp": {}}, families) == {
-        "ucx-tcp": {"min_ranks": defects[0]["min_ranks"], "why": defects[0]["why"]}}
+        "ucx-tcp": [{"min_ranks": defects[0]["min_ranks"], "why": defects[0]["why"],
+                     "placements": ["intranode", "internode"]},
+                    {"min_ranks": defects[1]["min_ranks"], "why": defects[1]["why"],
+                     "placements": ["internode"]}]}
     assert discovery.known_defects("mpich", "5.0.2", {"ucx-tcp": {}}, families) == {}
     assert discovery.known_defects("mpich", "4.0.2", {"ofi-tcp": {}}, families) == {}
     assert discovery.known_defects("openmpi", "4.0.2", {"ucx-tcp": {}}, families) == {}
+
+
+def test_a_known_defect_meets_only_its_placements_and_rank_counts(families):
+    defects = discovery.known_defects("mpich", "4.0.2", {"ucx-tcp": {}}, families)
+    assert discovery.known_defect(defects, "ucx-tcp", "intranode", 2) is None
+    assert discovery.known_defect(defects, "ucx-tcp", "intranode", 3)["min_ranks"] == 3
+    assert discovery.known_defect(defects, "ucx-tcp", "internode", 2)["min_ranks"] == 2
+    assert discovery.known_defect(defects, "shm", "internode", 8) is None
 
 
 def test_plain_pair_on_path_becomes_system_mpi(tmp_path, wheel_mpis, families):

@@ -135,11 +135,11 @@ class MpiJob(rfm.RunOnlyRegressionTest):
                      f"oversubscribe it")
 
     def skip_if_known_defect(self):
-        defect = (self.current_environ.extras.get("known_defects") or {}).get(self.transport)
+        defect = discovery.known_defect(self.current_environ.extras.get("known_defects"),
+                                        self.transport, self.placement, self.num_ranks)
         if defect:
-            self.skip_if(self.num_ranks >= defect["min_ranks"],
-                         f"known defect, not run: {defect['why']} "
-                         f"(mpi_families.yaml known_defects)")
+            self.skip(f"known defect, not run: {defect['why']} "
+                      f"(mpi_families.yaml known_defects)")
 
     def skip(self, msg=None):
         self.skip_reason = msg or ""

@@ -102,11 +102,12 @@ class CaseGeneration(rfm.RegressionTestPlugin):
         transport = self.case_transport(env)
         if transport not in offered_transports(env):
             return ("transport not offered by the MPI", f"{env.name}: {transport}")
-        defect = (env.extras.get("known_defects") or {}).get(transport)
         ranks = self.num_ranks or self._max_candidate_nodes
-        if defect and ranks >= defect["min_ranks"]:
+        defect = discovery.known_defect(env.extras.get("known_defects"), transport,
+                                        self.placement, ranks)
+        if defect:
             return ("known defect, listed in mpi_families.yaml known_defects",
-                    f"{env.name} {transport}, {defect['min_ranks']}+ ranks")
+                    f"{env.name} {transport} {self.placement}, {defect['min_ranks']}+ ranks")
         return None
 
     def in_default_set(self, env):
