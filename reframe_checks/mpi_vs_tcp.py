@@ -49,7 +49,9 @@ class MpiVsTcp(checks.PingPongBase):
         return "tcp", checks.RAW_TCP
 
     def judged_references(self):
-        return {f"tcp_{var}": (t.reference, t) for var, t in self.thresholds().items()}
+        unjudged = self.unjudged_figures()
+        return {f"tcp_{var}": (t.reference, t) for var, t in self.thresholds().items()
+                if f"tcp_{var}" not in unjudged}
 
     def measured_series(self):
         # the MPI sweep, then the raw TCP sweep beside it (the report's

@@ -54,12 +54,29 @@ class Judging(rfm.RegressionTestPlugin):
                 interconnect=self.interconnect_class() if figure else None,
                 at=self.reference_position(var, figure))
         self.record = {**self.record, "references": entries}
+        unjudged = self.unjudged_figures()
+        if unjudged:
+            self.record["unjudged"] = unjudged
 
     def judged_references(self):
         """{performance variable: (ReFrame's reference tuple, the Threshold
-        it comes from or None for a rule of the check's own)}."""
-        mine = set(self.perf_variables)
+        it comes from or None for a rule of the check's own)}, less what
+        the partition cannot be judged on (unjudged_figures)."""
+        mine = set(self.perf_variables) - set(self.unjudged_figures())
         return {var: (t.reference, t) for var, t in self.thresholds().items() if var in mine}
+
+    #: why a latency across a link that emulates only its rate is not judged
+    EMULATED_LATENCY = ("the link emulates only its rate (a token bucket on a veth): small "
+                        "messages never wait in the bucket, so their latency is this host's "
+                        "scheduler's, not a wire's; reported, not judged")
+
+    def unjudged_figures(self):
+        """{performance variable: why it is reported but not judged}."""
+        if (getattr(self, "placement", "") == "internode"
+                and self.current_partition.extras.get("emulates") == "rate"):
+            return {var: self.EMULATED_LATENCY for var in self.perf_variables
+                    if var == "latency" or var.endswith("_latency")}
+        return {}
 
     def reference_position(self, var, figure):
         """Where the report draws `var`'s figure on the case's first series:

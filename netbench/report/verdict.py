@@ -29,7 +29,7 @@ def perf_entry(tc, var):
                     "reference": ref if judged else None,
                     "lower": ref * (1 + lower) if judged and lower is not None else None,
                     "upper": ref * (1 + upper) if judged and upper is not None else None,
-                    "verdict": result if judged else "not judged"}
+                    "verdict": result if judged else "not judged", "why_not_judged": ""}
     return None
 
 
@@ -115,6 +115,9 @@ def headline_row(tc):
     record = case_record(tc)
     prov = record.get("provenance") or {}
     figures = {var: perf_entry(tc, var) for var, _ in HEADLINE}
+    for var, why in (record.get("unjudged") or {}).items():
+        if figures.get(var):
+            figures[var]["why_not_judged"] = why
     return {"environ": tc.get("environ", ""),
             "mpi": " ".join(x for x in (prov.get("mpi_family"), prov.get("mpi_version")) if x),
             "transport": "raw TCP" if prov.get("transport") == "raw" else

@@ -79,6 +79,8 @@ SCHEMA = {
                        "additionalProperties": False,
                        "properties": {"series": _STRING, "y": _STRING, "bytes": _NUMBER}},
             }}},
+        # variable -> why it was measured but deliberately not judged
+        "unjudged": {"type": "object", "additionalProperties": _STRING},
         "provenance": {"type": "object", "additionalProperties": False, "properties": {
             "mpi_family": _STRING, "mpi_version": _STRING, "mpi_source": _STRING,
             "transport": _STRING, "placement": _STRING,
