@@ -31,9 +31,12 @@ def test_netbench_runs_add_their_hooks_after_mpiruns():
     hooks = hook_names(checks.PingPongBase)
     assert hooks == {"post_init": MPIRUN_HOOKS["post_init"],
                      "post_setup": MPIRUN_HOOKS["post_setup"] + ["largest_message_crosses_links"],
-                     "pre_run": MPIRUN_HOOKS["pre_run"] + ["set_command"],
+                     # the re-measurement repeats the command set_command built
+                     "pre_run": MPIRUN_HOOKS["pre_run"] + ["set_command",
+                                                           "remeasure_out_of_bounds"],
                      "pre_sanity": MPIRUN_HOOKS["pre_sanity"] + ["find_stacked_ranks"],
-                     "pre_performance": MPIRUN_HOOKS["pre_performance"]}
+                     "pre_performance": MPIRUN_HOOKS["pre_performance"] + [
+                         "record_remeasurement"]}
 
 
 def test_checklib_is_the_same_library_under_its_former_name():

@@ -145,6 +145,11 @@ def test_a_rerendered_session_shows_the_references_it_was_judged_by(tmp_path):
     (case,) = [tc for run in run_report["runs"] for tc in run["testcases"]
                if tc["name"].startswith("PingPong")]
     assert case["result"] == "fail" and "peak_bw" in (case["fail_reason"] or ""), case
+    # repeat before alarm: the out-of-bounds peak was swept again first, and
+    # the record keeps both sweeps' figures; the failure reports the better
+    first, again = case["record"]["remeasured"]["peak_bw"]
+    assert case["perfvalues"]["local:node:peak_bw"][0] == pytest.approx(max(first, again),
+                                                                         rel=1e-3)
     refs = case["record"]["references"]
     assert refs["latency"]["value"] == 0.77 and refs["peak_bw"]["value"] == 9999999
     assert "as judged then" in refs["latency"]["citation"]

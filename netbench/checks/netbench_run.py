@@ -147,21 +147,88 @@ def table_value(test, name, nbytes, column):
         raise sn.SanityError(str(err)) from err
 
 
+#: judged ping-pong figures a sweep re-measures before it fails:
+#: variable -> (the benchmark's summary key, which bound it can miss)
+REMEASURED = {"latency": ("latency_usec", "upper"), "peak_bw": ("peak_Mbps", "lower")}
+
+
+def out_of_bounds_test(bounds):
+    """An awk program that exits 0 when a `@ key value` line of the
+    benchmark's output is outside its bound: bounds {key: (side, value)}."""
+    tests = [f'($2 == "{key}" && $3 {">" if side == "upper" else "<"} {value!r})'
+             for key, (side, value) in sorted(bounds.items())]
+    return "$1 == \"@\" && (" + " || ".join(tests) + ") {bad = 1} END {exit !bad}"
+
+
 class PingPongBase(NetbenchRun):
     """MPI ping-pong sweep between two ranks (seed 000's NetPIPE runs,
-    seed 004's blocking and non-blocking point-to-point)."""
+    seed 004's blocking and non-blocking point-to-point).
+
+    Repeat before alarm: when the sweep's latency or peak bandwidth is
+    outside its documented bounds, the job sweeps once more (REMEASURED)
+    and the case is judged by the better of the two, as NetPIPE keeps the
+    best of its repetitions; the record keeps both figures, so the report
+    shows the re-measurement.  A busy 2-core host delays single sweeps by
+    tens of percent now and then; a path that is slow stays slow."""
 
     kind = "pingpong"
     bench_mode = "pingpong"
     section = "pingpong"
+    remeasure_output = "remeasure.out"
+
+    def remeasure_bounds(self):
+        """{summary key: (side, bound)} of the judged figures."""
+        bounds = {}
+        for var, ((ref, lower, upper, _), _) in self.judged_references().items():
+            if var not in REMEASURED or not ref:
+                continue
+            key, side = REMEASURED[var]
+            fraction = upper if side == "upper" else lower
+            if fraction is not None:
+                bounds[key] = (side, ref * (1 + fraction))
+        return bounds
+
+    @run_before("run")
+    def remeasure_out_of_bounds(self):
+        """After set_command: the same launcher runs the same sweep again,
+        only when a judged figure of the first is out of bounds."""
+        bounds = self.remeasure_bounds()
+        if not bounds:
+            return
+        # ReFrame copies the task counts into the job only after this hook
+        self.job.num_tasks = self.num_tasks
+        self.job.num_tasks_per_node = self.num_tasks_per_node
+        launch = self.job.launcher.run_command(self.job)
+        command = f"{launch} {self.executable} {' '.join(self.executable_opts)}"
+        self.postrun_cmds.append(
+            f"if awk '{out_of_bounds_test(bounds)}' {self.job.stdout}; then "
+            f"echo 'netbench: a judged figure is out of bounds: sweeping again' >&2; "
+            f"{command} > {self.remeasure_output}; fi")
+
+    def best_summary(self, key, pick):
+        """The better of the sweep's and the re-measurement's figure."""
+        first = self.summary(key)
+        if not self.read_stage_file(self.remeasure_output):
+            return first
+        return sn.defer(pick(first.evaluate(), self.summary(key, output=self.remeasure_output)
+                             .evaluate()))
+
+    @run_before("performance")
+    def record_remeasurement(self):
+        if not self.read_stage_file(self.remeasure_output):
+            return
+        self.record = {**self.record, "remeasured": {
+            var: [float(self.summary(key).evaluate()),
+                  float(self.summary(key, output=self.remeasure_output).evaluate())]
+            for var, (key, _) in REMEASURED.items()}}
 
     @performance_function("us")
     def latency(self):
-        return self.summary("latency_usec")
+        return self.best_summary("latency_usec", min)
 
     @performance_function("Mbit/s")
     def peak_bw(self):
-        return self.summary("peak_Mbps")
+        return self.best_summary("peak_Mbps", max)
 
     @performance_function("Mbit/s")
     def bw_64KiB(self):

@@ -29,7 +29,8 @@ def perf_entry(tc, var):
                     "reference": ref if judged else None,
                     "lower": ref * (1 + lower) if judged and lower is not None else None,
                     "upper": ref * (1 + upper) if judged and upper is not None else None,
-                    "verdict": result if judged else "not judged", "why_not_judged": ""}
+                    "verdict": result if judged else "not judged", "why_not_judged": "",
+                    "remeasured": None}
     return None
 
 
@@ -115,6 +116,9 @@ def headline_row(tc):
     record = case_record(tc)
     prov = record.get("provenance") or {}
     figures = {var: perf_entry(tc, var) for var, _ in HEADLINE}
+    for var, figures_of_sweeps in (record.get("remeasured") or {}).items():
+        if figures.get(var):
+            figures[var]["remeasured"] = figures_of_sweeps
     for var, why in (record.get("unjudged") or {}).items():
         if figures.get(var):
             figures[var]["why_not_judged"] = why

@@ -79,6 +79,10 @@ SCHEMA = {
                        "additionalProperties": False,
                        "properties": {"series": _STRING, "y": _STRING, "bytes": _NUMBER}},
             }}},
+        # variable -> [first sweep, re-measurement]: a judged figure out of
+        # bounds is swept again before it fails (checks/netbench_run.py)
+        "remeasured": {"type": "object", "additionalProperties": {
+            "type": "array", "items": _NUMBER, "minItems": 2}},
         # variable -> why it was measured but deliberately not judged
         "unjudged": {"type": "object", "additionalProperties": _STRING},
         "provenance": {"type": "object", "additionalProperties": False, "properties": {
