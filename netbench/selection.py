@@ -99,11 +99,23 @@ def _keyed(why):
     return why if isinstance(why, tuple) else (why, None)
 
 
-def record_not_generated(dropped, tags, argv=None):
+def selected_by_command_line(tags, display_name, argv=None):
+    """Whether ReFrame's -t and -n filters of the command line would select
+    a check of these tags and display name (as ReFrame's own filters match:
+    every -t pattern some tag; any -n regex the name without spaces)."""
+    options = _selection_options(sys.argv[1:] if argv is None else argv)
+    if not all(any(re.search(p, t) for t in tags) for p in options.tag):
+        return False
+    regexes = [n for n in options.name if "@" not in n and not n.startswith("/")]
+    if regexes and not re.search("|".join(regexes), display_name.replace(" ", "")):
+        return False
+    return True
+
+
+def record_not_generated(dropped, tags, argv=None, display_name=""):
     """Count dropped cases for the session's summary, unless the command
-    line's tags would not have selected the check anyway."""
-    patterns = requested_tags(argv)
-    if patterns and not all(any(re.search(p, t) for t in tags) for p in patterns):
+    line's filters would not have selected the check anyway."""
+    if not selected_by_command_line(tags, display_name, argv):
         return
     for (reason, detail), n in dropped.items():
         NOT_GENERATED[reason] += n

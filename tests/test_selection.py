@@ -80,3 +80,13 @@ def test_drops_of_checks_the_tags_leave_out_are_not_reported(monkeypatch):
     monkeypatch.setattr(selection, "NOT_GENERATED", Counter())
     selection.record_not_generated(Counter({("x", None): 4}), {"full", "osu"}, ["-t", "seeds"])
     assert selection.not_generated_lines() == []
+
+
+def test_drops_of_checks_the_names_leave_out_are_not_reported(monkeypatch):
+    monkeypatch.setattr(selection, "NOT_GENERATED", Counter())
+    argv = ["-n", "^PingPong%variant=blocking"]
+    selection.record_not_generated(Counter({("osu", None): 4}), {"full"}, argv,
+                                   display_name="OsuPt2Pt %benchmark=osu_bw")
+    selection.record_not_generated(Counter({("tcp", None): 1}), {"full"}, argv,
+                                   display_name="PingPong %variant=blocking %transport=tcp")
+    assert selection.not_generated_lines() == ["1 case not generated: tcp"]

@@ -54,7 +54,7 @@ class CaseGeneration(rfm.RegressionTestPlugin):
         self.tags = set(self.tags) | {selection.FULL_TAG}
         if any(self.in_default_set(e) for es in candidates.values() for e in es):
             self.tags.add(selection.DEFAULT_TAG)
-        selection.record_not_generated(dropped, self.tags)
+        selection.record_not_generated(dropped, self.tags, display_name=self.display_name)
         self.valid_systems = [p.fullname for p in parts]
         self.valid_prog_environs = envs
 
