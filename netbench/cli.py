@@ -143,6 +143,9 @@ def vcluster_status(vcluster, args):
             print(f"{c['name']}: {owner}: BROKEN: {c['problem']}")
             continue
         health = "healthy" if c["healthy"] else "BROKEN: " + "; ".join(c["problems"])
+        if c.get("faults"):
+            health += "; DEGRADED on purpose (vcluster fault): " + ", ".join(
+                " ".join(f"{k}={v}" for k, v in f.items()) for f in c["faults"])
         print(f"{c['name']}: {len(c['nodes'])} nodes, {c['network']}, links "
               f"{c['link']['rate']} MTU {c['link']['mtu']}, system {c['system']}, {owner}, "
               f"{health}")
@@ -163,8 +166,16 @@ def vcluster_mtu(vcluster, args):
     return 0
 
 
+def vcluster_fault(vcluster, args):
+    state = vcluster.set_fault(args.name, args.node, args.rate, args.direction, args.mtu,
+                               clear_fault=args.clear)
+    faults = ", ".join(" ".join(f"{k}={v}" for k, v in f.items()) for f in state["faults"])
+    print(f"netbench vcluster: {args.name}: faults: {faults or 'none'}")
+    return 0
+
+
 VCLUSTER_ACTIONS = {"up": vcluster_up, "down": vcluster_down, "status": vcluster_status,
-                    "mtu": vcluster_mtu}
+                    "mtu": vcluster_mtu, "fault": vcluster_fault}
 
 
 def add_vcluster_parser(sub):
@@ -195,7 +206,16 @@ def add_vcluster_parser(sub):
     status.add_argument("--json", action="store_true")
     mtu = actions.add_parser("mtu", help="change the MTU of a running cluster's links")
     mtu.add_argument("mtu", type=int)
-    for action in (up, down, mtu):
+    fault = actions.add_parser("fault", help="degrade one node, as a fabric sweep must find "
+                                             "it: a slower link, one direction, a smaller MTU")
+    fault.add_argument("--node", required=True, help="node name or index (1 = first)")
+    fault.add_argument("--rate", metavar="RATE", help="shape the node's link, e.g. 333mbit")
+    fault.add_argument("--direction", default="both", choices=("in", "out", "both"),
+                       help="what the node receives (in), sends (out) or both")
+    fault.add_argument("--mtu", type=int, help="the node's interface MTU")
+    fault.add_argument("--clear", action="store_true",
+                       help="restore the node to the cluster's link settings")
+    for action in (up, down, mtu, fault):
         action.add_argument("--name", default="vc", help="cluster name (default: vc)")
     p.set_defaults(func=cmd_vcluster)
 

@@ -44,12 +44,14 @@ The package, from the bottom up (no module imports one above it):
 - `nodes`: a node's namespace and sshd, the head's namespace;
 - `systems`: the cluster's ReFrame systems;
 - `slurm`: Slurm on a cluster (`up --slurm`);
-- `cluster`: up, down, status, set_mtu.
+- `cluster`: up, down, status, set_mtu;
+- `faults`: a degraded node (rate, direction, MTU) for the fabric sweep.
 
 This module is the API the rest of netbench uses.
 """
 
 from .cluster import down, leftovers, set_mtu, status, up
+from .faults import set_fault
 from .files import ssh_command
 from .names import CLUSTERS, VclusterError
 from .netns import link_bytes, link_mtus
@@ -58,5 +60,5 @@ from .registry import load_state
 from .systems import launch_environment, running_systems
 
 __all__ = ["CLUSTERS", "SSHD", "VclusterError", "down", "launch_environment", "leftovers",
-           "link_bytes", "link_mtus", "load_state", "running_systems", "set_mtu",
+           "link_bytes", "link_mtus", "load_state", "running_systems", "set_fault", "set_mtu",
            "ssh_command", "status", "up"]
