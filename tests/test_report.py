@@ -280,3 +280,37 @@ def test_figures_read_as_a_person_reads_them():
     assert readable(940.0, "Mbit/s") == "940 Mbit/s"
     assert readable(41236, "B") == "40.3 KiB"
     assert readable(0.5876, "us") == "0.588 us"
+
+
+def sweep_report(suspects):
+    """A run report with one LinkSweep case over nodes n1-n3, n3's link slow."""
+    hosts = ["n1", "n2", "n3"]
+    pairs = [{"src": a, "dst": b, "latency_us": 20.0,
+              "bw_Mbps": {"8388608": 300.0 if "n3" in (a, b) else 950.0}}
+             for a in hosts for b in hosts if a != b]
+    record = results_record.make("sweep", "mpich tcp", [], {"mpi_family": "mpich",
+                                                            "placement": "internode"})
+    record["fleet"] = {"hosts": hosts, "pairs": pairs, "suspects": suspects,
+                       "findings": [], "remeasured": [["n1", "n3"]], "sweep_seconds": 12.5}
+    data = minimal_report(reason="sanity error: suspects: node n3" if suspects else None)
+    case = data["runs"][0]["testcases"][0]
+    case.update(name="LinkSweep_1", unique_name="LinkSweep_1", display_name="LinkSweep",
+                record=record, perfvalues={})
+    return data
+
+
+def test_a_fabric_sweep_shows_its_heat_maps_and_suspects(tmp_path):
+    suspect = {"kind": "node", "names": ["n3"], "metric": "bw_Mbps@8388608", "value": 300.0,
+               "fleet_median": 950.0, "reference": None,
+               "evidence": [{"src": "n1", "dst": "n3", "value": 300.0}]}
+    page = report.render_report([session_from(sweep_report([suspect]), tmp_path)])
+    section = page[page.index('id="sweep"'):]
+    assert "3 nodes, 6 directed pairs, 12 s" in section    # 12.5 s, rounded half to even
+    assert "1 suspect" in section and ">n3<" in section and "n1→n3 300" in section
+    assert "Re-measured before naming: n1→n3" in section
+    assert section.count("<svg") == 1 and "bandwidth at 8 MiB" in section
+
+
+def test_a_healthy_sweep_names_no_suspect(tmp_path):
+    page = report.render_report([session_from(sweep_report([]), tmp_path)])
+    assert "no suspect" in page[page.index('id="sweep"'):]

@@ -176,3 +176,39 @@ def build_sections(sessions):
         svg["scaling"] = scaling_plot(scaling, "Throughput vs processes "
                                                "(seed 002, Figures 6-9)")
     return svg, fits
+
+
+def heat_maps(hosts, panels, highlight=()):
+    """Node-by-node heat maps side by side: panels [(title, unit,
+    {(src, dst): value}, low_is_bad)]; the row is the sender, the column
+    the receiver; suspects' names (`highlight`) in red.  Good is green
+    whichever way the metric runs, so a slow node's row and column stand
+    out on both maps."""
+    import numpy as np
+    plt = pyplot()
+    n = len(hosts)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 0.45 * n + 2.2),
+                             squeeze=False)
+    for ax, (title, unit, values, low_is_bad) in zip(axes.flat, panels):
+        grid = np.full((n, n), np.nan)
+        for (src, dst), value in values.items():
+            if src in hosts and dst in hosts and value is not None:
+                grid[hosts.index(src), hosts.index(dst)] = value
+        image = ax.imshow(grid, cmap="RdYlGn" if low_is_bad else "RdYlGn_r")
+        for i in range(n):
+            for j in range(n):
+                if not np.isnan(grid[i, j]):
+                    ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7)
+        ax.set_xticks(range(n), hosts, rotation=45, ha="right", fontsize=7)
+        ax.set_yticks(range(n), hosts, fontsize=7)
+        for label in ax.get_xticklabels() + ax.get_yticklabels():
+            if label.get_text() in highlight:
+                label.set_color("#b00")
+                label.set_fontweight("bold")
+        ax.set_xlabel("receiver")
+        ax.set_ylabel("sender")
+        ax.set_title(f"{title} ({unit})", fontsize=9)
+        ax.grid(False)
+        fig.colorbar(image, ax=ax, shrink=0.8)
+    fig.tight_layout()
+    return _svg(fig)

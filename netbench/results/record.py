@@ -37,6 +37,8 @@ SECTIONS = {
     "tcp_tuning": "raw TCP bandwidth per message size (socket buffers, streams)",
     "mtu": "bandwidth and throughput per message size at each MTU",
     "figures_only": "no curve: the case's figures in the table only",
+    "sweep": "every pair of nodes: heat maps of latency and bandwidth, the suspects "
+             "(record field `fleet`)",
 }
 
 #: the sections whose cases are points of the scaling plot, on the line
@@ -79,6 +81,20 @@ SCHEMA = {
                        "additionalProperties": False,
                        "properties": {"series": _STRING, "y": _STRING, "bytes": _NUMBER}},
             }}},
+        # a fabric sweep's pair matrix and what it found (checks: LinkSweep)
+        "fleet": {"type": "object", "required": ["hosts", "pairs", "suspects"], "properties": {
+            "hosts": {"type": "array", "items": _STRING},
+            "pairs": {"type": "array", "items": {
+                "type": "object", "required": ["src", "dst"],
+                "properties": {"src": _STRING, "dst": _STRING,
+                               "latency_us": _NUMBER_OR_NULL,
+                               "bw_Mbps": {"type": "object",
+                                           "additionalProperties": _NUMBER}}}},
+            "suspects": {"type": "array", "items": {"type": "object"}},
+            "findings": {"type": "array", "items": _STRING},
+            "remeasured": {"type": "array", "items": {"type": "array", "items": _STRING}},
+            "sweep_seconds": _NUMBER_OR_NULL,
+        }},
         # variable -> [first sweep, re-measurement]: a judged figure out of
         # bounds is swept again before it fails (checks/netbench_run.py)
         "remeasured": {"type": "object", "additionalProperties": {
