@@ -12,7 +12,9 @@ The rule (parameters and their reasons: thresholds.yaml `sweep:`):
   median and MAD (scaled to a normal sigma).  The median the pairs are held
   to is taken without the pairs of one node, the node whose leaving out
   moves it most towards healthy: one bad node must not drag the baseline,
-  and with 3 nodes its 2 bad pairs of 3 would be the median itself.
+  and with 3 nodes its 2 bad pairs of 3 would be the median itself.  Its
+  MAD is that of the pairs inside the relative band below, the noise of
+  healthy pairs, which gross faults cannot inflate.
 - A direction is bad when its bandwidth is below both ``bandwidth_fraction``
   x median and median - ``mad_multiple`` x MAD; a pair is bad when its
   latency is above both ``latency_factor`` x median and median +
@@ -181,32 +183,53 @@ def higher_is_better(metric):
     return metric != LATENCY
 
 
-def fleet_stat(metric, figures, hosts):
+def fleet_stat(metric, figures, hosts, rule):
     """Median and MAD over every pair, and the median pairs are held to:
     without the pairs of the one node whose absence moves it most towards
     healthy (with 3 nodes, one bad node's pairs are 2 of 3)."""
     median, mad = median_and_mad(figures.values())
-    best = (median, mad, None)
+    left_out, kept = None, list(figures.values())
     for host in hosts:
         rest = [v for pair, v in figures.items() if host not in pair]
-        if not rest:
-            continue
-        candidate = median_and_mad(rest) + (host,)
-        better = candidate[0] > best[0] if higher_is_better(metric) else candidate[0] < best[0]
-        if better:
-            best = candidate
-    return FleetStat(metric, len(figures), median, mad, best[0], best[1], best[2])
+        if rest and is_healthier(metric, statistics.median(rest), statistics.median(kept)):
+            left_out, kept = host, rest
+    fleet_median = statistics.median(kept)
+    return FleetStat(metric, len(figures), median, mad, fleet_median,
+                     noise_of(metric, kept, fleet_median, rule), left_out)
+
+
+def is_healthier(metric, candidate, current):
+    return candidate > current if higher_is_better(metric) else candidate < current
+
+
+def noise_of(metric, values, centre, rule):
+    """The scaled MAD of the figures inside the relative band around
+    `centre`: the noise of healthy pairs.  Gross faults are left out, or a
+    second bad node (2 of 6, say) would widen the band that judges it until
+    it passed."""
+    inside = [v for v in values if not is_beyond(metric, v, relative_bound(metric, centre,
+                                                                          rule))]
+    return median_and_mad(inside)[1] if inside else 0.0
 
 
 # -- the rule ----------------------------------------------------------------
 
+def relative_bound(metric, centre, rule):
+    """ClusterKit's style of bound, around the fleet median."""
+    if higher_is_better(metric):
+        return rule.bandwidth_fraction * centre
+    return rule.latency_factor * centre
+
+
 def pair_bound(stat, rule):
     """The figure beyond which a pair is bad: it must be outside both the
-    relative band (ClusterKit's style) and the fleet's own noise."""
+    relative band and the fleet's own noise (a noisier fleet than the
+    fraction allows for widens the band instead of being named)."""
     spread = rule.mad_multiple * stat.fleet_mad
+    relative = relative_bound(stat.metric, stat.fleet_median, rule)
     if higher_is_better(stat.metric):
-        return min(rule.bandwidth_fraction * stat.fleet_median, stat.fleet_median - spread)
-    return max(rule.latency_factor * stat.fleet_median, stat.fleet_median + spread)
+        return min(relative, stat.fleet_median - spread)
+    return max(relative, stat.fleet_median + spread)
 
 
 def is_beyond(metric, value, bound):
@@ -337,7 +360,7 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
     rule = rule or references.sweep_thresholds()
     hosts = hosts_of(measurements)
     by_metric = figures_by_metric(measurements)
-    stats = {m: fleet_stat(m, figs, hosts) for m, figs in sorted(by_metric.items())}
+    stats = {m: fleet_stat(m, figs, hosts, rule) for m, figs in sorted(by_metric.items())}
     bad = [e for m, figs in sorted(by_metric.items())
            for e in bad_pairs_of(m, figs, stats[m], rule)]
     refs = fleet_references(stats, reference_latency_us, reference_bw_mbps,
