@@ -327,6 +327,7 @@ class SweepThresholds:
     line_rate_fraction: float
 
 
+@functools.lru_cache(maxsize=None)
 def sweep_thresholds(folder=paths.REFERENCES):
     """thresholds.yaml's `sweep:` section, checked by SWEEP_SCHEMA; DataError
     naming the file and key otherwise."""
@@ -342,6 +343,7 @@ def validate(folder=paths.REFERENCES, links=LINKS_FILE):
     links.yaml can produce must have thresholds."""
     load_figures.cache_clear()
     _load_thresholds.cache_clear()
+    sweep_thresholds.cache_clear()
     figures = load_figures(folder)
     table, _ = load_thresholds(folder)
     sweep_thresholds(folder)
