@@ -4,6 +4,7 @@ latency is named as what it is, a transient is cleared by re-measurement,
 a uniformly slow fleet is a fleet-level finding; drain.sh and suspects.json
 are safe and round-trip."""
 
+import dataclasses
 import json
 import os
 import random
@@ -306,3 +307,30 @@ def test_two_bad_nodes_are_both_named(n):
     for seed in range(25):
         verdict = judge.judge(make_fleet(n, seed, slow=["node01", "node04"]))
         assert named(verdict) == [("node", ("node01",)), ("node", ("node04",))], (n, seed)
+
+
+def test_two_nodes_with_a_slow_link_are_a_fleet_finding():
+    """Two nodes are one pair: nothing to compare it with but the reference."""
+    verdict = judge.judge(make_fleet(2, 1, bad_cables=[("node00", "node01")]),
+                          reference_bw_mbps=LINE_MBPS)
+    assert verdict.suspects == []
+    assert [f.metric for f in verdict.findings] == [f"bw_Mbps@{SIZES[-1]}"]
+
+
+def test_a_node_needs_at_least_two_bad_pairs():
+    """Even a lax majority (a fifth of the partners) names no node for one
+    bad cable: one pair cannot tell its two ends apart."""
+    rule = dataclasses.replace(references.sweep_thresholds(), node_majority=0.2)
+    verdict = judge.judge(make_fleet(5, 2, bad_cables=[("node00", "node03")]), rule=rule)
+    assert named(verdict) == [("pair", ("node00", "node03"))]
+
+
+def test_latency_is_remeasured_in_the_direction_that_measured_it():
+    measurements = make_fleet(4, 8, slow_latency=["node02"])
+    for (src, dst) in list(measurements):       # move latency to the src > dst direction
+        if src < dst:
+            measurements[(dst, src)]["latency_us"] = measurements[(src, dst)].pop("latency_us")
+    verdict = judge.judge(measurements)
+    assert named(verdict) == [("node", ("node02",))]
+    assert judge.pairs_to_remeasure(verdict) == [("node02", "node00"), ("node02", "node01"),
+                                                 ("node03", "node02")]
