@@ -336,3 +336,17 @@ def test_latency_is_remeasured_in_the_direction_that_measured_it():
     assert named(verdict) == [("node", ("node02",))]
     assert judge.pairs_to_remeasure(verdict) == [("node02", "node00"), ("node02", "node01"),
                                                  ("node03", "node02")]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0, "900", None, True])
+def test_a_figure_that_is_no_figure_is_refused_naming_its_pair(value):
+    measurements = make_fleet(3, 1)
+    measurements[("node01", "node02")]["bw_Mbps"][SIZES[0]] = value
+    with pytest.raises(ValueError, match=f"node01->node02: bw_Mbps@{SIZES[0]}: expected"):
+        judge.judge(measurements)
+
+
+def test_a_pair_that_moved_no_data_is_bad():
+    measurements = make_fleet(5, 1)
+    measurements[("node01", "node02")]["bw_Mbps"] = {s: 0 for s in SIZES}
+    assert named(judge.judge(measurements)) == [("pair", ("node01", "node02"))]

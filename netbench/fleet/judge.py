@@ -56,6 +56,7 @@ A node's direction: ``egress`` when only the directions from it are bad,
 
 import dataclasses
 import json
+import math
 import statistics
 
 from .. import references
@@ -151,17 +152,31 @@ def metric_size(metric):
     return int(metric.split("@", 1)[1]) if "@" in metric else None
 
 
+def checked_figure(pair, metric, value):
+    """`value` as a float; ValueError naming the pair for anything that is
+    not a finite figure of 0 or more (a NaN would judge nothing and break
+    suspects.json; a pair that moved no data is 0, and bad)."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and value >= 0
+    if not ok:
+        raise ValueError(f"{pair[0]}->{pair[1]}: {metric}: expected a finite figure "
+                         f">= 0, got {value!r}")
+    return float(value)
+
+
 def figures_by_metric(measurements):
     """{metric: {(src, dst): value}}; latency keyed by the sorted pair, its
     better direction where both were measured."""
     out = {}
     for (src, dst), figures in measurements.items():
         if figures.get(LATENCY) is not None:
+            value = checked_figure((src, dst), LATENCY, figures[LATENCY])
             key = tuple(sorted((src, dst)))
             latency = out.setdefault(LATENCY, {})
-            latency[key] = min(figures[LATENCY], latency.get(key, float("inf")))
+            latency[key] = min(value, latency.get(key, float("inf")))
         for size, value in (figures.get(BANDWIDTH) or {}).items():
-            out.setdefault(bandwidth_metric(size), {})[(src, dst)] = value
+            metric = bandwidth_metric(size)
+            out.setdefault(metric, {})[(src, dst)] = checked_figure((src, dst), metric, value)
     return out
 
 
