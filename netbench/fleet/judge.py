@@ -302,7 +302,8 @@ def pair_direction(a, b, evidence):
 
 
 def headline_metric(evidence):
-    """The metric a suspect is named on: latency, else the largest size."""
+    """The metric a suspect is named on: its family's largest size judged bad
+    (latency has one)."""
     metrics = {e.metric for e in evidence}
     return max(metrics, key=lambda m: metric_size(m) or 0)
 
