@@ -70,11 +70,30 @@ RULE_SCHEMA = {
     },
 }
 
+#: the `sweep:` section: the rule that names a slow node or link
+#: (netbench/fleet/judge.py); the ranges are what the rule means, e.g. a
+#: bandwidth fraction of 1 or more would name half of every fleet
+SWEEP_SCHEMA = {
+    "type": "object",
+    "required": ["bandwidth_fraction", "latency_factor", "mad_multiple", "node_majority",
+                 "node_min_bad_pairs", "line_rate_fraction"],
+    "additionalProperties": False,
+    "properties": {
+        "bandwidth_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "latency_factor": {"type": "number", "exclusiveMinimum": 1},
+        "mad_multiple": {"type": "number", "minimum": 0},
+        "node_majority": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
+        "node_min_bad_pairs": {"type": "integer", "minimum": 1},
+        "line_rate_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+    },
+}
+
 THRESHOLDS_SCHEMA = {
     "type": "object",
     "required": ["transport_groups", "classes"],
     "additionalProperties": False,
     "properties": {
+        "sweep": SWEEP_SCHEMA,
         "transport_groups": {"type": "object", "additionalProperties": _STRING},
         "classes": {"type": "object", "additionalProperties": {
             # description, then {check kind: {transport group: {variable: rule}}}
@@ -296,13 +315,38 @@ def link_classes(path=LINKS_FILE):
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class SweepThresholds:
+    """The parameters of the sweep's rule (thresholds.yaml `sweep:`, whose
+    comments give each one's reason)."""
+    bandwidth_fraction: float
+    latency_factor: float
+    mad_multiple: float
+    node_majority: float
+    node_min_bad_pairs: int
+    line_rate_fraction: float
+
+
+@functools.lru_cache(maxsize=None)
+def sweep_thresholds(folder=paths.REFERENCES):
+    """thresholds.yaml's `sweep:` section, checked by SWEEP_SCHEMA; DataError
+    naming the file and key otherwise."""
+    path = Path(folder) / THRESHOLDS_FILE
+    data = validate_schema(load_yaml(path), THRESHOLDS_SCHEMA, path)
+    if "sweep" not in data:
+        raise DataError(path, "sweep", "missing")
+    return SweepThresholds(**data["sweep"])
+
+
 def validate(folder=paths.REFERENCES, links=LINKS_FILE):
     """Load everything, raising DataError on the first problem; every class
     links.yaml can produce must have thresholds."""
     load_figures.cache_clear()
     _load_thresholds.cache_clear()
+    sweep_thresholds.cache_clear()
     figures = load_figures(folder)
     table, _ = load_thresholds(folder)
+    sweep_thresholds(folder)
     classes = interconnect_classes(folder)
     for key, cname in link_classes(links).items():
         if cname not in classes:

@@ -1,0 +1,352 @@
+"""The sweep's judgement (netbench/fleet/): synthetic fleets with seeded
++-8 % noise; a healthy fleet names nothing, a slow node, direction, link or
+latency is named as what it is, a transient is cleared by re-measurement,
+a uniformly slow fleet is a fleet-level finding; drain.sh and suspects.json
+are safe and round-trip."""
+
+import dataclasses
+import json
+import os
+import random
+import shutil
+import stat
+import subprocess
+
+import pytest
+
+from netbench import paths, references
+from netbench.datafiles import DataError
+from netbench.fleet import drain, judge
+
+SIZES = (1 << 20, 8 << 20)
+LINE_MBPS = 900.0
+LATENCY_US = 20.0
+NOISE = 0.08
+
+
+def make_fleet(n, seed, slow=(), egress_only=(), slow_latency=(), bad_cables=(),
+               scale=1.0, hosts=None, noise=NOISE):
+    """Measurements of every ordered pair of `n` hosts with +-8 % noise.
+    slow: nodes at 1/3 rate both ways; egress_only: only from them;
+    slow_latency: 3x latency; bad_cables: (a, b) links at 1/3 rate.
+    Latency is measured one way only (src < dst), as a sweep may."""
+    rng = random.Random(seed)
+    hosts = hosts or [f"node{i:02d}" for i in range(n)]
+    out = {}
+    for src in hosts:
+        for dst in hosts:
+            if src == dst:
+                continue
+            rate = scale * LINE_MBPS
+            if src in slow or dst in slow or src in egress_only:
+                rate /= 3
+            if {src, dst} in [set(c) for c in bad_cables]:
+                rate /= 3
+            figures = {"bw_Mbps": {s: rate * rng.uniform(1 - noise, 1 + noise)
+                                   for s in SIZES}}
+            if src < dst:
+                latency = LATENCY_US * (3 if {src, dst} & set(slow_latency) else 1)
+                figures["latency_us"] = latency * rng.uniform(1 - noise, 1 + noise)
+            out[(src, dst)] = figures
+    return out
+
+
+def named(verdict):
+    return sorted((s.kind, s.names) for s in verdict.suspects)
+
+
+@pytest.mark.parametrize("noise", [NOISE, 0.10])
+def test_healthy_fleets_name_nothing(noise):
+    """A busy 2-core host's repetitions spread +-5-10 %."""
+    for seed in range(200):
+        n = 3 + seed % 6
+        verdict = judge.judge(make_fleet(n, seed, noise=noise), reference_bw_mbps=LINE_MBPS,
+                              reference_latency_us=LATENCY_US)
+        assert verdict.suspects == [] and verdict.bad_pairs == [], (n, seed)
+        assert verdict.findings == [], (n, seed)
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 8])
+def test_a_node_at_a_third_of_the_rate_is_named_with_its_pairs(n):
+    for seed in range(25):
+        measurements = make_fleet(n, seed, slow=["node01"])
+        verdict = judge.judge(measurements)
+        assert named(verdict) == [("node", ("node01",))], (n, seed)
+        suspect = verdict.suspects[0]
+        assert suspect.direction == "both"
+        assert suspect.metric == f"bw_Mbps@{SIZES[-1]}"
+        assert suspect.value < 0.4 * suspect.fleet_median
+        # evidence: every direction of its pairs at every size, nothing else
+        expected = {(a, b) for a, b in measurements if "node01" in (a, b)}
+        assert {(e.src, e.dst) for e in suspect.evidence} == expected
+        assert {e.metric for e in suspect.evidence} == {f"bw_Mbps@{s}" for s in SIZES}
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 8])
+def test_a_node_slow_only_when_sending_is_named_with_its_direction(n):
+    for seed in range(25):
+        verdict = judge.judge(make_fleet(n, seed, egress_only=["node02"]))
+        assert named(verdict) == [("node", ("node02",))], (n, seed)
+        assert verdict.suspects[0].direction == "egress"
+        assert all(e.src == "node02" for e in verdict.suspects[0].evidence)
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 8])
+def test_a_node_with_three_times_the_latency_is_named_on_latency(n):
+    for seed in range(25):
+        verdict = judge.judge(make_fleet(n, seed, slow_latency=["node00"]))
+        assert named(verdict) == [("node", ("node00",))], (n, seed)
+        assert verdict.suspects[0].metric == "latency_us"
+        assert verdict.suspects[0].value > 2.1 * verdict.suspects[0].fleet_median
+
+
+def test_one_bad_cable_in_five_nodes_is_a_pair():
+    for seed in range(25):
+        verdict = judge.judge(make_fleet(5, seed, bad_cables=[("node01", "node03")]))
+        assert named(verdict) == [("pair", ("node01", "node03"))], seed
+        assert verdict.suspects[0].direction == "both"
+
+
+def test_one_bad_direction_of_a_cable_is_named_with_its_direction():
+    measurements = make_fleet(5, 7)
+    for size in SIZES:
+        measurements[("node03", "node01")]["bw_Mbps"][size] /= 3
+    verdict = judge.judge(measurements)
+    assert named(verdict) == [("pair", ("node01", "node03"))]
+    assert verdict.suspects[0].direction == "node03->node01"
+
+
+def test_a_transient_bad_pair_is_cleared_by_remeasurement():
+    first = make_fleet(6, 3)
+    first[("node02", "node04")]["bw_Mbps"][SIZES[-1]] /= 3
+    verdict = judge.judge(first)
+    assert named(verdict) == [("pair", ("node02", "node04"))]
+    again_pairs = judge.pairs_to_remeasure(verdict)
+    assert again_pairs == [("node02", "node04")]
+    healthy = make_fleet(6, 99)
+    again = {pair: healthy[pair] for pair in again_pairs}
+    merged = judge.judge(judge.merge_remeasurement(first, again))
+    assert merged.suspects == [] and merged.bad_pairs == []
+
+
+def test_a_persistent_bad_node_stays_named_after_remeasurement():
+    first = make_fleet(4, 5, slow=["node03"], slow_latency=["node03"])
+    verdict = judge.judge(first)
+    again_pairs = judge.pairs_to_remeasure(verdict)
+    # latency was measured one way only: re-measure the direction that has it
+    assert ("node00", "node03") in again_pairs and ("node03", "node00") in again_pairs
+    second = make_fleet(4, 6, slow=["node03"], slow_latency=["node03"])
+    merged = judge.judge(judge.merge_remeasurement(
+        first, {pair: second[pair] for pair in again_pairs}))
+    assert named(merged) == [("node", ("node03",)), ("node", ("node03",))]
+    assert sorted(s.metric for s in merged.suspects) == [f"bw_Mbps@{SIZES[-1]}",
+                                                         "latency_us"]
+
+
+def test_a_uniformly_slow_fleet_is_a_fleet_finding_not_a_suspect():
+    measurements = make_fleet(6, 11, scale=1 / 3)
+    verdict = judge.judge(measurements, reference_bw_mbps=LINE_MBPS)
+    assert verdict.suspects == []
+    assert [f.metric for f in verdict.findings] == [f"bw_Mbps@{SIZES[-1]}"]
+    assert verdict.findings[0].reference == LINE_MBPS
+    # the line rate stands in for a missing documented figure
+    by_line_rate = judge.judge(measurements, line_rate_mbps=LINE_MBPS)
+    assert by_line_rate.findings[0].reference == pytest.approx(
+        LINE_MBPS * references.sweep_thresholds().line_rate_fraction)
+    assert judge.judge(measurements).findings == []
+
+
+def test_a_uniformly_slow_latency_is_a_fleet_finding():
+    verdict = judge.judge(make_fleet(4, 2, slow_latency=[f"node{i:02d}" for i in range(4)]),
+                          reference_latency_us=LATENCY_US)
+    assert verdict.suspects == []
+    assert [f.metric for f in verdict.findings] == ["latency_us"]
+
+
+def test_the_baseline_leaves_the_bad_nodes_pairs_out():
+    verdict = judge.judge(make_fleet(3, 1, slow=["node00"]))
+    stat = verdict.stats[f"bw_Mbps@{SIZES[-1]}"]
+    assert stat.left_out == "node00"
+    assert stat.median < 0.5 * LINE_MBPS          # 4 of 6 directions are slow
+    assert stat.fleet_median > 0.9 * LINE_MBPS
+
+
+# -- suspects.json -------------------------------------------------------------
+
+def test_suspects_json_round_trips_through_its_schema(tmp_path):
+    verdict = judge.judge(make_fleet(5, 4, slow=["node01"], bad_cables=[("node02", "node04")]),
+                          reference_bw_mbps=LINE_MBPS)
+    path = tmp_path / "suspects.json"
+    path.write_text(verdict.to_json())
+    suspects, data = judge.read_suspects(path)
+    assert suspects == verdict.suspects
+    assert data == json.loads(verdict.to_json())
+    assert {s.kind for s in suspects} == {"node", "pair"}
+
+
+def test_a_malformed_suspects_json_names_file_and_key(tmp_path):
+    data = json.loads(judge.judge(make_fleet(4, 1, slow=["node01"])).to_json())
+    data["suspects"][0]["kind"] = "switch"
+    path = tmp_path / "suspects.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(DataError) as err:
+        judge.read_suspects(path)
+    assert str(err.value).startswith(f"{path}: suspects[0].kind: ")
+
+
+# -- drain.sh ------------------------------------------------------------------
+
+def _sh_parses(text, tmp_path):
+    script = tmp_path / "drain.sh"
+    script.write_text(text)
+    return subprocess.run(["sh", "-n", str(script)], capture_output=True, text=True)
+
+
+def test_drain_script_parses_and_names_only_suspect_nodes(tmp_path):
+    verdict = judge.judge(make_fleet(5, 4, slow=["node01"], bad_cables=[("node02", "node04")]))
+    text = drain.drain_script(verdict.suspects)
+    assert text.startswith("#!/bin/sh\n")
+    assert _sh_parses(text, tmp_path).returncode == 0
+    scontrol = [line for line in text.splitlines() if "scontrol update" in line]
+    assert scontrol == [line for line in scontrol if line.startswith("# scontrol ")]
+    assert len(scontrol) == 1 and "NodeName=node01 " in scontrol[0]
+    assert "never runs it" in text and "Review before running" in text
+    assert "link between node02 and node04" in text
+    # nothing outside comments: netbench never drains anything
+    assert all(line == "" or line.startswith("#") for line in text.splitlines())
+
+
+HOSTILE = ["a;rm -rf ~", "$(reboot)", "x\nscontrol update NodeName=all State=DOWN",
+           "`id`", "n1' State=DOWN '", "-rf", ""]
+
+
+def test_drain_script_survives_hostile_host_names(tmp_path):
+    hosts = HOSTILE[:4] + ["good-node.example", HOSTILE[4]]
+    measurements = make_fleet(0, 3, hosts=hosts)
+    for pair, figures in measurements.items():
+        if HOSTILE[1] in pair or "good-node.example" in pair:
+            figures["bw_Mbps"] = {s: v / 3 for s, v in figures["bw_Mbps"].items()}
+    suspects = judge.judge(measurements).suspects
+    suspects.append(judge.Suspect("node", (HOSTILE[5],), "latency_us", 1, 1))
+    suspects.append(judge.Suspect("node", (HOSTILE[6],), "latency_us", 1, 1))
+    assert {s.names[0] for s in suspects if s.kind == "node"} >= {HOSTILE[1],
+                                                                 "good-node.example"}
+    text = drain.drain_script(suspects, reason_prefix="net\nbench $(id)")
+    assert _sh_parses(text, tmp_path).returncode == 0
+    assert all(line == "" or line.startswith("#") for line in text.splitlines())
+    scontrol = [line for line in text.splitlines() if "scontrol update" in line]
+    assert len(scontrol) == 1 and "NodeName=good-node.example " in scontrol[0]
+    assert text.count("refused node name") == 3
+
+
+def test_an_uncommented_drain_line_runs_scontrol_with_exactly_its_words(tmp_path):
+    """Uncommenting the line an operator reviewed runs scontrol with four
+    words, whatever the reason says."""
+    fake = tmp_path / "bin" / "scontrol"
+    fake.parent.mkdir()
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$#" "$@" > "$OUT"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    suspect = judge.Suspect("node", ("n7.rack-2",), "bw_Mbps@8388608", 300.0, 900.0)
+    text = drain.drain_script([suspect], reason_prefix="it's $(id) `x`")
+    line = next(l for l in text.splitlines() if l.startswith("# scontrol "))
+    script = tmp_path / "run.sh"
+    script.write_text("#!/bin/sh\n" + line[2:] + "\n")
+    out = tmp_path / "args"
+    env = dict(os.environ, PATH=f"{fake.parent}:{os.environ['PATH']}", OUT=str(out))
+    subprocess.run(["sh", str(script)], check=True, env=env)
+    args = out.read_text().splitlines()
+    assert args[:4] == ["4", "update", "NodeName=n7.rack-2", "State=DRAIN"]
+    assert args[4] == ("Reason=it's $(id) `x`: bw_Mbps@8388608 300 vs fleet median 900")
+
+
+def test_no_suspects_no_scontrol(tmp_path):
+    text = drain.drain_script([])
+    assert _sh_parses(text, tmp_path).returncode == 0
+    assert "scontrol update" not in text
+
+
+# -- the rule's parameters in thresholds.yaml -------------------------------------
+
+def test_sweep_thresholds_start_from_clusterkit():
+    rule = references.sweep_thresholds()
+    assert rule.latency_factor == 2.1
+    assert 0.5 < rule.bandwidth_fraction <= 0.93
+    assert rule.node_min_bad_pairs == 2
+
+
+def _broken_thresholds(tmp_path, old, new):
+    folder = tmp_path / "references"
+    shutil.copytree(paths.REFERENCES, folder)
+    path = folder / references.THRESHOLDS_FILE
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return folder, path
+
+
+@pytest.mark.parametrize("old,new,key,problem", [
+    ("bandwidth_fraction: 0.75", "bandwidth_fraction: 1.5", "sweep.bandwidth_fraction",
+     "1.5: is greater than or equal to the maximum of 1"),
+    ("latency_factor: 2.1", "latency_factor: fast", "sweep.latency_factor",
+     "expected a finite number, got str 'fast'"),
+    ("  mad_multiple: 4.0\n", "", "sweep.mad_multiple", "missing"),
+    ("node_min_bad_pairs: 2", "node_min_bad_pairs: 2.5", "sweep.node_min_bad_pairs",
+     "expected an integer, got float 2.5"),
+    ("line_rate_fraction: 0.788", "line_rate_fraction: 0.788\n  slack: 1",
+     "sweep.slack", "unknown key"),
+])
+def test_bad_sweep_thresholds_name_file_and_key(tmp_path, old, new, key, problem):
+    folder, path = _broken_thresholds(tmp_path, old, new)
+    with pytest.raises(DataError) as err:
+        references.sweep_thresholds(folder)
+    assert str(err.value).startswith(f"{path}: {key}: {problem}")
+    assert len(str(err.value).splitlines()) == 1
+
+
+@pytest.mark.parametrize("n", [6, 8])
+def test_two_bad_nodes_are_both_named(n):
+    """A second bad node must not widen the band that judges the first."""
+    for seed in range(25):
+        verdict = judge.judge(make_fleet(n, seed, slow=["node01", "node04"]))
+        assert named(verdict) == [("node", ("node01",)), ("node", ("node04",))], (n, seed)
+
+
+def test_two_nodes_with_a_slow_link_are_a_fleet_finding():
+    """Two nodes are one pair: nothing to compare it with but the reference."""
+    verdict = judge.judge(make_fleet(2, 1, bad_cables=[("node00", "node01")]),
+                          reference_bw_mbps=LINE_MBPS)
+    assert verdict.suspects == []
+    assert [f.metric for f in verdict.findings] == [f"bw_Mbps@{SIZES[-1]}"]
+
+
+def test_a_node_needs_at_least_two_bad_pairs():
+    """Even a lax majority (a fifth of the partners) names no node for one
+    bad cable: one pair cannot tell its two ends apart."""
+    rule = dataclasses.replace(references.sweep_thresholds(), node_majority=0.2)
+    verdict = judge.judge(make_fleet(5, 2, bad_cables=[("node00", "node03")]), rule=rule)
+    assert named(verdict) == [("pair", ("node00", "node03"))]
+
+
+def test_latency_is_remeasured_in_the_direction_that_measured_it():
+    measurements = make_fleet(4, 8, slow_latency=["node02"])
+    for (src, dst) in list(measurements):       # move latency to the src > dst direction
+        if src < dst:
+            measurements[(dst, src)]["latency_us"] = measurements[(src, dst)].pop("latency_us")
+    verdict = judge.judge(measurements)
+    assert named(verdict) == [("node", ("node02",))]
+    assert judge.pairs_to_remeasure(verdict) == [("node02", "node00"), ("node02", "node01"),
+                                                 ("node03", "node02")]
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0, "900", None, True])
+def test_a_figure_that_is_no_figure_is_refused_naming_its_pair(value):
+    measurements = make_fleet(3, 1)
+    measurements[("node01", "node02")]["bw_Mbps"][SIZES[0]] = value
+    with pytest.raises(ValueError, match=f"node01->node02: bw_Mbps@{SIZES[0]}: expected"):
+        judge.judge(measurements)
+
+
+def test_a_pair_that_moved_no_data_is_bad():
+    measurements = make_fleet(5, 1)
+    measurements[("node01", "node02")]["bw_Mbps"] = {s: 0 for s in SIZES}
+    assert named(judge.judge(measurements)) == [("pair", ("node01", "node02"))]
