@@ -242,3 +242,42 @@ def test_ansible_gets_a_filter_error():
     plan = nic.FilterModule().filters()["netbench_nic_plan"]
     with pytest.raises(AnsibleFilterError, match=r"^tune_nic: nic.mtu: 12 is outside 68..65535"):
         plan(["eth0"], {"eth0": READINGS["e1000e"]}, {"nic": {"mtu": 12}})
+
+
+# -- verify, NetworkManager, revert: the same as their templates --------------------------
+
+SIBLINGS = json.loads((paths.REPO / "tests/data/nic_plan/verify_revert_golden.json").read_text())
+PLANS = {case["name"]: case["plan"] for case in GOLDEN["cases"]}
+NM_PROPERTIES = yaml.safe_load((ROLE / "vars/main.yml").read_text())["tune_nic_nm_properties"]
+
+
+@pytest.mark.parametrize("case", SIBLINGS["mismatch"], ids=[c["name"] for c in SIBLINGS["mismatch"]])
+def test_mismatches_are_the_templates(case):
+    assert nic.mismatches(PLANS[case["plan"]], case["live"]) == case["wrong"]
+
+
+@pytest.mark.parametrize("case", SIBLINGS["nm"], ids=[c["name"] for c in SIBLINGS["nm"]])
+def test_nm_properties_are_the_templates(case):
+    expected = PLANS[case["plan"]][case["ifname"]]["expected"]
+    assert json.dumps(nic.nm_properties(expected, NM_PROPERTIES)) == json.dumps(case["properties"])
+
+
+@pytest.mark.parametrize("case", SIBLINGS["revert"], ids=[c["name"] for c in SIBLINGS["revert"]])
+def test_revert_commands_are_the_templates(case):
+    assert json.dumps(nic.revert_commands(case["baseline"], case["live"])) == json.dumps(case["commands"])
+
+
+def test_before_the_commands_run_verify_sees_them_missing_and_revert_has_nothing_to_do():
+    settings = profile_settings(paths.REPO / "playbooks/profiles/ethernet_1g.yml", "latency")
+    before = {"eth0": READINGS["e1000e"]}
+    plan = nic.nic_plan(["eth0"], before, settings)
+    assert nic.mismatches(plan, before)  # not applied yet
+    baseline = {"eth0": plan["eth0"]["baseline"]}
+    assert nic.revert_commands(baseline, before) == {"eth0": []}
+
+
+def test_nm_properties_skip_settings_networkmanager_lacks():
+    expected = {"features": {"rx-checksumming": "on"}, "coalesce": {"adaptive-tx": "off"},
+                "rings": {}, "mtu": 9000}
+    assert nic.nm_properties(expected, NM_PROPERTIES) == {
+        "802-3-ethernet.mtu": "9000", "ethtool.coalesce-adaptive-tx": "0"}

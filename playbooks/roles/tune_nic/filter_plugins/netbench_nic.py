@@ -1,5 +1,8 @@
 """tune_nic's plan: what to change on each selected interface, from the
-profile's `nic` settings and what was read from the host (read.yml).
+profile's `nic` settings and what was read from the host (read.yml); and
+after it, the settings that did not take (verify.yml), the plan as
+NetworkManager properties (networkmanager.yml) and the commands that restore
+the recorded baseline (absent.yml).
 
 Pure functions on plain data, so that tests/test_nic_plan.py can check every
 branch without a playbook run; the role reaches them as Jinja filters
@@ -277,6 +280,76 @@ def nic_plan(selected, live, settings):
             for name in interface_names(selected, "tune_nic_selected")}
 
 
+# -- after the plan: verify, persist, revert -------------------------------------
+
+def _section_or_empty(live, section):
+    # ethtool -c / -g failed: None, nothing readable
+    return live.get(section) or {}
+
+
+def mismatches(plan, live):
+    """Readable lines for every expected setting the live one is not
+    (verify.yml, after the commands ran)."""
+    wrong = []
+    for ifname, entry in plan.items():
+        now = live[ifname]
+        expected = entry["expected"]
+        if "mtu" in expected and _number_or_zero(now["mtu"]) != _number_or_zero(expected["mtu"]):
+            wrong.append(f"{ifname} mtu {now['mtu']} (wanted {expected['mtu']})")
+        for section in ETHTOOL_OPTION:
+            live_values = _section_or_empty(now, section)
+            for name, value in expected[section].items():
+                if live_values.get(name, "") != value:
+                    wrong.append(f"{ifname} {name} {live_values.get(name, '?')} (wanted {value})")
+    return wrong
+
+
+def nm_properties(expected, property_names):
+    """One interface's expected settings as NetworkManager connection
+    properties (vars/main.yml's tune_nic_nm_properties names them): the
+    ethtool.* features take on/off, coalesce-adaptive-* take 1/0."""
+    properties = {}
+    if "mtu" in expected:
+        properties["802-3-ethernet.mtu"] = str(expected["mtu"])
+    for section in ETHTOOL_OPTION:
+        for name, value in expected[section].items():
+            if name not in property_names[section]:
+                continue  # NetworkManager has no property for it: live only
+            prop = property_names[section][name]
+            if "adaptive" in prop:
+                value = {"on": "1", "off": "0"}.get(value, value)
+            properties[prop] = str(value)
+    return properties
+
+
+def _restore_args(recorded, live_values):
+    """name, value pairs of the recorded values the live ones differ from;
+    a setting no longer readable is left alone."""
+    return [item for name, value in (recorded or {}).items()
+            if live_values.get(name, value) != value for item in (name, value)]
+
+
+def revert_commands(baseline, live):
+    """Per recorded interface still present, the commands that bring it back
+    to its baseline (absent.yml; nothing for what already is)."""
+    commands = {}
+    for ifname, recorded in baseline.items():
+        if ifname not in live:
+            continue  # gone: absent.yml reports it
+        now = live[ifname]
+        argvs = []
+        if "mtu" in recorded and _number_or_zero(now["mtu"]) != _number_or_zero(recorded["mtu"]):
+            argvs.append(["ip", "link", "set", "dev", ifname, "mtu", str(recorded["mtu"])])
+        for section, option in ETHTOOL_OPTION.items():
+            if section != "features" and now.get(section) is None:
+                continue  # ethtool cannot read it now: it cannot set it either
+            args = _restore_args(recorded.get(section), _section_or_empty(now, section))
+            if args:
+                argvs.append(["ethtool", option, ifname] + args)
+        commands[ifname] = argvs
+    return commands
+
+
 # -- Ansible -------------------------------------------------------------------
 
 def _as_filter(function):
@@ -293,8 +366,11 @@ def _as_filter(function):
 
 
 class FilterModule:
-    """tune_nic's filters: netbench_nic_names, netbench_nic_plan."""
+    """tune_nic's filters, each named after the function it runs."""
 
     def filters(self):
         return {"netbench_nic_names": _as_filter(interface_names),
-                "netbench_nic_plan": _as_filter(nic_plan)}
+                "netbench_nic_plan": _as_filter(nic_plan),
+                "netbench_nic_mismatches": _as_filter(mismatches),
+                "netbench_nic_nm_properties": _as_filter(nm_properties),
+                "netbench_nic_revert": _as_filter(revert_commands)}
