@@ -281,3 +281,51 @@ def test_nm_properties_skip_settings_networkmanager_lacks():
                 "rings": {}, "mtu": 9000}
     assert nic.nm_properties(expected, NM_PROPERTIES) == {
         "802-3-ethernet.mtu": "9000", "ethtool.coalesce-adaptive-tx": "0"}
+
+
+# -- reading an interface: the same as live.json.j2 ------------------------------------------
+
+LIVE_GOLDEN = json.loads((paths.REPO / "tests/data/nic_plan/live_golden.json").read_text())["cases"]
+
+
+def _load_reader():
+    spec = importlib.util.spec_from_file_location("netbench_nic_live",
+                                                  ROLE / "filter_plugins/netbench_nic_live.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+reader = _load_reader()
+
+
+@pytest.mark.parametrize("case", LIVE_GOLDEN, ids=[c["name"] for c in LIVE_GOLDEN])
+def test_reading_is_the_templates(case):
+    live = reader.live_settings(case["ip"], case["k"], case["c"], case["g"])
+    assert json.dumps(live) == json.dumps(case["live"])
+
+
+def test_rings_read_maximum_and_current_apart():
+    text = ("Ring parameters for eth0:\nPre-set maximums:\nRX:\t\t4096\nRX Mini:\tn/a\nTX:\t\t4096\n"
+            "Current hardware settings:\nRX:\t\t256\nRX Mini:\tn/a\nTX:\t\t512\n")
+    assert reader.rings(text) == ({"rx": "256", "tx": "512"}, {"rx": "4096", "tx": "4096"})
+
+
+def test_adaptive_coalescing_comes_from_its_shared_line():
+    values = reader.coalescing("Coalesce parameters for eth0:\nAdaptive RX: on  TX: off\nrx-usecs: 3\n")
+    assert values == {"rx-usecs": "3", "adaptive-rx": "on", "adaptive-tx": "off"}
+
+
+def test_unreadable_ip_output_names_the_command():
+    with pytest.raises(reader.NicReadError, match=r"^ip -j -d link show: output is not a JSON list"):
+        reader.live_settings({"rc": 0, "stdout": "Device \"eth9\" does not exist.", "stderr": ""},
+                             *[{"rc": 0, "stdout": "[{}]", "stderr": ""}] * 3)
+
+
+def test_a_reading_plans_end_to_end():
+    case = next(c for c in LIVE_GOLDEN if c["name"] == "e1000e-like")
+    live = reader.live_settings(case["ip"], case["k"], case["c"], case["g"])
+    settings = profile_settings(paths.REPO / "playbooks/profiles/ethernet_1g.yml", "throughput")
+    plan = nic.nic_plan(["eth0"], {"eth0": live}, settings)["eth0"]
+    assert plan["expected"]["rings"] == {"rx": "4096", "tx": "4096"}
+    assert ["ethtool", "-G", "eth0", "rx", "4096", "tx", "4096"] in plan["commands"]

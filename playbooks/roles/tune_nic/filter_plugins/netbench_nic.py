@@ -268,7 +268,7 @@ def nic_plan(selected, live, settings):
     """The plan of every selected interface.
 
     selected  interface names (select.yml's tune_nic_selected)
-    live      per interface, what read.yml parsed (live.json.j2)
+    live      per interface, what read.yml read (netbench_nic_live.py)
     settings  the resolved profile (tune_profile_settings); only `nic` is used
     """
     nic = checked_nic_settings(settings)
