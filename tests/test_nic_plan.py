@@ -196,6 +196,7 @@ def test_mtu_against_the_driver_maximum(max_mtu, mtu, planned):
     (-1, "nic.mtu: -1 is not a whole number of bytes"),
     (9000.5, "nic.mtu: 9000.5 is not a whole number of bytes"),
     (True, "nic.mtu: True is not a number of bytes"),
+    ("9000²", "nic.mtu: '9000²' is not a whole number of bytes"),
 ])
 def test_mtu_out_of_bounds_is_refused(mtu, message):
     with pytest.raises(nic.NicPlanError) as raised:

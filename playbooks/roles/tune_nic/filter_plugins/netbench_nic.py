@@ -73,7 +73,8 @@ def _is_whole_number(value):
         return False
     if isinstance(value, int):
         return value >= 0
-    return isinstance(value, str) and value.isdigit()
+    # isascii: str.isdigit also accepts digits int() refuses, such as "²"
+    return isinstance(value, str) and value.isascii() and value.isdigit()
 
 
 def _unquoted_boolean_hint(field, value):
