@@ -467,8 +467,11 @@ def read_suspects(path):
     """suspects.json as Suspects, checked against SUSPECTS_SCHEMA (DataError
     naming the file and key otherwise); and the whole validated document."""
     data = validate(load_json(path), SUSPECTS_SCHEMA, path)
-    suspects = [Suspect(s["kind"], tuple(s["names"]), s["metric"], s["value"],
-                        s["fleet_median"], s["reference"], s["direction"],
-                        tuple(Evidence(**e) for e in s["evidence"]))
-                for s in data["suspects"]]
-    return suspects, data
+    return [suspect_from_json(s) for s in data["suspects"]], data
+
+
+def suspect_from_json(s):
+    """A Suspect from its suspects.json form (a run report's record keeps
+    that form: publish makes drain.sh from it)."""
+    return Suspect(s["kind"], tuple(s["names"]), s["metric"], s["value"], s["fleet_median"],
+                   s["reference"], s["direction"], tuple(Evidence(**e) for e in s["evidence"]))
