@@ -1127,6 +1127,9 @@ static int sweep_schedule(struct bench *b, struct pair **out)
 static double batch_stream_window(struct bench *b, size_t n, long reps)
 {
     MPI_Request rq[STREAM_WINDOW];
+    /* a status array, not MPI_STATUSES_IGNORE: GCC's -Wstringop-overflow
+     * takes that for an empty array in Debian's MPICH 4.0 headers */
+    MPI_Status st[STREAM_WINDOW];
     char ack = 0;
     double t0 = MPI_Wtime();
     for (long w = 0; w < reps; w++) {
@@ -1136,7 +1139,7 @@ static double batch_stream_window(struct bench *b, size_t n, long reps)
             else
                 MPI_Irecv(b->rbuf, (int)n, MPI_BYTE, 0, 10, b->comm, &rq[i]);
         }
-        MPI_Waitall(STREAM_WINDOW, rq, MPI_STATUSES_IGNORE);
+        MPI_Waitall(STREAM_WINDOW, rq, st);
     }
     if (b->rank == 0)
         MPI_Recv(&ack, 1, MPI_BYTE, 1, 11, b->comm, MPI_STATUS_IGNORE);
