@@ -2,9 +2,10 @@
 round-robin rounds, and netbench.results.sweep, which reads its output.
 
 The golden files tests/data/benchmark/sweep.*.txt are real output of the
-benchmark built against the MPICH wheel, all ranks on this machine; `python
-tests/test_sweep_benchmark.py` (from the repository, PYTHONPATH=.) captures them again and rewrites the
-expected values (review the diff: it is the parser's behaviour)."""
+benchmark built against the MPICH wheel, all ranks on this machine;
+`PYTHONPATH=. python tests/test_sweep_benchmark.py`, from the repository,
+captures them again and rewrites the expected values (review the diff: it
+is the parser's behaviour)."""
 
 import json
 import os
@@ -115,6 +116,13 @@ def test_four_ranks_report_every_pair_both_ways_at_every_size(bench):
             assert sorted(link.bandwidth_mbps) == [1 << 20, 8 << 20]
             assert all(mbps > 0 for mbps in link.bandwidth_mbps.values())
     assert sorted(result.cpu) == [0, 1, 2, 3]
+
+
+def test_an_odd_count_of_ranks_runs_the_python_schedule(bench):
+    """netbench.c's schedule is round_robin's, a rank sitting out each round."""
+    result = sweep(bench, 5, "-s", "64k", "-t", "0.005", "-m", "3", "-M", "5")
+    assert (result.rounds, result.pairs) == (5, 10)
+    assert result.schedule == scheduled(5)
 
 
 def test_a_pair_list_measures_only_those_pairs(bench):
