@@ -1328,7 +1328,6 @@ static void print_cpu_use(struct bench *b, double wall, double cpu, struct waiti
 static int run_pair_sweep(struct bench *b)
 {
     struct pair *pairs;
-    check_pair_list(b->opt->pair_list, b->size);
     int npairs = sweep_schedule(b, &pairs), rounds = 0;
     struct waiting w = {0, 0};
     double start = MPI_Wtime(), cpu0 = process_cpu_seconds();
@@ -1378,6 +1377,8 @@ int main(int argc, char **argv)
     parse_options(&o, argc, argv);
     if ((o.mode == PINGPONG || o.mode == TCP || o.mode == SWEEP) && b.size < 2)
         usage_error("%s", "pingpong, tcp and sweep need at least 2 processes");
+    if (o.mode == SWEEP)
+        check_pair_list(o.pair_list, b.size);
     int nsizes;
     size_t *sizes = message_sizes(&o, &nsizes);
     size_t largest = nsizes ? sizes[nsizes - 1] : 1;
