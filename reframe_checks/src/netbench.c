@@ -14,6 +14,10 @@
  *              the address and to agree on repetition counts, never inside
  *              the timed loops.  Ping-pong by default, -S for a stream over
  *              -c parallel connections.
+ *   sweep      every pair of ranks (one per node) in turn: ping-pong latency
+ *              and one-way windowed bandwidth in both directions, pairs
+ *              scheduled in round-robin rounds; ranks waiting their turn
+ *              sleep instead of polling.
  *
  * Repetitions adapt per message size: batches are timed until the median's
  * estimated relative error drops below -r or the per-size budget -t runs
@@ -36,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -43,8 +48,8 @@
 #define MAX_SAMPLES_LIMIT 1000
 #define MAX_CONNECTIONS 256
 
-enum mode { PINGPONG, SENDRECV, EXCHANGE, BCAST, TCP };
-static const char *mode_names[] = {"pingpong", "sendrecv", "exchange", "bcast", "tcp"};
+enum mode { PINGPONG, SENDRECV, EXCHANGE, BCAST, TCP, SWEEP };
+static const char *mode_names[] = {"pingpong", "sendrecv", "exchange", "bcast", "tcp", "sweep"};
 
 struct options {
     enum mode mode;
@@ -65,6 +70,10 @@ struct options {
     int runs;            /* stream: repeated runs per size */
     size_t stream_bytes; /* stream: bytes per run over all connections */
     const char *tcp_addr;
+    /* sweep */
+    const char *pair_list;  /* -L "0:1,2:3": measure only these pairs */
+    int concurrent;         /* measure a round's pairs at the same time */
+    size_t latency_bytes;   /* message size of the latency ping-pong */
     /* explicit sizes (-s) */
     size_t *sizes;
     int nsizes;
@@ -78,6 +87,7 @@ struct stats {
 
 struct bench {
     struct options *opt;
+    MPI_Comm comm;                  /* the ranks measuring: world, or a sweep's pair */
     int rank, size;
     char *sbuf, *rbuf, *sbuf2, *rbuf2;
     int sock;                       /* tcp ping-pong connection */
@@ -115,7 +125,7 @@ static void usage(void)
     if (world_rank == 0)
         fprintf(stderr,
             "usage: netbench MODE [options]\n"
-            "modes: pingpong sendrecv exchange bcast tcp\n"
+            "modes: pingpong sendrecv exchange bcast tcp sweep\n"
             "  -n BYTES   smallest message (default 1)\n"
             "  -x BYTES   largest message (default 8388608)\n"
             "  -s LIST    explicit comma-separated message sizes\n"
@@ -137,7 +147,12 @@ static void usage(void)
             "  -R N       stream runs per size (default 5)\n"
             "  -T BYTES   bytes per stream run (default 67108864)\n"
             "  -A ADDR    address of rank 0 to use (default: loopback on one host,\n"
-            "             rank 0's host name otherwise)\n");
+            "             rank 0's host name otherwise)\n"
+            "sweep mode (one rank per node; every pair of ranks in round-robin rounds):\n"
+            "  -s LIST    bandwidth message sizes (default 1M,8M; -n, -x, -f unused)\n"
+            "  -l BYTES   latency ping-pong message size (default 8)\n"
+            "  -C         measure a round's pairs concurrently (default: one at a time)\n"
+            "  -L PAIRS   measure only these pairs of ranks, e.g. 0:1,2:3\n");
 }
 
 static size_t parse_size(const char *s, const char *what)
@@ -168,20 +183,36 @@ static void parse_size_list(struct options *o, char *list)
         o->sizes[o->nsizes++] = parse_size(tok, "-s");
 }
 
+/* The sweep measures a link's latency and its bandwidth at a few large
+ * messages, not a curve: its sizes are -s, 1 MiB and 8 MiB by default. */
+static void sweep_defaults(struct options *o)
+{
+    if (!o->sizes) {
+        o->sizes = calloc(2, sizeof(size_t));
+        o->sizes[0] = 1 << 20;
+        o->sizes[1] = 8 << 20;
+        o->nsizes = 2;
+    }
+    if (o->verify)
+        usage_error("%s", "-V is not available in sweep mode");
+    if (o->latency_bytes < 1)
+        usage_error("%s", "-l must be at least 1 byte");
+}
+
 static void parse_options(struct options *o, int argc, char **argv)
 {
     *o = (struct options){
         .min_bytes = 1, .max_bytes = 8 << 20, .factor = 2.0,
         .precision = 0.01, .budget = 0.05, .min_samples = 5,
         .max_samples = 50, .connections = 1, .runs = 5,
-        .stream_bytes = 64 << 20,
+        .stream_bytes = 64 << 20, .latency_bytes = 8,
     };
     if (argc < 2) {
         usage();
         usage_error("%s", "missing MODE");
     }
     int found = 0;
-    for (int m = PINGPONG; m <= TCP; m++)
+    for (int m = PINGPONG; m <= SWEEP; m++)
         if (!strcmp(argv[1], mode_names[m])) {
             o->mode = m;
             found = 1;
@@ -192,7 +223,7 @@ static void parse_options(struct options *o, int argc, char **argv)
     }
     optind = 2;
     int c;
-    while ((c = getopt(argc, argv, "n:x:s:f:p:ar:t:m:M:V1b:SPc:R:T:A:h")) != -1) {
+    while ((c = getopt(argc, argv, "n:x:s:f:p:ar:t:m:M:V1b:SPc:R:T:A:l:CL:h")) != -1) {
         switch (c) {
         case 'n': o->min_bytes = parse_size(optarg, "-n"); break;
         case 'x': o->max_bytes = parse_size(optarg, "-x"); break;
@@ -213,6 +244,9 @@ static void parse_options(struct options *o, int argc, char **argv)
         case 'R': o->runs = atoi(optarg); break;
         case 'T': o->stream_bytes = parse_size(optarg, "-T"); break;
         case 'A': o->tcp_addr = optarg; break;
+        case 'l': o->latency_bytes = parse_size(optarg, "-l"); break;
+        case 'C': o->concurrent = 1; break;
+        case 'L': o->pair_list = optarg; break;
         default: usage(); usage_error("%s", "bad option");
         }
     }
@@ -226,6 +260,8 @@ static void parse_options(struct options *o, int argc, char **argv)
         usage_error("%s", "-n must not exceed -x");
     if (o->runs < 1)
         usage_error("%s", "-R must be at least 1");
+    if (o->mode == SWEEP)
+        sweep_defaults(o);
 }
 
 /* ---- message sizes ------------------------------------------------------ */
@@ -479,22 +515,22 @@ static double batch_pingpong(struct bench *b, size_t n, long reps)
     for (long i = 0; i < reps; i++) {
         if (b->rank == 0) {
             if (b->opt->nonblocking) {
-                MPI_Irecv(b->rbuf, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD, &rq[0]);
-                MPI_Isend(b->sbuf, (int)n, MPI_BYTE, 1, 0, MPI_COMM_WORLD, &rq[1]);
+                MPI_Irecv(b->rbuf, (int)n, MPI_BYTE, 1, 1, b->comm, &rq[0]);
+                MPI_Isend(b->sbuf, (int)n, MPI_BYTE, 1, 0, b->comm, &rq[1]);
                 MPI_Waitall(2, rq, st);
             } else {
-                MPI_Send(b->sbuf, (int)n, MPI_BYTE, 1, 0, MPI_COMM_WORLD);
-                MPI_Recv(b->rbuf, (int)n, MPI_BYTE, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                MPI_Send(b->sbuf, (int)n, MPI_BYTE, 1, 0, b->comm);
+                MPI_Recv(b->rbuf, (int)n, MPI_BYTE, 1, 1, b->comm, MPI_STATUS_IGNORE);
             }
         } else if (b->rank == 1) {
             if (b->opt->nonblocking) {
-                MPI_Irecv(b->rbuf, (int)n, MPI_BYTE, 0, 0, MPI_COMM_WORLD, &rq[0]);
+                MPI_Irecv(b->rbuf, (int)n, MPI_BYTE, 0, 0, b->comm, &rq[0]);
                 MPI_Wait(&rq[0], MPI_STATUS_IGNORE);
-                MPI_Isend(b->sbuf, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD, &rq[1]);
+                MPI_Isend(b->sbuf, (int)n, MPI_BYTE, 0, 1, b->comm, &rq[1]);
                 MPI_Wait(&rq[1], MPI_STATUS_IGNORE);
             } else {
-                MPI_Recv(b->rbuf, (int)n, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                MPI_Send(b->sbuf, (int)n, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+                MPI_Recv(b->rbuf, (int)n, MPI_BYTE, 0, 0, b->comm, MPI_STATUS_IGNORE);
+                MPI_Send(b->sbuf, (int)n, MPI_BYTE, 0, 1, b->comm);
             }
         }
     }
@@ -642,7 +678,7 @@ static long calibrate(struct bench *b, batch_fn fn, size_t n, double target)
             double want = t > 0 ? reps * target / t : reps * 16.0;
             next = (long)fmin(fmax(want, reps + 1.0), reps * 16.0);
         }
-        MPI_Bcast(&next, 1, MPI_LONG, 0, MPI_COMM_WORLD);
+        MPI_Bcast(&next, 1, MPI_LONG, 0, b->comm);
         if (!next)
             return reps;
         reps = next;
@@ -651,9 +687,9 @@ static long calibrate(struct bench *b, batch_fn fn, size_t n, double target)
 
 /* Time per iteration of a batch: ping-pong reports half the round trip, as
  * NetPIPE and the seeds do; the other modes the time of one call. */
-static double per_iteration(struct bench *b, double batch_seconds, long reps)
+static double per_iteration(batch_fn fn, double batch_seconds, long reps)
 {
-    int pingpong = b->opt->mode == PINGPONG || b->opt->mode == TCP;
+    int pingpong = fn == batch_pingpong || fn == batch_tcp_pingpong;
     return batch_seconds / (double)reps / (pingpong ? 2.0 : 1.0);
 }
 
@@ -668,13 +704,13 @@ static struct stats measure(struct bench *b, batch_fn fn, size_t n)
     while (more) {
         double t = fn(b, n, reps);
         if (b->rank == 0) {
-            samples[count++] = per_iteration(b, t, reps);
+            samples[count++] = per_iteration(fn, t, reps);
             int enough = count >= o->min_samples &&
                          (relative_error(samples, count, reps) <= o->precision ||
                           MPI_Wtime() - start >= o->budget);
             more = !(enough || count >= o->max_samples);
         }
-        MPI_Bcast(&more, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        MPI_Bcast(&more, 1, MPI_INT, 0, b->comm);
     }
     struct stats st = {0};
     if (b->rank == 0)
@@ -725,7 +761,9 @@ static void print_header(struct bench *b)
     struct options *o = b->opt;
     printf("# netbench %s mode=%s%s nprocs=%d\n", NETBENCH_VERSION, mode_names[o->mode],
            o->mode == PINGPONG ? (o->nonblocking ? " variant=nonblocking" : " variant=blocking")
-           : o->mode == TCP ? (o->stream ? " variant=stream" : " variant=pingpong") : "",
+           : o->mode == TCP ? (o->stream ? " variant=stream" : " variant=pingpong")
+           : o->mode == SWEEP ? (o->concurrent ? " variant=concurrent" : " variant=sequential")
+           : "",
            b->size);
     printf("# mpi_library: %s\n", lib);
     printf("# settings: precision=%g budget_s=%g min_samples=%d max_samples=%d perturb=%ld "
@@ -946,6 +984,376 @@ static int run_stream(struct bench *b)
     return 0;
 }
 
+/* ---- sweep: every pair of ranks, one pair (or one round) at a time ------- */
+
+/* Messages in flight in the bandwidth stream: enough to keep a link busy
+ * across the gap between one completion and the next send, as osu_bw's
+ * window does. */
+#define STREAM_WINDOW 8
+/* How long a waiting rank sleeps between tests of its request: short
+ * against a pair's measurement (tens of ms), long enough to leave the CPU
+ * to the measuring pair on a host whose ranks share cores. */
+#define IDLE_SLEEP_NS 500000L
+#define SWEEP_CMD_TAG 40
+#define SWEEP_RESULT_TAG 41
+#define SWEEP_REVERSE_TAG 42
+
+struct pair {
+    int round, a, b;      /* a < b */
+};
+
+/* One directed measurement as it travels between ranks (all doubles so one
+ * MPI_DOUBLE message carries a pair's record). */
+struct figures {
+    double usec, usec_min, mad_pct, samples, reps;
+};
+#define FIGURES_DOUBLES 5
+
+/* The time a rank spent waiting its turn, and the CPU it burnt meanwhile:
+ * the test that waiting ranks sleep reads these. */
+struct waiting {
+    double wall, cpu;
+};
+
+static double process_cpu_seconds(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+}
+
+/* Complete `rq` without spinning: MPI_Wait, MPI_Recv and MPI_Barrier poll
+ * the network at full speed in most MPIs, which on virtual nodes sharing
+ * two cores would take the CPU from the pair being measured. */
+static void wait_sleeping(MPI_Request *rq, void *status, struct waiting *w)
+{
+    double wall0 = MPI_Wtime(), cpu0 = process_cpu_seconds();
+    struct timespec nap = {0, IDLE_SLEEP_NS};
+    int done = 0;
+    for (;;) {
+        MPI_Test(rq, &done, status ? (MPI_Status *)status : MPI_STATUS_IGNORE);
+        if (done)
+            break;
+        nanosleep(&nap, NULL);
+    }
+    w->wall += MPI_Wtime() - wall0;
+    w->cpu += process_cpu_seconds() - cpu0;
+}
+
+static void recv_sleeping(void *buf, int count, MPI_Datatype type, int source, int tag,
+                          struct waiting *w)
+{
+    MPI_Request rq;
+    MPI_Irecv(buf, count, type, source, tag, MPI_COMM_WORLD, &rq);
+    wait_sleeping(&rq, NULL, w);
+}
+
+/* Round-robin tournament by the circle method: rank m-1 stays put while the
+ * others rotate, so every round pairs each rank at most once and after m-1
+ * rounds every pair has met once.  An odd count adds a phantom rank; whoever
+ * meets it sits the round out.  Mirrored by netbench.results.sweep.round_robin. */
+static int round_robin(int n, struct pair *out)
+{
+    int m = n % 2 ? n + 1 : n, count = 0;
+    for (int r = 0; r < m - 1; r++)
+        for (int i = 0; i < m / 2; i++) {
+            int x = i == 0 ? m - 1 : (r + i) % (m - 1);
+            int y = i == 0 ? r : (r - i + (m - 1)) % (m - 1);
+            if (x >= n || y >= n)
+                continue;
+            out[count++] = (struct pair){r, x < y ? x : y, x < y ? y : x};
+        }
+    return count;
+}
+
+/* Is a:b (either order) in the -L list "0:1,2:3"?  No list: every pair. */
+static int pair_listed(const char *list, int a, int b)
+{
+    if (!list)
+        return 1;
+    for (const char *p = list; *p;) {
+        char *end;
+        long x = strtol(p, &end, 10), y = -1;
+        if (*end == ':')
+            y = strtol(end + 1, &end, 10);
+        if ((x == a && y == b) || (x == b && y == a))
+            return 1;
+        p = *end == ',' ? end + 1 : end;
+        if (*end && *end != ',')
+            break;
+    }
+    return 0;
+}
+
+/* Every -L entry must name two different ranks of this job: a typo would
+ * otherwise silently measure nothing. */
+static void check_pair_list(const char *list, int nranks)
+{
+    if (!list)
+        return;
+    for (const char *p = list; *p;) {
+        char *end;
+        long x = strtol(p, &end, 10), y = -1;
+        if (end == p || *end != ':')
+            usage_error("-L: expected pairs as A:B,C:D, got '%s'", list);
+        const char *second = end + 1;
+        y = strtol(second, &end, 10);
+        if (end == second || (*end && *end != ',') || x < 0 || y < 0 || x >= nranks ||
+            y >= nranks || x == y)
+            usage_error("-L: '%s' names no pair of two different ranks of this job", list);
+        p = *end ? end + 1 : end;
+    }
+}
+
+/* The scheduled pairs that the sweep measures, in order. */
+static int sweep_schedule(struct bench *b, struct pair **out)
+{
+    int n = b->size, m = n % 2 ? n + 1 : n;
+    struct pair *all = calloc((size_t)(m / 2) * (size_t)(m - 1) + 1, sizeof *all);
+    int total = round_robin(n, all), kept = 0;
+    for (int i = 0; i < total; i++)
+        if (pair_listed(b->opt->pair_list, all[i].a, all[i].b))
+            all[kept++] = all[i];
+    *out = all;
+    return kept;
+}
+
+/* One-way bandwidth: `reps` windows of STREAM_WINDOW messages from pair
+ * rank 0 to pair rank 1, a whole window in flight at a time even when one
+ * batch is all the budget allows; the receiver acknowledges the last, so
+ * the sender's clock stops when the data has arrived.  All messages of a
+ * window land in one receive buffer, as osu_bw's do: only timing counts. */
+static double batch_stream_window(struct bench *b, size_t n, long reps)
+{
+    MPI_Request rq[STREAM_WINDOW];
+    /* a status array, not MPI_STATUSES_IGNORE: GCC's -Wstringop-overflow
+     * takes that for an empty array in Debian's MPICH 4.0 headers */
+    MPI_Status st[STREAM_WINDOW];
+    char ack = 0;
+    double t0 = MPI_Wtime();
+    for (long w = 0; w < reps; w++) {
+        for (int i = 0; i < STREAM_WINDOW; i++) {
+            if (b->rank == 0)
+                MPI_Isend(b->sbuf, (int)n, MPI_BYTE, 1, 10, b->comm, &rq[i]);
+            else
+                MPI_Irecv(b->rbuf, (int)n, MPI_BYTE, 0, 10, b->comm, &rq[i]);
+        }
+        MPI_Waitall(STREAM_WINDOW, rq, st);
+    }
+    if (b->rank == 0)
+        MPI_Recv(&ack, 1, MPI_BYTE, 1, 11, b->comm, MPI_STATUS_IGNORE);
+    else
+        MPI_Send(&ack, 1, MPI_BYTE, 0, 11, b->comm);
+    return MPI_Wtime() - t0;
+}
+
+/* Figures per message of a measurement whose iterations each carry
+ * `messages` messages (a stream's window; 1 for the ping-pong). */
+static struct figures figures_of(struct stats st, int messages)
+{
+    return (struct figures){st.median * 1e6 / messages, st.min * 1e6 / messages,
+                            st.median > 0 ? 100 * st.mad / st.median : 0, st.samples,
+                            (double)st.reps * messages};
+}
+
+/* A bench of the two ranks `first` and `second` (world ranks) alone, with
+ * `first` as its rank 0: the sender of the stream, the timer of the
+ * ping-pong. */
+static struct bench pair_bench(struct bench *b, int first, int second)
+{
+    struct bench pb = *b;
+    MPI_Group world, two;
+    int members[2] = {first, second};
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, 2, members, &two);
+    MPI_Comm_create_group(MPI_COMM_WORLD, two, 0, &pb.comm);
+    MPI_Group_free(&two);
+    MPI_Group_free(&world);
+    MPI_Comm_rank(pb.comm, &pb.rank);
+    pb.size = 2;
+    return pb;
+}
+
+/* Record of a pair: [0] latency, then per size [1+2i] a->b and [2+2i] b->a. */
+static int record_length(int nsizes)
+{
+    return 1 + 2 * nsizes;
+}
+
+/* Both members of pair (a, b) run this; on return `record` is complete on a. */
+static void measure_pair(struct bench *b, int a, int bb, struct figures *record)
+{
+    int nsizes;
+    size_t *sizes = message_sizes(b->opt, &nsizes);
+    struct bench ab = pair_bench(b, a, bb), ba = pair_bench(b, bb, a);
+    struct figures *reverse = calloc((size_t)nsizes, sizeof *reverse);
+    record[0] = figures_of(measure(&ab, batch_pingpong, b->opt->latency_bytes), 1);
+    for (int i = 0; i < nsizes; i++) {
+        record[1 + 2 * i] = figures_of(measure(&ab, batch_stream_window, sizes[i]),
+                                       STREAM_WINDOW);
+        reverse[i] = figures_of(measure(&ba, batch_stream_window, sizes[i]), STREAM_WINDOW);
+    }
+    /* b timed the b->a streams: its figures join a's record */
+    if (b->rank == bb)
+        MPI_Send(reverse, nsizes * FIGURES_DOUBLES, MPI_DOUBLE, a, SWEEP_REVERSE_TAG,
+                 MPI_COMM_WORLD);
+    else
+        MPI_Recv(reverse, nsizes * FIGURES_DOUBLES, MPI_DOUBLE, bb, SWEEP_REVERSE_TAG,
+                 MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    for (int i = 0; i < nsizes; i++)
+        record[2 + 2 * i] = reverse[i];
+    free(reverse);
+    MPI_Comm_free(&ab.comm);
+    MPI_Comm_free(&ba.comm);
+}
+
+static void print_figures_row(int round, int src, int dst, size_t bytes, int latency,
+                              struct figures f)
+{
+    double mbps = f.usec > 0 ? 8.0 * (double)bytes / f.usec : 0;  /* bits/us = 10^6 bit/s */
+    printf("%5d %5d %5d %10zu %d %12.4f %12.4f %8.3f %12.3f %4.0f %9.0f\n", round, src, dst,
+           bytes, latency, f.usec, f.usec_min, f.mad_pct, mbps, f.samples, f.reps);
+}
+
+/* The pair's rows: latency once (a timed it, src a < dst b), then the
+ * bandwidth of each size in both directions, src sending. */
+static void print_pair(struct bench *b, struct pair p, struct figures *record)
+{
+    int nsizes;
+    size_t *sizes = message_sizes(b->opt, &nsizes);
+    print_figures_row(p.round, p.a, p.b, b->opt->latency_bytes, 1, record[0]);
+    for (int i = 0; i < nsizes; i++) {
+        print_figures_row(p.round, p.a, p.b, sizes[i], 0, record[1 + 2 * i]);
+        print_figures_row(p.round, p.b, p.a, sizes[i], 0, record[2 + 2 * i]);
+    }
+    fflush(stdout);
+}
+
+/* Rank 0 tells a pair's members to start: each gets its partner. */
+static void send_go(struct pair p)
+{
+    int partner_of_a[2] = {p.b, p.round}, partner_of_b[2] = {p.a, p.round};
+    if (p.a != 0)
+        MPI_Send(partner_of_a, 2, MPI_INT, p.a, SWEEP_CMD_TAG, MPI_COMM_WORLD);
+    if (p.b != 0)
+        MPI_Send(partner_of_b, 2, MPI_INT, p.b, SWEEP_CMD_TAG, MPI_COMM_WORLD);
+}
+
+/* Rank 0's part in pairs [first, last) that run at the same time: start
+ * them, measure its own pair if it has one, then wait (sleeping) for the
+ * others' records and print every pair in schedule order. */
+static void run_pairs(struct bench *b, struct pair *pairs, int first, int last,
+                      struct waiting *w)
+{
+    int nsizes, len;
+    message_sizes(b->opt, &nsizes);
+    len = record_length(nsizes);
+    struct figures *records = calloc((size_t)(last - first) * (size_t)len, sizeof *records);
+    for (int i = first; i < last; i++)
+        send_go(pairs[i]);
+    for (int i = first; i < last; i++)
+        if (pairs[i].a == 0)
+            measure_pair(b, pairs[i].a, pairs[i].b, records + (size_t)(i - first) * len);
+    for (int i = first; i < last; i++)
+        if (pairs[i].a != 0)
+            recv_sleeping(records + (size_t)(i - first) * len, len * FIGURES_DOUBLES, MPI_DOUBLE,
+                          pairs[i].a, SWEEP_RESULT_TAG, w);
+    for (int i = first; i < last; i++)
+        print_pair(b, pairs[i], records + (size_t)(i - first) * len);
+    free(records);
+}
+
+/* Rank 0 coordinates: pairs one at a time, or a round's pairs together. */
+static int coordinate_sweep(struct bench *b, struct pair *pairs, int npairs, struct waiting *w)
+{
+    int rounds = 0;
+    for (int i = 0; i < npairs;) {
+        int end = i + 1;
+        while (end < npairs && pairs[end].round == pairs[i].round)
+            end++;
+        rounds++;
+        if (b->opt->concurrent)
+            run_pairs(b, pairs, i, end, w);
+        else
+            for (int k = i; k < end; k++)
+                run_pairs(b, pairs, k, k + 1, w);
+        i = end;
+    }
+    int stop[2] = {-1, -1};
+    for (int r = 1; r < b->size; r++)
+        MPI_Send(stop, 2, MPI_INT, r, SWEEP_CMD_TAG, MPI_COMM_WORLD);
+    return rounds;
+}
+
+/* Every other rank: sleep until rank 0 names a partner, measure the pair,
+ * and report it if it is the pair's lower rank; until rank 0 says stop. */
+static void follow_sweep(struct bench *b, struct waiting *w)
+{
+    int nsizes;
+    message_sizes(b->opt, &nsizes);
+    int len = record_length(nsizes);
+    struct figures *record = calloc((size_t)len, sizeof *record);
+    for (;;) {
+        int cmd[2];
+        recv_sleeping(cmd, 2, MPI_INT, 0, SWEEP_CMD_TAG, w);
+        int partner = cmd[0];
+        if (partner < 0)
+            break;
+        int a = b->rank < partner ? b->rank : partner, bb = b->rank < partner ? partner : b->rank;
+        measure_pair(b, a, bb, record);
+        if (b->rank == a)
+            MPI_Send(record, len * FIGURES_DOUBLES, MPI_DOUBLE, 0, SWEEP_RESULT_TAG,
+                     MPI_COMM_WORLD);
+    }
+    free(record);
+}
+
+/* `# rank R cpu_seconds C wall_seconds W wait_seconds S wait_cpu_seconds U`
+ * per rank: what the sweep cost each rank, and that waiting cost little. */
+static void print_cpu_use(struct bench *b, double wall, double cpu, struct waiting w)
+{
+    double mine[4] = {cpu, wall, w.wall, w.cpu};
+    double *all = b->rank == 0 ? calloc((size_t)b->size * 4, sizeof(double)) : NULL;
+    MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    if (b->rank != 0)
+        return;
+    for (int r = 0; r < b->size; r++)
+        printf("# rank %d cpu_seconds %.4f wall_seconds %.4f wait_seconds %.4f "
+               "wait_cpu_seconds %.4f\n", r, all[4 * r], all[4 * r + 1], all[4 * r + 2],
+               all[4 * r + 3]);
+    free(all);
+}
+
+static int run_pair_sweep(struct bench *b)
+{
+    struct pair *pairs;
+    int npairs = sweep_schedule(b, &pairs), rounds = 0;
+    struct waiting w = {0, 0};
+    double start = MPI_Wtime(), cpu0 = process_cpu_seconds();
+    if (b->rank == 0) {
+        printf("# sweep: latency_bytes=%zu window=%d order=%s pairs=%s\n",
+               b->opt->latency_bytes, STREAM_WINDOW,
+               b->opt->concurrent ? "concurrent" : "sequential",
+               b->opt->pair_list ? b->opt->pair_list : "all");
+        printf("# columns: round src dst bytes latency usec usec_min mad_pct Mbps samples "
+               "reps\n");
+        rounds = coordinate_sweep(b, pairs, npairs, &w);
+    } else {
+        follow_sweep(b, &w);
+    }
+    double elapsed = MPI_Wtime() - start;
+    print_cpu_use(b, elapsed, process_cpu_seconds() - cpu0, w);
+    if (b->rank == 0) {
+        printf("@ rounds %d\n", rounds);
+        printf("@ pairs %d\n", npairs);
+        printf("@ sweep_seconds %.3f\n", elapsed);
+        printf("@ order %s\n", b->opt->concurrent ? "concurrent" : "sequential");
+    }
+    free(pairs);
+    return 0;
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static char *alloc_buffer(size_t n)
@@ -960,18 +1368,22 @@ static char *alloc_buffer(size_t n)
 int main(int argc, char **argv)
 {
     struct options o;
-    struct bench b = {.opt = &o, .sock = -1};
+    struct bench b = {.opt = &o, .comm = MPI_COMM_WORLD, .sock = -1};
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     b.rank = world_rank;
     MPI_Comm_size(MPI_COMM_WORLD, &b.size);
     setvbuf(stdout, NULL, _IOLBF, 0);
     parse_options(&o, argc, argv);
-    if ((o.mode == PINGPONG || o.mode == TCP) && b.size < 2)
-        usage_error("%s", "pingpong and tcp need at least 2 processes");
+    if ((o.mode == PINGPONG || o.mode == TCP || o.mode == SWEEP) && b.size < 2)
+        usage_error("%s", "pingpong, tcp and sweep need at least 2 processes");
+    if (o.mode == SWEEP)
+        check_pair_list(o.pair_list, b.size);
     int nsizes;
     size_t *sizes = message_sizes(&o, &nsizes);
     size_t largest = nsizes ? sizes[nsizes - 1] : 1;
+    if (o.mode == SWEEP && o.latency_bytes > largest)
+        largest = o.latency_bytes;
     b.sbuf = alloc_buffer(largest);
     b.rbuf = o.one_buffer ? b.sbuf : alloc_buffer(largest);
     busy_poll_reads = o.busy_poll;
@@ -986,6 +1398,7 @@ int main(int argc, char **argv)
     case SENDRECV: rc = run_sweep(&b, batch_sendrecv, 0); break;
     case EXCHANGE: rc = run_sweep(&b, batch_exchange, 0); break;
     case BCAST: rc = run_sweep(&b, batch_bcast, 0); break;
+    case SWEEP: rc = run_pair_sweep(&b); break;
     case TCP:
         if (o.stream) {
             tcp_connect_pair(&b, b.socks, o.connections, 0);
