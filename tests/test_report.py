@@ -3,6 +3,7 @@ escaping, self-containment, atomic publishing, comparison of sessions."""
 
 import copy
 import json
+import subprocess
 import os
 
 import html5lib
@@ -314,3 +315,32 @@ def test_a_fabric_sweep_shows_its_heat_maps_and_suspects(tmp_path):
 def test_a_healthy_sweep_names_no_suspect(tmp_path):
     page = report.render_report([session_from(sweep_report([]), tmp_path)])
     assert "no suspect" in page[page.index('id="sweep"'):]
+
+
+def test_a_published_sweep_leaves_suspects_json_and_a_drain_script(tmp_path):
+    suspect = {"kind": "node", "names": ["n3"], "metric": "bw_Mbps@8388608", "value": 300.0,
+               "fleet_median": 950.0, "reference": None, "direction": "both",
+               "evidence": [{"src": "n1", "dst": "n3", "metric": "bw_Mbps@8388608",
+                             "value": 300.0, "bound": 712.5}]}
+    raw = tmp_path / "run-report.json"
+    raw.write_text(json.dumps(sweep_report([suspect])))
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    folder = report.publish(raw, reports)
+    found = json.loads((folder / "suspects.json").read_text())
+    assert [s["names"] for sw in found["sweeps"] for s in sw["suspects"]] == [["n3"]]
+    script = (reports / "latest" / "drain.sh").read_text()
+    assert subprocess.run(["sh", "-n"], input=script, text=True).returncode == 0
+    commands = [line for line in script.splitlines() if "scontrol" in line]
+    assert commands and all(line.startswith("#") for line in commands), script
+    assert all("NodeName=n3" in line for line in commands if "NodeName=" in line)
+    # published again, the session's folder of netbench's own files is replaced
+    assert report.publish(raw, reports) == folder
+
+
+def test_a_session_without_a_sweep_writes_no_suspects(tmp_path):
+    raw = tmp_path / "run-report.json"
+    raw.write_text(json.dumps(minimal_report()))
+    (tmp_path / "reports").mkdir()
+    folder = report.publish(raw, tmp_path / "reports")
+    assert not (folder / "suspects.json").exists() and not (folder / "drain.sh").exists()

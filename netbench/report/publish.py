@@ -29,7 +29,8 @@ from pathlib import Path
 
 from .. import paths
 from ..datafiles import DataError
-from . import page
+from ..fleet import drain, judge as fleet_judge
+from . import page, sweep
 from .provenance import collect_provenance
 from .sessions import load_session, published_sessions
 
@@ -37,7 +38,9 @@ from .sessions import load_session, published_sessions
 RAW_REPORTS = paths.STATE / "reports"
 
 #: the files netbench writes into a session folder: all it ever removes there
-SESSION_FILES = ("run-report.json", "provenance.json", "index.html")
+SESSION_FILES = ("run-report.json", "provenance.json", "index.html",
+                 # a session that swept a fabric (LinkSweep): what it named
+                 "suspects.json", "drain.sh")
 
 
 def atomic_write(path, text):
@@ -90,14 +93,30 @@ def remove_session_files(folder):
     os.rmdir(folder)
 
 
-def stage_session(reports_dir, raw_report, provenance, html):
+def sweep_files(session):
+    """{file name: text} of a session that swept a fabric: suspects.json
+    (every sweep and what it named) and drain.sh (one commented scontrol
+    line per suspect node, for the engineer to review; netbench never runs
+    it); {} for any other session."""
+    found = sweep.session_suspects(session)
+    if found is None:
+        return {}
+    suspects = [fleet_judge.suspect_from_json(s) for sw in found["sweeps"] for s in sw["suspects"]]
+    return {"suspects.json": json.dumps(found, indent=2) + "\n",
+            "drain.sh": drain.drain_script(suspects)}
+
+
+def stage_session(reports_dir, raw_report, provenance, html, extra=None):
     """The session's files in a new hidden folder of reports/, ready to be
-    renamed into place."""
+    renamed into place; `extra`: more of SESSION_FILES, {name: text}."""
     staging = Path(tempfile.mkdtemp(dir=reports_dir, prefix=".session-"))
     try:
         shutil.copyfile(raw_report, staging / "run-report.json")
         (staging / "provenance.json").write_text(json.dumps(provenance, indent=2))
         (staging / "index.html").write_text(html)
+        for name, text in (extra or {}).items():
+            assert name in SESSION_FILES, name
+            (staging / name).write_text(text)
         os.chmod(staging, 0o755)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -191,7 +210,7 @@ def publish(raw_report, reports_dir=paths.REPORTS):
         # the page is drawn outside the lock: matplotlib takes seconds
         earlier = [s for s in published_sessions(reports_dir) if s.name != name]
         staging = stage_session(reports_dir, raw_report, session.provenance,
-                                page.render_report([session], earlier))
+                                page.render_report([session], earlier), sweep_files(session))
         try:
             with reports_lock(reports_dir):
                 check_latest(reports_dir / "latest")

@@ -68,6 +68,12 @@ class SweepResult:
                 seen.bandwidth_mbps[nbytes] = min(mbps, seen.bandwidth_mbps.get(nbytes, mbps))
         return worst
 
+    def measurements(self):
+        """by_host in the form netbench.fleet.judge takes: (src, dst) ->
+        {"latency_us": float or None, "bw_Mbps": {bytes: Mbit/s}}."""
+        return {pair: {"latency_us": link.latency_us, "bw_Mbps": dict(link.bandwidth_mbps)}
+                for pair, link in self.by_host.items()}
+
 
 def round_robin(n):
     """The rounds of disjoint pairs (a, b), a < b, that the benchmark

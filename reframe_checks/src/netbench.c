@@ -990,6 +990,19 @@ static int run_stream(struct bench *b)
  * across the gap between one completion and the next send, as osu_bw's
  * window does. */
 #define STREAM_WINDOW 8
+/* ... but no more than this many bytes in flight: a window of eight 8 MiB
+ * messages takes half a second at 1 Gbit/s, and a sweep times every
+ * direction of every pair several times; one 8 MiB message already keeps
+ * the link busy for its whole transfer. */
+#define STREAM_WINDOW_BYTES (2u << 20)
+
+/* Messages in flight for messages of `n` bytes: STREAM_WINDOW, fewer for
+ * large ones (STREAM_WINDOW_BYTES), at least one. */
+static int window_for(size_t n)
+{
+    size_t fit = n ? STREAM_WINDOW_BYTES / n : STREAM_WINDOW;
+    return fit < 1 ? 1 : fit > STREAM_WINDOW ? STREAM_WINDOW : (int)fit;
+}
 /* How long a waiting rank sleeps between tests of its request: short
  * against a pair's measurement (tens of ms), long enough to leave the CPU
  * to the measuring pair on a host whose ranks share cores. */
@@ -1119,7 +1132,7 @@ static int sweep_schedule(struct bench *b, struct pair **out)
     return kept;
 }
 
-/* One-way bandwidth: `reps` windows of STREAM_WINDOW messages from pair
+/* One-way bandwidth: `reps` windows of window_for(n) messages from pair
  * rank 0 to pair rank 1, a whole window in flight at a time even when one
  * batch is all the budget allows; the receiver acknowledges the last, so
  * the sender's clock stops when the data has arrived.  All messages of a
@@ -1131,15 +1144,16 @@ static double batch_stream_window(struct bench *b, size_t n, long reps)
      * takes that for an empty array in Debian's MPICH 4.0 headers */
     MPI_Status st[STREAM_WINDOW];
     char ack = 0;
+    int window = window_for(n);
     double t0 = MPI_Wtime();
     for (long w = 0; w < reps; w++) {
-        for (int i = 0; i < STREAM_WINDOW; i++) {
+        for (int i = 0; i < window; i++) {
             if (b->rank == 0)
                 MPI_Isend(b->sbuf, (int)n, MPI_BYTE, 1, 10, b->comm, &rq[i]);
             else
                 MPI_Irecv(b->rbuf, (int)n, MPI_BYTE, 0, 10, b->comm, &rq[i]);
         }
-        MPI_Waitall(STREAM_WINDOW, rq, st);
+        MPI_Waitall(window, rq, st);
     }
     if (b->rank == 0)
         MPI_Recv(&ack, 1, MPI_BYTE, 1, 11, b->comm, MPI_STATUS_IGNORE);
@@ -1191,8 +1205,9 @@ static void measure_pair(struct bench *b, int a, int bb, struct figures *record)
     record[0] = figures_of(measure(&ab, batch_pingpong, b->opt->latency_bytes), 1);
     for (int i = 0; i < nsizes; i++) {
         record[1 + 2 * i] = figures_of(measure(&ab, batch_stream_window, sizes[i]),
-                                       STREAM_WINDOW);
-        reverse[i] = figures_of(measure(&ba, batch_stream_window, sizes[i]), STREAM_WINDOW);
+                                       window_for(sizes[i]));
+        reverse[i] = figures_of(measure(&ba, batch_stream_window, sizes[i]),
+                                window_for(sizes[i]));
     }
     /* b timed the b->a streams: its figures join a's record */
     if (b->rank == bb)
@@ -1332,8 +1347,8 @@ static int run_pair_sweep(struct bench *b)
     struct waiting w = {0, 0};
     double start = MPI_Wtime(), cpu0 = process_cpu_seconds();
     if (b->rank == 0) {
-        printf("# sweep: latency_bytes=%zu window=%d order=%s pairs=%s\n",
-               b->opt->latency_bytes, STREAM_WINDOW,
+        printf("# sweep: latency_bytes=%zu window=%d window_bytes=%u order=%s pairs=%s\n",
+               b->opt->latency_bytes, STREAM_WINDOW, STREAM_WINDOW_BYTES,
                b->opt->concurrent ? "concurrent" : "sequential",
                b->opt->pair_list ? b->opt->pair_list : "all");
         printf("# columns: round src dst bytes latency usec usec_min mad_pct Mbps samples "

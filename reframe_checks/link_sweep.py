@@ -1,0 +1,192 @@
+"""Every pair of nodes of a partition, in one launch: which node or link is
+slow (issue #17).
+
+One rank per node runs the benchmark's sweep mode: the pairs in rounds of
+disjoint pairs, latency at a small message and one-way bandwidth at 1 and
+8 MiB in both directions, the ranks that wait their turn asleep.  Every
+pair is held to the fleet (median and MAD without the worst node) and the
+fleet to the partition's documented references (netbench/fleet/judge.py,
+thresholds.yaml `sweep:`).  Pairs outside the band are measured again in
+the same job before anything is named; then a node bad with most of its
+partners is the suspect, else the pair.  Suspects fail the case, named in
+its reason; the record keeps the pair matrix for the report's heat maps,
+`suspects.json` and `drain.sh` (netbench/report/publish.py)."""
+
+import json
+import sys
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import performance_function, run_before, sanity_function, variable
+
+from netbench import benchspec, checks
+from netbench.fleet import judge as fleet
+from netbench.results.sweep import parse_sweep
+
+checks.require_netbench_config()
+
+KiB, MiB = checks.KiB, checks.MiB
+#: the smallest fleet whose pairs can be held to each other: with 2 nodes
+#: there is one pair and nothing to compare it with
+MIN_NODES = 3
+
+
+@rfm.simple_test
+class LinkSweep(checks.NetbenchRun):
+    descr = "every pair of nodes: latency and bandwidth, the slow node or link named"
+    transport = checks.ANY_NETWORK
+    placement = "internode"
+    num_ranks = 0               # one rank on every node of the partition
+    procs_per_node = 1
+    bench_mode = "sweep"
+    # the fleet's medians are judged by the ping-pong references of the class
+    kind = "pingpong"
+    section = "sweep"
+    verifies = False
+    tags = {"sweep"}
+    #: the large message sizes each direction of each pair streams
+    sizes = variable(list, value=[1 * MiB, 8 * MiB])
+    #: measure a round's pairs at once (loads the switch as a job does)
+    concurrent = variable(bool, value=False)
+    #: timed batches per direction and size at least: every pair is timed
+    #: in both directions at each size, and the pairs outside the band are
+    #: measured again before they are named, so 3 are enough
+    min_samples = variable(int, value=3)
+    remeasure_output = "remeasure.out"
+    time_limit = "10m"
+
+    def in_default_set(self, env):
+        return False            # its own question: -t sweep
+
+    def partition_problem(self, part):
+        if part.extras.get("nodes", 1) < MIN_NODES:
+            return f"a fabric sweep needs a partition of {MIN_NODES}+ nodes"
+        return super().partition_problem(part)
+
+    @run_before("run")
+    def set_command(self):
+        super().set_command()
+        self.executable_opts = benchspec.command_line(
+            "sweep", sizes=self.sizes, budget=self.budget, precision=self.precision,
+            min_samples=self.min_samples, **({"concurrent": True} if self.concurrent else {}))
+
+    @run_before("run")
+    def remeasure_pairs_outside_the_band(self):
+        """After set_command: the pairs the first pass puts outside the band
+        (netbench.fleet.remeasure) are swept again by the same launcher."""
+        self.job.num_tasks = self.num_tasks
+        self.job.num_tasks_per_node = self.num_tasks_per_node
+        launch = self.job.launcher.run_command(self.job)
+        bandwidth_only = " --bandwidth-only" if "latency" in self.unjudged_figures() else ""
+        pairs = (f"{sys.executable} -m netbench.fleet.remeasure{bandwidth_only} "
+                 f"{self.job.stdout}")
+        self.postrun_cmds.append(
+            f'pairs=$({pairs}) && if [ -n "$pairs" ]; then '
+            f"echo \"netbench: sweeping again: $pairs\" >&2; "
+            f'{launch} {self.executable} {" ".join(self.executable_opts)} '
+            f'{pairs_flag()} "$pairs" > {self.remeasure_output}; fi')
+
+    def measured_series(self):
+        return []                # the pairs are the record's `fleet`, not a curve
+
+    def sweeps(self):
+        first = parse_sweep(self.read_stage_file(self.job.stdout))
+        again_text = self.read_stage_file(self.remeasure_output)
+        return first, (parse_sweep(again_text) if again_text else None)
+
+    def fleet_references(self):
+        """The documented latency and bandwidth of the partition's class."""
+        thresholds = self.thresholds()
+        latency, peak = thresholds.get("latency"), thresholds.get("peak_bw")
+        return (latency.reference[0] if latency and "latency" not in self.unjudged_figures()
+                else None, peak.reference[0] if peak else None)
+
+    @run_before("sanity")
+    def judge_the_fleet(self):
+        """After record_measurement: the verdict over every pair, with the
+        re-measured pairs' better figures, into the record."""
+        first, again = self.sweeps()
+        measurements = first.measurements()
+        if again is not None:
+            measurements = fleet.merge_remeasurement(measurements, again.measurements())
+        latency_ref, bw_ref = self.fleet_references()
+        self.verdict = fleet.judge(
+            self.judged_figures(measurements), reference_latency_us=latency_ref,
+            reference_bw_mbps=bw_ref,
+            line_rate_mbps=self.current_partition.extras.get("line_rate_mbps"))
+        found = json.loads(self.verdict.to_json())
+        self.record = {**self.record, "fleet": {
+            "hosts": sorted(fleet.hosts_of(measurements)),
+            "pairs": [{"src": src, "dst": dst, "latency_us": figs.get(fleet.LATENCY),
+                       "bw_Mbps": {str(size): value for size, value
+                                   in (figs.get(fleet.BANDWIDTH) or {}).items()}}
+                      for (src, dst), figs in sorted(measurements.items())],
+            "suspects": found["suspects"],
+            "findings": [f["text"] for f in found["findings"]],
+            "remeasured": [list(p) for p in sorted(again.by_host)] if again else [],
+            "sweep_seconds": first.sweep_seconds}}
+
+    def judged_figures(self, measurements):
+        """The figures the fleet is judged on: on links that emulate only
+        their rate, latency is the host scheduler's (checks/judging.py), so
+        only bandwidth; the heat map still shows what was measured."""
+        if "latency" not in self.unjudged_figures():
+            return measurements
+        return {pair: {**figs, fleet.LATENCY: None} for pair, figs in measurements.items()}
+
+    @sn.deferrable
+    def assert_every_pair_measured(self):
+        first, _ = self.sweeps()
+        hosts = sorted(set(first.hosts.values()))
+        missing = [f"{a}->{b}" for a in hosts for b in hosts
+                   if a != b and (a, b) not in first.by_host]
+        if missing:
+            raise sn.SanityError(f"the sweep measured no figure for {', '.join(missing)}")
+        return True
+
+    @sn.deferrable
+    def assert_no_suspects(self):
+        if self.verdict.suspects:
+            raise sn.SanityError("suspects: " + "; ".join(
+                describe(s) for s in self.verdict.suspects))
+        return True
+
+    @sanity_function
+    def validate_sweep(self):
+        return sn.all([
+            self.assert_ranks_finished(),
+            sn.assert_found(r"^@ sweep_seconds", self.stdout,
+                            msg="the benchmark did not finish its sweep"),
+            sn.assert_eq(sn.len(sn.defer(set(self.sweeps()[0].hosts.values()))),
+                         self.num_tasks, msg="not one rank on every node"),
+            self.assert_every_pair_measured(),
+            self.assert_traffic_crossed_links(self.num_tasks),
+            self.assert_judged(),
+            self.assert_no_suspects(),
+        ])
+
+    def fleet_median(self, metric):
+        stat = self.verdict.stats.get(metric)
+        return stat.fleet_median if stat else 0.0
+
+    @performance_function("us")
+    def latency(self):
+        return sn.defer(self.fleet_median(fleet.LATENCY))
+
+    @performance_function("Mbit/s")
+    def peak_bw(self):
+        return sn.defer(self.fleet_median(fleet.bandwidth_metric(max(self.sizes))))
+
+
+def pairs_flag():
+    """The benchmark's flag for a list of pairs to measure (benchmark.yaml)."""
+    return benchspec.load()["options"]["pairs"]["flag"]
+
+
+def describe(suspect):
+    """One suspect in the case's failure reason."""
+    names = "->".join(suspect.names) if suspect.kind == "pair" else suspect.names[0]
+    pairs = ", ".join(f"{e.src}->{e.dst} {e.value:.4g}" for e in suspect.evidence[:6])
+    return (f"{suspect.kind} {names} ({suspect.direction}): {suspect.metric} "
+            f"{suspect.value:.4g} vs fleet median {suspect.fleet_median:.4g} "
+            f"[{pairs}]")
