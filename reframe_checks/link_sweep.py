@@ -17,6 +17,7 @@ import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
+import reframe.utility.typecheck as typ
 from reframe.core.builtins import performance_function, run_before, sanity_function, variable
 
 from netbench import benchspec, checks
@@ -45,13 +46,17 @@ class LinkSweep(checks.NetbenchRun):
     verifies = False
     tags = {"sweep"}
     #: the large message sizes each direction of each pair streams
-    sizes = variable(list, value=[1 * MiB, 8 * MiB])
+    sizes = variable(typ.List[int], value=[1 * MiB, 8 * MiB])
     #: measure a round's pairs at once (loads the switch as a job does)
     concurrent = variable(bool, value=False)
     #: timed batches per direction and size at least: every pair is timed
     #: in both directions at each size, and the pairs outside the band are
     #: measured again before they are named, so 3 are enough
     min_samples = variable(int, value=3)
+    #: 0: every pair; K: each node against about K partners that cover the
+    #: fleet (fleet.partner_pairs), n*K/2 pairs instead of n(n-1)/2, for
+    #: fleets too large to sweep whole (README: the cost model)
+    partners = variable(int, value=0)
     remeasure_output = "remeasure.out"
     time_limit = "10m"
 
@@ -69,6 +74,9 @@ class LinkSweep(checks.NetbenchRun):
         self.executable_opts = benchspec.command_line(
             "sweep", sizes=self.sizes, budget=self.budget, precision=self.precision,
             min_samples=self.min_samples, **({"concurrent": True} if self.concurrent else {}))
+        if self.partners:
+            pairs = fleet.partner_pairs(self.num_tasks, self.partners)
+            self.executable_opts += [pairs_flag(), ",".join(f"{a}:{b}" for a, b in pairs)]
 
     @run_before("run")
     def remeasure_pairs_outside_the_band(self):
@@ -138,8 +146,11 @@ class LinkSweep(checks.NetbenchRun):
     def assert_every_pair_measured(self):
         first, _ = self.sweeps()
         hosts = sorted(set(first.hosts.values()))
-        missing = [f"{a}->{b}" for a in hosts for b in hosts
-                   if a != b and (a, b) not in first.by_host]
+        wanted = ([(first.hosts[a], first.hosts[b]) for a, b in
+                   fleet.partner_pairs(self.num_tasks, self.partners)]
+                  if self.partners else [(a, b) for a in hosts for b in hosts if a < b])
+        missing = [f"{a}->{b}" for x, y in wanted for a, b in ((x, y), (y, x))
+                   if (a, b) not in first.by_host]
         if missing:
             raise sn.SanityError(f"the sweep measured no figure for {', '.join(missing)}")
         return True

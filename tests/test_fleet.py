@@ -350,3 +350,33 @@ def test_a_pair_that_moved_no_data_is_bad():
     measurements = make_fleet(5, 1)
     measurements[("node01", "node02")]["bw_Mbps"] = {s: 0 for s in SIZES}
     assert named(judge.judge(measurements)) == [("pair", ("node01", "node02"))]
+
+
+@pytest.mark.parametrize("n, k", [(8, 2), (8, 4), (9, 3), (16, 4), (256, 6), (5, 8)])
+def test_partner_pairs_cover_the_fleet_with_k_partners_each(n, k):
+    pairs = judge.partner_pairs(n, k)
+    partners = {i: set() for i in range(n)}
+    for a, b in pairs:
+        assert a < b
+        partners[a].add(b)
+        partners[b].add(a)
+    assert all(min(k, n - 1) <= len(p) <= k + 1 for p in partners.values()), partners
+    # connected: every node reachable from node 0
+    seen, todo = {0}, [0]
+    while todo:
+        for other in partners[todo.pop()] - seen:
+            seen.add(other)
+            todo.append(other)
+    assert seen == set(range(n))
+
+
+def test_a_partial_sweep_names_a_node_bad_with_its_measured_partners():
+    hosts = [f"n{i}" for i in range(8)]
+    measurements = {}
+    for a, b in judge.partner_pairs(8, 4):
+        for src, dst in ((hosts[a], hosts[b]), (hosts[b], hosts[a])):
+            slow = "n3" in (src, dst)
+            measurements[(src, dst)] = {"latency_us": 20.0,
+                                        "bw_Mbps": {1048576: 320.0 if slow else 950.0}}
+    result = judge.judge(measurements)
+    assert [(s.kind, s.names) for s in result.suspects] == [("node", ("n3",))]

@@ -268,18 +268,39 @@ def partners_with_bad_pairs(host, bad):
     return {e.dst if e.src == host else e.src for e in bad if host in (e.src, e.dst)}
 
 
-def suspect_nodes(bad, hosts, rule):
-    """Nodes whose pairs are bad with a majority of their partners, in at
-    least node_min_bad_pairs pairs.  A bad cable touches one partner of
-    each of its ends; a bad node touches all of its partners, and with 3
-    nodes that is 2 of 2 for it against 1 of 2 for the others."""
-    partners = len(hosts) - 1
+def measured_partners(measurements):
+    """{host: the hosts it was measured with}: every other host in a full
+    sweep, its K partners in a partial one (`partner_pairs`)."""
+    partners = {}
+    for src, dst in measurements:
+        partners.setdefault(src, set()).add(dst)
+        partners.setdefault(dst, set()).add(src)
+    return partners
+
+
+def suspect_nodes(bad, hosts, rule, partners=None):
+    """Nodes whose pairs are bad with a majority of their (measured)
+    partners, in at least node_min_bad_pairs pairs.  A bad cable touches
+    one partner of each of its ends; a bad node touches all of its
+    partners, and with 3 nodes that is 2 of 2 for it against 1 of 2 for
+    the others."""
     out = []
     for host in hosts:
         count = len(partners_with_bad_pairs(host, bad))
-        if count >= rule.node_min_bad_pairs and count > rule.node_majority * partners:
+        measured = len(partners[host]) if partners and host in partners else len(hosts) - 1
+        if count >= rule.node_min_bad_pairs and count > rule.node_majority * measured:
             out.append(host)
     return out
+
+
+def partner_pairs(n, k):
+    """Pairs (a, b), a < b, of a partial sweep of n nodes in which each node
+    meets about k partners: node i with i+1 .. i+ceil(k/2) (mod n), a
+    circulant graph, so the pairs cover the fleet connected, every node has
+    between k and k+1 partners, and n*k/2 pairs replace n(n-1)/2."""
+    reach = min(-(-k // 2), n // 2)
+    return sorted({tuple(sorted((i, (i + d) % n))) for i in range(n)
+                   for d in range(1, reach + 1) if (i + d) % n != i})
 
 
 def node_direction(host, evidence):
@@ -315,13 +336,13 @@ def make_suspect(kind, names, direction, evidence, stats, reference_of):
                    reference_of(metric), direction, tuple(evidence))
 
 
-def attribute(bad, hosts, stats, rule, reference_of):
+def attribute(bad, hosts, stats, rule, reference_of, partners=None):
     """Suspects per metric family: nodes first, then the bad pairs no
     suspect node explains."""
     suspects = []
     for fam in sorted({family(e.metric) for e in bad}):
         in_family = [e for e in bad if family(e.metric) == fam]
-        nodes = suspect_nodes(in_family, hosts, rule)
+        nodes = suspect_nodes(in_family, hosts, rule, partners)
         for host in nodes:
             evidence = [e for e in in_family if host in (e.src, e.dst)]
             suspects.append(make_suspect("node", [host], node_direction(host, evidence),
@@ -381,7 +402,7 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
            for e in bad_pairs_of(m, figs, stats[m], rule)]
     refs = fleet_references(stats, reference_latency_us, reference_bw_mbps,
                             line_rate_mbps, rule)
-    suspects = attribute(bad, hosts, stats, rule, refs.get)
+    suspects = attribute(bad, hosts, stats, rule, refs.get, measured_partners(measurements))
     return FleetVerdict(suspects, bad, stats, fleet_findings(stats, refs, rule),
                         measurements)
 
