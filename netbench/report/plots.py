@@ -121,16 +121,29 @@ def curve_plot(series, xlabel, ylabel, title, logy=True, references=(), hlines=(
 
 
 def scaling_plot(series, title):
-    """Throughput per process vs number of processes: [(label, ranks, MB/s)]."""
-    fig, ax = pyplot().subplots(figsize=(6.4, 3.2))
-    for i, (label, xs, ys) in enumerate(series):
-        ax.plot(xs, ys, STYLES[i % len(STYLES)], marker="o", label=label)
-    ax.set_xlabel("processes")
-    ax.set_ylabel("peak throughput per process (MB/s)")
-    ax.set_title(title)
-    ax.set_xticks(sorted({x for _, xs, _ in series for x in xs}) or [2])
-    if series:
-        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
+    """Throughput per process vs number of processes, [(label, ranks,
+    MB/s)]: one panel per MPI (the label's first word), each line a pattern
+    at one or two processes per node (seed 002, Figures 6-9)."""
+    panels = {}
+    for label, xs, ys in series:
+        mpi, _, rest = label.partition(" ")
+        panels.setdefault(mpi, []).append((rest or label, xs, ys))
+    cols = min(len(panels), PANEL_COLUMNS) or 1
+    rows = -(-len(panels) // cols) or 1
+    fig, axes = pyplot().subplots(rows, cols, figsize=(5.2 * cols, 3.2 * rows), squeeze=False,
+                                  sharey=True)
+    for ax, (mpi, lines) in zip(axes.flat, sorted(panels.items())):
+        for i, (label, xs, ys) in enumerate(lines[:PANEL_LINES]):
+            ax.plot(xs, ys, STYLES[i % len(STYLES)], marker="o", label=label)
+        ax.set_xlabel("processes")
+        ax.set_ylabel("peak throughput per process (MB/s)")
+        ax.set_title(mpi, fontsize=9)
+        ax.set_xticks(sorted({x for _, xs, _ in lines for x in xs}) or [2])
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+    for ax in list(axes.flat)[len(panels):]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    fig.tight_layout()
     return _svg(fig)
 
 
