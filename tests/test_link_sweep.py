@@ -13,7 +13,9 @@ import time
 
 import pytest
 
+from conftest import require
 from netbench import paths, session, vcluster
+from test_report_browser import chromium, run_chromium
 from test_vcluster import cluster
 
 NODES = 5
@@ -68,7 +70,7 @@ def degraded(state, node, **fault):
         vcluster.set_fault(state["name"], node, clear_fault=True)
 
 
-def test_a_node_at_a_third_of_the_rate_is_the_one_suspect(gige):
+def test_a_node_at_a_third_of_the_rate_is_the_one_suspect(gige, tmp_path):
     victim = gige["nodes"][2]["name"]
     proc, elapsed = degraded(gige, "3", rate="333mbit", direction="both")
     assert proc.returncode == 1, proc.stdout[-4000:]
@@ -90,6 +92,12 @@ def test_a_node_at_a_third_of_the_rate_is_the_one_suspect(gige):
     page = (latest / "index.html").read_text()
     heat = page[page.index('id="sweep"'):]
     assert heat.count("<svg") == len(cases) and victim in heat
+    # the heat maps render in a browser: Chromium's DOM holds them
+    require(chromium() is not None, "Debian's chromium is not installed")
+    dom = run_chromium((latest / "index.html").resolve().as_uri(), tmp_path / "profile",
+                       "--dump-dom").stdout
+    rendered = dom[dom.index('id="sweep"'):]
+    assert rendered.count("<svg") == len(cases), dom[-2000:]
 
 
 def test_a_fault_in_one_direction_is_named_with_its_direction(gige):
