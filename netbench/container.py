@@ -164,9 +164,13 @@ def likely_causes(status, native_out, container_out, family):
     the job observed (status inside the image, the ranks' binding lines);
     each is a fact seen, its effect on the figure is the likely cause."""
     causes = []
-    if status.get("ptrace") is False and family == "openmpi":
-        causes.append("single-copy disabled in the container: no CAP_SYS_PTRACE inside, "
-                      "which Open MPI's smsc/cma needs (add --cap-add=SYS_PTRACE)")
+    # podman's default seccomp profile opens process_vm_readv/writev only to
+    # CAP_SYS_PTRACE: with a filter and without the capability, Open MPI's
+    # smsc/cma says "processes do not have the necessary permissions"
+    if status.get("ptrace") is False and status.get("seccomp") and family == "openmpi":
+        causes.append("single-copy disabled in the container: no CAP_SYS_PTRACE inside "
+                      "under a seccomp filter, so Open MPI's smsc/cma cannot start "
+                      "(add --cap-add=SYS_PTRACE)")
     if status.get("seccomp"):
         causes.append("a seccomp filter inside the container taxes every system call "
                       "(MPI progress loops call sched_yield; --security-opt seccomp=unconfined)")
