@@ -130,7 +130,11 @@ def run_flags(path=RUN_FLAGS_FILE):
     """The flags every `podman run` of the benchmark gets: the data file's
     (container_run.yaml), or NETBENCH_CONTAINER_FLAGS's words when set."""
     if RUN_FLAGS_ENV in os.environ:
-        return shlex.split(os.environ[RUN_FLAGS_ENV])
+        try:
+            return shlex.split(os.environ[RUN_FLAGS_ENV])
+        except ValueError as err:
+            raise ContainerError(f"{RUN_FLAGS_ENV}: {err} in "
+                                 f"{os.environ[RUN_FLAGS_ENV]!r}") from None
     entries = load_yaml(path).get("run_flags")
     if not isinstance(entries, list) or not all(
             isinstance(e, dict) and isinstance(e.get("flags"), list) for e in entries):

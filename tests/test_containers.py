@@ -169,3 +169,25 @@ def test_without_the_ptrace_capability_open_mpi_shm_loses_parity_and_says_why(im
     assert len(tc["parity"]["native"]) == 10, "a failing pair is measured again first"
     assert "1048576-byte bandwidth" in tc["fail_reason"]
     assert "single-copy disabled in the container: no CAP_SYS_PTRACE" in tc["fail_reason"]
+
+
+def test_bad_run_flags_give_one_line_errors(tmp_path, monkeypatch):
+    bad = tmp_path / "container_run.yaml"
+    bad.write_text("run_flags: --cap-add=SYS_PTRACE\n")
+    monkeypatch.delenv(container.RUN_FLAGS_ENV, raising=False)
+    with pytest.raises(container.DataError) as err:
+        container.run_flags(bad)
+    assert str(err.value) == (f"{bad}: run_flags: expected a list of "
+                              "{flags: [...], why: ...}")
+    monkeypatch.setenv(container.RUN_FLAGS_ENV, "--security-opt 'x")
+    with pytest.raises(container.ContainerError) as err:
+        container.run_flags()
+    assert str(err.value) == ("NETBENCH_CONTAINER_FLAGS: No closing quotation in "
+                              "\"--security-opt 'x\"")
+
+
+def test_the_shipped_run_flags_each_say_why():
+    entries = container.load_yaml(container.RUN_FLAGS_FILE)["run_flags"]
+    assert [e["flags"] for e in entries] == [["--cap-add=SYS_PTRACE"],
+                                             ["--security-opt", "seccomp=unconfined"]]
+    assert all(len(e["why"]) > 80 for e in entries)
