@@ -87,7 +87,10 @@ class ContainerMixin(rfm.RegressionTestPlugin):
         """netbench's run flags (data/container_run.yaml: single copy and
         syscall cost, issue #18) and the transport variables."""
         env = [f"-e {k}={v}" for k, v in sorted(self.transport_env().items())]
-        return [shlex.quote(flag) for flag in container.run_flags()] + env
+        # podman/Docker flags: Apptainer applies no seccomp filter and drops
+        # no capability of the user's own ranks (containers/README.md)
+        flags = [] if self.runtime == "apptainer" else container.run_flags()
+        return [shlex.quote(flag) for flag in flags] + env
 
     def image_command(self, *argv):
         """`docker run` (podman) of argv in the image with run_options(),
