@@ -163,7 +163,15 @@ def binding_text(binding):
     return ", ".join(f"rank {r} cpu {c} allowed {a}" for r, (c, a) in sorted(binding.items()))
 
 
-def likely_causes(status, native_out, container_out, family):
+def busy_cores(loadavg_text):
+    """The 1-minute load average of a /proc/loadavg, and the cores online."""
+    try:
+        return float(loadavg_text.split()[0]), os.cpu_count()
+    except (AttributeError, IndexError, ValueError):
+        return None
+
+
+def likely_causes(status, native_out, container_out, family, loadavg_text=None):
     """What the container differs in that moves MPI's performance, from what
     the job observed (status inside the image, the ranks' binding lines);
     each is a fact seen, its effect on the figure is the likely cause."""
@@ -182,8 +190,13 @@ def likely_causes(status, native_out, container_out, family):
     if inside and outside and inside != outside:
         causes.append(f"ranks bound differently: {binding_text(inside)} inside, "
                       f"{binding_text(outside)} on the host")
-    return causes or ["none detected (no missing capability, seccomp filter or binding "
-                      "difference): load on the machine, or a difference not checked"]
+    if causes:
+        return causes
+    load = busy_cores(loadavg_text)
+    seen = f"; load average {load[0]:.1f} on {load[1]} cores at the end of the job" \
+        if load else ""
+    return [f"none detected in the container (capability, seccomp, binding as on the host)"
+            f"{seen}: load on the machine, or a difference not checked"]
 
 
 def figures(text, max_bytes):

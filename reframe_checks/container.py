@@ -185,6 +185,8 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
             f"{shlex.quote(sys.executable)} -m netbench.container parity-holds "
             f"--max-bytes {self.max_bytes}; then echo '# parity: measuring again'; "
             f"{'; '.join(again)}; fi")
+        # other work on the same cores is the other cause a failure can name
+        self.prerun_cmds.append("cat /proc/loadavg > loadavg")
 
     def round_commands(self, i, native, inside, options):
         # the same launcher flags on both sides: binding alone moves
@@ -229,7 +231,8 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
             f"{v:.2f}x the host's" for k, v in over.items())
         causes = container.likely_causes(
             container.process_status(self.read("container.status")),
-            self.read("native.0.out"), self.read("container.0.out"), self.family)
+            self.read("native.0.out"), self.read("container.0.out"), self.family,
+            self.read("loadavg"))
         return (f"container slower than the host by more than {MAX_SLOWDOWN - 1:.0%} "
                 f"(best of {len(runs['native'])} interleaved rounds each): {figure}; "
                 f"likely cause: {'; '.join(causes)}")
