@@ -324,15 +324,21 @@ def status():
     return clusters
 
 
+def running_state(name):
+    """The state of cluster `name`, which must be up (under the lock)."""
+    state = load_state(name)
+    if state is None:
+        raise VclusterError(f"cluster {name} is not up")
+    return state
+
+
 def set_mtu(name, mtu):
     """Change the MTU of every link of a running cluster (seed 004's MTU
     sweep); the switch's MTU and the tbf bucket grow with it where needed."""
     check_name(name)
     require_root()
     with locked():
-        state = load_state(name)
-        if state is None:
-            raise VclusterError(f"cluster {name} is not up")
+        state = running_state(name)
         link = link_settings(state["link"]["rate"], mtu, state["link"]["interconnect"],
                              switch_mtu=max(int(mtu), state["link"].get("switch_mtu", 0)),
                              validate=False)

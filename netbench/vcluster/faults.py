@@ -11,11 +11,11 @@ interface, inside its namespace), `in` what it receives (the host end of
 its link, the switch port's egress).
 """
 
-from .cluster import require_root
+from .cluster import require_root, running_state
 from .names import (STATE_FILE, VclusterError, check_name, cluster_folder, link_settings,
                     parse_rate)
 from .netns import run, shape
-from .registry import load_state, locked, write_json
+from .registry import locked, write_json
 
 DIRECTIONS = ("in", "out", "both")
 
@@ -81,9 +81,7 @@ def set_fault(name, node, rate=None, direction="both", mtu=None, clear_fault=Fal
     check_name(name)
     require_root()
     with locked():
-        state = load_state(name)
-        if state is None:
-            raise VclusterError(f"cluster {name} is not up")
+        state = running_state(name)
         target = node_of(state, str(node))
         faults = [f for f in state.get("faults", []) if f["node"] != target["name"]]
         clear(state, target)
