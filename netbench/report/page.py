@@ -9,7 +9,7 @@ import re
 import jinja2
 
 from .. import paths
-from . import findings, plots, sweep, verdict
+from . import findings, parity, plots, sweep, verdict
 from .sections import case_record
 
 TEMPLATES = paths.TEMPLATES
@@ -141,6 +141,7 @@ def render_report(sessions, earlier=()):
         skipped=verdict.skipped_by_reason(sessions),
         findings=findings.evaluate(sessions),
         sweeps=sweep.sweep_sections(sessions),
+        containers=parity.container_sections(sessions),
         history=history_for(sessions[-1], earlier) if len(sessions) == 1 else {},
         comparison=comparison_rows(sessions) if len(sessions) > 1 else [],
         generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))

@@ -9,8 +9,9 @@ netbench.report without drawing anything."""
 import functools
 import io
 
-from .sections import (CURVE_PLOTS, RAW_TCP_PANEL, case_record, curve_plot_data,
-                       hockney_fits, line_rates, overhead_series, scaling_points)
+from .sections import (CONTAINER_PANELS, CURVE_PLOTS, RAW_TCP_PANEL, case_record,
+                       curve_plot_data, hockney_fits, line_rates, overhead_series,
+                       scaling_points)
 
 STYLES = ["-", "--", ":", "-."]
 
@@ -145,6 +146,42 @@ def scaling_plot(series, title):
     fig.suptitle(title)
     fig.tight_layout()
     return _svg(fig)
+
+
+#: the line of each side of the container section: the host solid, the image dashed
+SIDE_STYLES = {"native": "-", "container": "--"}
+
+
+def container_figure(lines, title):
+    """Container vs bare metal over one transport: latency and bandwidth
+    against message size side by side, log axes; one colour per MPI, the
+    host's sweep solid and the image's dashed, the legend below each panel.
+    lines: [(mpi, side, xs, {column: ys})] (sections.container_curves).
+    Returns the matplotlib figure (container_plot draws it as SVG)."""
+    colours = {mpi: f"C{i}" for i, mpi in enumerate(dict.fromkeys(m for m, *_ in lines))}
+    fig, axes = pyplot().subplots(1, len(CONTAINER_PANELS),
+                                  figsize=(5.2 * len(CONTAINER_PANELS), 3.6), squeeze=False)
+    for ax, (column, ylabel) in zip(axes.flat, CONTAINER_PANELS):
+        drawn = [(mpi, side, xs, ys[column]) for mpi, side, xs, ys in lines if column in ys]
+        for mpi, side, xs, ys in drawn:
+            ax.plot(xs, ys, SIDE_STYLES.get(side, ":"), color=colours[mpi], marker=".",
+                    markersize=3, linewidth=1.2, label=f"{mpi} {side}")
+        byte_axis(ax, [x for _, _, xs, _ in drawn for x in xs])
+        ax.set_yscale("log")
+        ax.set_title("latency" if column == "usec" else "bandwidth", fontsize=9)
+        ax.set_xlabel("message size")
+        ax.set_ylabel(ylabel)
+        if drawn:
+            ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2,
+                      frameon=False)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def container_plot(lines, title):
+    """container_figure as inline SVG."""
+    return _svg(container_figure(lines, title))
 
 
 def build_sections(sessions):

@@ -216,3 +216,37 @@ def line_rates(records):
     return [(f"line rate {r:g} Mbit/s", r) for r in sorted(r for r in rates if r)]
 
 
+
+
+#: the columns the container section draws, one panel each: (column, y label)
+CONTAINER_PANELS = (("usec", "time, half round trip (us)"), ("Mbps", "bandwidth (Mbit/s)"))
+
+
+def container_mpi(rec):
+    """The MPI a container-section record compared: its label without the
+    transport (`mpich shm` -> `mpich`), else its panel (MPI family)."""
+    transport = rec["provenance"].get("transport", "")
+    words = [w for w in rec["label"].split() if w != transport]
+    return " ".join(words) or panel_of(rec)
+
+
+def container_curves(records, tag=""):
+    """{transport: [(mpi, side, xs, {column: ys})]} of the container
+    section's records: each MPI's sweep natively and inside the image
+    (record.CONTAINER_SERIES), by the transport it was forced through.
+    A column a series lacks has no ys; rows at size 0 are left out."""
+    by_transport = {}
+    for _, rec in records:
+        if rec["section"] != "container":
+            continue
+        transport = rec["provenance"].get("transport") or "unknown transport"
+        mpi = tag + container_mpi(rec)
+        for side in results_record.CONTAINER_SERIES:
+            s = results_record.series_named(rec, side)
+            if not s or not _rows(s):
+                continue
+            rows, columns = _rows(s), results_record.y_columns(s)
+            by_transport.setdefault(transport, []).append(
+                (mpi, side, [r[s["x"]["column"]] for r in rows],
+                 {c: [r[c] for r in rows] for c, _ in CONTAINER_PANELS if c in columns}))
+    return dict(sorted(by_transport.items()))

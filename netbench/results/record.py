@@ -36,6 +36,8 @@ SECTIONS = {
     "scaling": "the peak per process count only (scaling plot)",
     "tcp_tuning": "raw TCP bandwidth per message size (socket buffers, streams)",
     "mtu": "bandwidth and throughput per message size at each MTU",
+    "container": "the same sweep natively and inside the container image (series "
+                 "`native` and `container`), side by side per transport",
     "figures_only": "no curve: the case's figures in the table only",
     "sweep": "every pair of nodes: heat maps of latency and bandwidth, the suspects "
              "(record field `fleet`)",
@@ -44,6 +46,9 @@ SECTIONS = {
 #: the sections whose cases are points of the scaling plot, on the line
 #: their `group` names
 SCALING_SECTIONS = ("throughput", "scaling")
+
+#: the series of a `container` record: the sweep on the host, then in the image
+CONTAINER_SERIES = ("native", "container")
 
 _STRING = {"type": "string"}
 _NUMBER = {"type": "number"}
