@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +38,18 @@ RUN_FLAGS_ENV = "NETBENCH_CONTAINER_FLAGS"
 MAX_SLOWDOWN = 1.05
 #: CAP_SYS_PTRACE's bit in /proc/PID/status CapEff (linux/capability.h)
 CAP_SYS_PTRACE_BIT = 19
+#: in a run flag, the cgroup the container is started from; containers/bin/docker
+#: puts it in at run time, in the job (container_run.yaml)
+CALLER_CGROUP = "{caller_cgroup}"
+#: in a run flag, the CPU weight of the container's ranks: run_flags puts in
+#: the kernel's default weight of one process (cpu.shares 1024) per rank
+CPU_SHARES = "{cpu_shares}"
+SHARES_PER_RANK = 1024
+#: what the parity check's job records of a process on each side: its
+#: capabilities and seccomp mode, its cgroups, and its cgroup's CPU weight
+#: (cgroup v1; v2's cpu.weight is on another scale and not read)
+EVIDENCE = ("cat /proc/self/status /proc/self/cgroup; "
+            "echo cpu.shares $(cat /sys/fs/cgroup/cpu/cpu.shares 2>/dev/null)")
 
 
 class ContainerError(Exception):
@@ -126,20 +139,24 @@ def build_apptainer(mpich, openmpi):
     return str(SIF)
 
 
-def run_flags(path=RUN_FLAGS_FILE):
+def run_flags(path=RUN_FLAGS_FILE, ranks=1):
     """The flags every `podman run` of the benchmark gets: the data file's
-    (container_run.yaml), or NETBENCH_CONTAINER_FLAGS's words when set."""
+    (container_run.yaml), or NETBENCH_CONTAINER_FLAGS's words when set,
+    with {cpu_shares} for a container of `ranks` ranks ({caller_cgroup} is
+    containers/bin/docker's, at run time)."""
     if RUN_FLAGS_ENV in os.environ:
         try:
-            return shlex.split(os.environ[RUN_FLAGS_ENV])
+            flags = shlex.split(os.environ[RUN_FLAGS_ENV])
         except ValueError as err:
             raise ContainerError(f"{RUN_FLAGS_ENV}: {err} in "
                                  f"{os.environ[RUN_FLAGS_ENV]!r}") from None
-    entries = load_yaml(path).get("run_flags")
-    if not isinstance(entries, list) or not all(
-            isinstance(e, dict) and isinstance(e.get("flags"), list) for e in entries):
-        raise DataError(path, "run_flags", "expected a list of {flags: [...], why: ...}")
-    return [str(flag) for entry in entries for flag in entry["flags"]]
+    else:
+        entries = load_yaml(path).get("run_flags")
+        if not isinstance(entries, list) or not all(
+                isinstance(e, dict) and isinstance(e.get("flags"), list) for e in entries):
+            raise DataError(path, "run_flags", "expected a list of {flags: [...], why: ...}")
+        flags = [str(flag) for entry in entries for flag in entry["flags"]]
+    return [flag.replace(CPU_SHARES, str(SHARES_PER_RANK * ranks)) for flag in flags]
 
 
 # ---- the parity check's evidence and verdict (reframe_checks/container.py) --------
@@ -150,6 +167,30 @@ def process_status(text):
     return {"ptrace": bool(int(fields["CapEff"], 16) >> CAP_SYS_PTRACE_BIT & 1)
             if "CapEff" in fields else None,
             "seccomp": fields["Seccomp"] != "0" if "Seccomp" in fields else None}
+
+
+def cgroup_path(text):
+    """The cgroup the CPU scheduler groups a process by, from the lines of
+    its /proc/PID/cgroup in `text`: cgroup v1's cpu controller, else the
+    unified (v2) hierarchy; None when there is neither."""
+    lines = re.findall(r"^(\d+):([^:\n]*):(/[^\n]*)$", text or "", re.M)
+    for _, controllers, path in lines:
+        if "cpu" in controllers.split(","):
+            return path
+    return next((path for number, controllers, path in lines
+                 if number == "0" and not controllers), None)
+
+
+def cgroup_depth(path):
+    return len([part for part in path.split("/") if part])
+
+
+def levels_added(container_cgroup, native_cgroup):
+    """How many cgroup levels deeper the container's ranks run than the
+    host's; None when either is unknown."""
+    if container_cgroup is None or native_cgroup is None:
+        return None
+    return cgroup_depth(container_cgroup) - cgroup_depth(native_cgroup)
 
 
 def bindings(text):
@@ -171,10 +212,20 @@ def busy_cores(loadavg_text):
         return None
 
 
-def likely_causes(status, native_out, container_out, family, loadavg_text=None):
+def cpu_shares(text):
+    """The `cpu.shares N` line of EVIDENCE's output, None without one."""
+    found = re.search(r"^cpu\.shares (\d+)$", text or "", re.M)
+    return int(found.group(1)) if found else None
+
+
+def likely_causes(container_evidence, native_out, container_out, family, loadavg_text=None,
+                  native_status=None, ranks=2):
     """What the container differs in that moves MPI's performance, from what
-    the job observed (status inside the image, the ranks' binding lines);
-    each is a fact seen, its effect on the figure is the likely cause."""
+    the job observed (EVIDENCE inside the image and on the host, the ranks'
+    binding lines); each is a fact seen, its effect on the figure is the
+    likely cause."""
+    status = process_status(container_evidence)
+    cgroups = (cgroup_path(container_evidence), cgroup_path(native_status))
     causes = []
     # podman's default seccomp profile opens process_vm_readv/writev only to
     # CAP_SYS_PTRACE: with a filter and without the capability, Open MPI's
@@ -186,6 +237,20 @@ def likely_causes(status, native_out, container_out, family, loadavg_text=None):
     if status.get("seccomp"):
         causes.append("a seccomp filter inside the container taxes every system call "
                       "(MPI progress loops call sched_yield; --security-opt seccomp=unconfined)")
+    # one level is the least runc allows; podman's default parent adds two
+    # (containers/README.md: each level costs MPICH's sched_yield loop)
+    added = levels_added(*cgroups)
+    if added is not None and added > 1:
+        causes.append(f"the ranks run {added} cgroup levels below the host run's "
+                      f"({cgroups[0]} against {cgroups[1]}), and every sched_yield of an "
+                      f"MPI progress loop walks them (--cgroup-parent=the caller's cgroup)")
+    # each host rank weighs one process, 1024; a container's cgroup weighs
+    # its cpu.shares for all its ranks together
+    shares = cpu_shares(container_evidence)
+    if shares is not None and shares < SHARES_PER_RANK * ranks:
+        causes.append(f"the container's {ranks} ranks share a CPU weight of {shares} where "
+                      f"each rank on the host weighs {SHARES_PER_RANK}: on a busy machine "
+                      f"they get less CPU (--cpu-shares={SHARES_PER_RANK * ranks})")
     inside, outside = bindings(container_out), bindings(native_out)
     if inside and outside and inside != outside:
         causes.append(f"ranks bound differently: {binding_text(inside)} inside, "
@@ -195,8 +260,8 @@ def likely_causes(status, native_out, container_out, family, loadavg_text=None):
     load = busy_cores(loadavg_text)
     seen = f"; load average {load[0]:.1f} on {load[1]} cores at the end of the job" \
         if load else ""
-    return [f"none detected in the container (capability, seccomp, binding as on the host)"
-            f"{seen}: load on the machine, or a difference not checked"]
+    return [f"none detected in the container (capability, seccomp, cgroup depth and weight, "
+            f"binding as on the host){seen}: load on the machine, or a difference not checked"]
 
 
 def figures(text, max_bytes):
@@ -207,8 +272,10 @@ def figures(text, max_bytes):
 
 
 def round_figures(stagedir, max_bytes):
-    """{"native": [(lat, bw)...], "container": [...]} of every round that
-    finished, in round order (native.I.out, container.I.out)."""
+    """{"native": [(lat, bw) or None, ...], "container": [...]}, one entry
+    per launched round in round order (native.I.out, container.I.out);
+    None for a round that did not finish its sweep, so that round I of
+    one side stays beside round I of the other."""
     runs = {"native": [], "container": []}
     for side in runs:
         i = 0
@@ -217,24 +284,35 @@ def round_figures(stagedir, max_bytes):
                 with open(os.path.join(stagedir, f"{side}.{i}.out")) as f:
                     runs[side].append(figures(f.read(), max_bytes))
             except (KeyError, StopIteration):
-                pass
+                runs[side].append(None)
             i += 1
     return runs
 
 
+def paired_rounds(runs):
+    """The rounds both sides finished, as (native, container) figure pairs."""
+    return [(n, c) for n, c in zip(runs["native"], runs["container"])
+            if n is not None and c is not None]
+
+
 def slowdowns(runs):
-    """Container over host, each side's best round (NetPIPE's rule)."""
-    best_lat = {side: min(r[0] for r in rs) for side, rs in runs.items()}
-    best_bw = {side: max(r[1] for r in rs) for side, rs in runs.items()}
-    return {"latency": best_lat["container"] / best_lat["native"],
-            "bandwidth": best_bw["native"] / best_bw["container"]}
+    """Container over host: the median over interleaved rounds of each
+    round's ratio (latency: container's over the host's; bandwidth: the
+    host's over the container's; above 1, the container is slower).
+    Paired and median, not best over best: the host's launch and the
+    container's of one round share the load of that moment, and one lucky
+    round on busy cores (10 % faster than the others, seen here) must not
+    decide the verdict either way."""
+    pairs = paired_rounds(runs)
+    if not pairs:
+        return {}
+    return {"latency": statistics.median(c[0] / n[0] for n, c in pairs),
+            "bandwidth": statistics.median(n[1] / c[1] for n, c in pairs)}
 
 
 def parity_holds(stagedir, max_bytes):
-    runs = round_figures(stagedir, max_bytes)
-    if not runs["native"] or not runs["container"]:
-        return False
-    return max(slowdowns(runs).values()) <= MAX_SLOWDOWN
+    slow = slowdowns(round_figures(stagedir, max_bytes))
+    return bool(slow) and max(slow.values()) <= MAX_SLOWDOWN
 
 
 def labels(image=IMAGE):

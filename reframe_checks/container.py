@@ -13,6 +13,7 @@ transport is the trap the parity check looks for.
 import functools
 import os
 import shlex
+import statistics
 import sys
 
 import reframe as rfm
@@ -83,20 +84,22 @@ class ContainerMixin(rfm.RegressionTestPlugin):
     def transport_env(self):
         return {k: v for k, v in self.env_vars.items() if k.startswith(TRANSPORT_PREFIXES)}
 
-    def run_options(self):
-        """netbench's run flags (data/container_run.yaml: single copy and
-        syscall cost, issue #18) and the transport variables."""
+    def run_options(self, ranks):
+        """netbench's run flags for a container of `ranks` ranks
+        (data/container_run.yaml: single copy, syscall cost, cgroup depth
+        and CPU weight, issue #18) and the transport variables."""
         env = [f"-e {k}={v}" for k, v in sorted(self.transport_env().items())]
-        # podman/Docker flags: Apptainer applies no seccomp filter and drops
-        # no capability of the user's own ranks (containers/README.md)
-        flags = [] if self.runtime == "apptainer" else container.run_flags()
+        # podman/Docker flags: Apptainer applies no seccomp filter, drops no
+        # capability of the user's own ranks and makes no cgroup
+        # (containers/README.md)
+        flags = [] if self.runtime == "apptainer" else container.run_flags(ranks=ranks)
         return [shlex.quote(flag) for flag in flags] + env
 
-    def image_command(self, *argv):
+    def image_command(self, *argv, ranks=1):
         """`docker run` (podman) of argv in the image with run_options(),
         for commands the job runs itself."""
         return (f"{container.CONTAINERS / 'bin' / 'docker'} run --rm "
-                f"{' '.join(self.run_options())} {self.image} {' '.join(argv)}")
+                f"{' '.join(self.run_options(ranks))} {self.image} {' '.join(argv)}")
 
     def launcher_flags(self):
         # the family's own flags, which pin one rank per core: the image
@@ -128,7 +131,7 @@ class ContainerPingPong(ContainerMixin, checks.PingPongBase):
         self.container_platform.command = " ".join(
             [image_mpirun(self.family), self.launcher_flags(), "-np", str(self.num_tasks),
              image_benchmark(self.family)] + options)
-        self.container_platform.options = self.run_options()
+        self.container_platform.options = self.run_options(self.num_tasks)
 
 
 @rfm.simple_test
@@ -137,12 +140,13 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
     the image, alternated `rounds` times in one job so that load drifts hit
     both; fails when the container is more than 5% slower in latency or
     1 MiB bandwidth, or ran with other transport settings than the host.
-    Each side counts its best round (NetPIPE's rule): overhead is what a
-    container adds to the best the machine does, while single rounds on a
-    busy machine swing far more than 5%.  A pair over the bound is measured
-    again (`rounds` more interleaved launches) before the check fails, and
-    the failure names the figure and the causes the job observed (the
-    capabilities and seccomp state inside the image, the ranks' binding)."""
+    The figure is the median over rounds of each round's container/host
+    ratio (netbench.container.slowdowns): the two launches of a round share
+    the load of that moment, and single rounds on busy cores swing more than
+    5%.  A pair over the bound is measured again (`rounds` more interleaved
+    launches) before the check fails, and the failure names the figure and
+    the causes the job observed (capabilities and seccomp state inside the
+    image, both sides' cgroups, the ranks' binding)."""
 
     descr = "container vs bare metal: same benchmark, MPI and transport"
     valid_systems = ["+container"]
@@ -150,14 +154,27 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
     rounds = variable(int, value=5)
     max_bytes = 1048576
     #: per round: latency and 1 MiB bandwidth, native and in the container
+    #: (None for a round that did not finish)
     parity = variable(dict, value={})
-    #: its curve repeats ContainerPingPong's: the report shows its figures
-    section = "figures_only"
+    #: the report draws both sides' curves side by side per transport
+    section = "container"
     tags = {"container"}
 
     def measured_series(self):
-        return [benchmark.series("mpi", self.read_stage_file("container.0.out"),
-                                 self.drawn_columns)]
+        """Each side's curve from its round of median latency: a round the
+        verdict is typical of, not the best or the worst."""
+        return [benchmark.series(side, self.read_stage_file(f"{side}.{i}.out"),
+                                 self.drawn_columns)
+                for side, i in self.typical_rounds().items()]
+
+    def typical_rounds(self):
+        runs = container.round_figures(self.stagedir, self.max_bytes)
+        typical = {}
+        for side, figures in runs.items():
+            finished = sorted((fig[0], i) for i, fig in enumerate(figures) if fig)
+            if finished:
+                typical[side] = finished[(len(finished) - 1) // 2][1]
+        return typical
 
     @run_before("run")
     def set_command(self):
@@ -170,9 +187,12 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         self.prerun_cmds = [f"{show_env} > native.env",
                             f"{self.image_command('sh', '-c', shlex.quote(show_env))} "
                             f"> container.env"]
-        # evidence for the failure reason: what the ranks' processes get
-        self.prerun_cmds.append(f"{self.image_command('cat', '/proc/self/status')} "
-                                f"> container.status")
+        # evidence for the failure reason: what the ranks' processes get,
+        # and the cgroups both sides run in
+        self.prerun_cmds += [
+            f"{self.image_command('sh', '-c', shlex.quote(container.EVIDENCE), ranks=2)} "
+            f"> container.status",
+            f"sh -c {shlex.quote(container.EVIDENCE)} > native.status"]
         pairs = [self.round_commands(i, native, inside, options) for i in range(self.rounds)]
         self.prerun_cmds += [cmd for pair in pairs for cmd in pair]
         # one noisy round on busy cores must not fail the check: a pair over
@@ -193,17 +213,22 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         # shared-memory latency by 2x
         return [f"$NETBENCH_MPIRUN {self.launcher_flags()} -np 2 {native} {' '.join(options)} "
                 f"> native.{i}.out",
-                f"{self.image_command(*inside)} > container.{i}.out"]
+                f"{self.image_command(*inside, ranks=2)} > container.{i}.out"]
 
     @run_before("sanity")
     def collect(self):
         runs = container.round_figures(self.stagedir, self.max_bytes)
-        self.parity = {side: [{"latency_us": lat, "bw_Mbps": bw} for lat, bw in values]
-                       for side, values in runs.items()}
+        self.parity = {side: [{"latency_us": fig[0], "bw_Mbps": fig[1]} if fig else None
+                              for fig in figures]
+                       for side, figures in runs.items()}
 
-    def best(self, side, key):
-        values = [r[key] for r in self.parity[side]]
-        return min(values) if key == "latency_us" else max(values)
+    def parity_runs(self):
+        """self.parity as netbench.container's {side: [(lat, bw) or None]}."""
+        return {side: [(r["latency_us"], r["bw_Mbps"]) if r else None for r in rounds]
+                for side, rounds in self.parity.items()}
+
+    def finished_rounds(self, side):
+        return len([r for r in self.parity.get(side, []) if r])
 
     def read(self, name):
         try:
@@ -220,8 +245,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
     def parity_problem(self):
         """None within the bound, else one line: the figure, how much
         slower, and the causes the job observed."""
-        runs = {side: [(r["latency_us"], r["bw_Mbps"]) for r in rs]
-                for side, rs in self.parity.items()}
+        runs = self.parity_runs()
         slow = container.slowdowns(runs)
         over = {k: v for k, v in slow.items() if v > MAX_SLOWDOWN}
         if not over:
@@ -230,20 +254,21 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
             f"{'latency' if k == 'latency' else f'{self.max_bytes}-byte bandwidth'} "
             f"{v:.2f}x the host's" for k, v in over.items())
         causes = container.likely_causes(
-            container.process_status(self.read("container.status")),
+            self.read("container.status"),
             self.read("native.0.out"), self.read("container.0.out"), self.family,
-            self.read("loadavg"))
+            self.read("loadavg"), native_status=self.read("native.status"))
         return (f"container slower than the host by more than {MAX_SLOWDOWN - 1:.0%} "
-                f"(best of {len(runs['native'])} interleaved rounds each): {figure}; "
+                f"(median of {len(container.paired_rounds(runs))} interleaved rounds' "
+                f"ratios): {figure}; "
                 f"likely cause: {'; '.join(causes)}")
 
     @sanity_function
     def validate_run(self):
         rounds = self.launched_rounds()
         finished = sn.all([
-            sn.assert_eq(sn.len(sn.defer(self.parity.get("native", []))), rounds,
+            sn.assert_eq(self.finished_rounds("native"), rounds,
                          msg="not every native run finished its sweep"),
-            sn.assert_eq(sn.len(sn.defer(self.parity.get("container", []))), rounds,
+            sn.assert_eq(self.finished_rounds("container"), rounds,
                          msg="not every container run finished its sweep"),
             sn.assert_eq(self.read("container.env"), self.read("native.env"),
                          msg="the container ran with other transport settings than the host: "
@@ -254,15 +279,16 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
 
     @performance_function("x")
     def latency_slowdown(self):
-        return self.best("container", "latency_us") / self.best("native", "latency_us")
+        return container.slowdowns(self.parity_runs())["latency"]
 
     @performance_function("x")
     def bw_slowdown(self):
-        return self.best("native", "bw_Mbps") / self.best("container", "bw_Mbps")
+        return container.slowdowns(self.parity_runs())["bandwidth"]
 
     @performance_function("us")
     def latency(self):
-        return self.best("container", "latency_us")
+        """The container's median latency over its rounds."""
+        return statistics.median(r["latency_us"] for r in self.parity["container"] if r)
 
     def judged_references(self):
         # at most 5% slower; faster is fine: netbench's own rule, no figure

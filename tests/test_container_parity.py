@@ -1,0 +1,104 @@
+"""The parity check's arithmetic and evidence (netbench.container), on
+figures and /proc texts as the job records them; the real runs are in
+tests/test_containers.py."""
+
+import pytest
+
+from netbench import container
+
+V1_HOST = """12:rdma:/
+4:memory:/process_api/c57d21da
+1:cpu,cpuacct:/
+0::/
+"""
+V1_PODMAN_DEFAULT = "1:cpu,cpuacct:/libpod_parent/libpod-b565\n0::/libpod_parent/libpod-b565\n"
+V1_UNDER_CALLER = "1:cpu,cpuacct:/libpod-0c87\n0::/libpod-0c87\n"
+V2_SESSION = "0::/user.slice/user-0.slice/session-4.scope\n"
+STATUS = "Name:\tcat\nCapEff:\t00000000a80c25fb\nSeccomp:\t0\nCpus_allowed:\t3\n"
+
+
+def test_slowdowns_are_the_median_of_each_rounds_ratio():
+    runs = {"native": [(1.0, 100.0), (1.0, 100.0), (0.8, 125.0)],
+            "container": [(1.02, 99.0), (1.04, 98.0), (1.0, 100.0)]}
+    slow = container.slowdowns(runs)
+    # round 3's lucky host run (0.8 us) gives a ratio of 1.25: one round of
+    # three, it does not move the median, where best over best would be 1.25
+    assert slow["latency"] == pytest.approx(1.04)
+    assert slow["bandwidth"] == pytest.approx(100 / 98)
+
+
+def test_a_round_one_side_did_not_finish_pairs_nothing_else():
+    runs = {"native": [(1.0, 100.0), None, (1.0, 100.0)],
+            "container": [(1.1, 90.0), (0.5, 200.0), (1.1, 90.0)]}
+    assert container.paired_rounds(runs) == [((1.0, 100.0), (1.1, 90.0))] * 2
+    assert container.slowdowns(runs)["latency"] == pytest.approx(1.1)
+    assert container.slowdowns({"native": [None], "container": [(1.0, 1.0)]}) == {}
+
+
+@pytest.mark.parametrize("text, path", [
+    (V1_HOST, "/"), (V1_PODMAN_DEFAULT, "/libpod_parent/libpod-b565"),
+    (V2_SESSION, "/user.slice/user-0.slice/session-4.scope"),
+    # /proc/self/status and cgroup lines in one text: only cgroup lines count
+    (STATUS + V1_UNDER_CALLER, "/libpod-0c87"), ("", None), (None, None)])
+def test_the_cgroup_the_scheduler_groups_by(text, path):
+    assert container.cgroup_path(text) == path
+
+
+def test_levels_the_container_adds():
+    assert container.levels_added("/libpod_parent/libpod-b565", "/") == 2
+    assert container.levels_added("/slurm/job_5/step_0/libpod-1", "/slurm/job_5/step_0") == 1
+    assert container.levels_added(None, "/") is None
+
+
+PTRACE_NO_FILTER = "CapEff:\t00000000a80c25fb\nSeccomp:\t0\n"
+DEFAULT_PODMAN = "CapEff:\t00000000a80425fb\nSeccomp:\t2\n"
+
+
+def causes(cgroup="1:cpu,cpuacct:/libpod-0c87\n", status=PTRACE_NO_FILTER, shares=2048,
+           family="mpich"):
+    evidence = status + cgroup + (f"cpu.shares {shares}\n" if shares else "cpu.shares \n")
+    return container.likely_causes(evidence, "", "", family, "3.70 2.1 1.9 2/300 77\n",
+                                   native_status=V1_HOST, ranks=2)
+
+
+def test_podmans_default_cgroup_parent_is_named_as_a_cause():
+    (cause,) = causes(cgroup=V1_PODMAN_DEFAULT)
+    assert cause.startswith("the ranks run 2 cgroup levels below the host run's "
+                            "(/libpod_parent/libpod-b565 against /)")
+    assert "--cgroup-parent" in cause
+
+
+def test_one_level_below_the_caller_with_a_weight_per_rank_is_no_cause():
+    (cause,) = causes()
+    assert cause.startswith("none detected in the container (capability, seccomp, "
+                            "cgroup depth and weight, binding as on the host); "
+                            "load average 3.7 on ")
+    # without a cgroup v1 weight to read, nothing is claimed of it
+    assert causes(shares=None) == [cause]
+
+
+def test_a_container_weighing_as_one_process_is_named_as_a_cause():
+    (cause,) = causes(shares=1024)
+    assert cause == ("the container's 2 ranks share a CPU weight of 1024 where each rank on "
+                     "the host weighs 1024: on a busy machine they get less CPU "
+                     "(--cpu-shares=2048)")
+
+
+def test_open_mpi_without_ptrace_under_seccomp_names_single_copy():
+    found = causes(status=DEFAULT_PODMAN, family="openmpi")
+    assert found[0].startswith("single-copy disabled in the container: no CAP_SYS_PTRACE")
+    assert found[1].startswith("a seccomp filter inside the container")
+    # MPICH's shm does not need the capability: only the filter is named
+    assert len(causes(status=DEFAULT_PODMAN)) == 1
+
+
+def test_the_shipped_flags_parent_the_container_on_its_caller_and_weigh_its_ranks(
+        monkeypatch):
+    monkeypatch.delenv(container.RUN_FLAGS_ENV, raising=False)
+    flags = container.run_flags(ranks=4)
+    # the cgroup is containers/bin/docker's to put in, in the job
+    assert f"--cgroup-parent={container.CALLER_CGROUP}" in flags
+    assert "--cgroups=no-conmon" in flags
+    assert "--cpu-shares=4096" in flags
+    monkeypatch.setenv(container.RUN_FLAGS_ENV, "--cpu-shares={cpu_shares}")
+    assert container.run_flags(ranks=2) == ["--cpu-shares=2048"]
