@@ -141,10 +141,10 @@ def test_the_page_shows_the_figures_and_the_judged_parity(session):
     assert "mpich native" in tcp and "openmpi container" in tcp
     caption = shm.split("<figcaption>")[1].split("</figcaption>")[0]
     assert caption.split("<br>") == [
-        "mpich: latency 1.01x the host&#39;s (at most 1.05x: pass); 1 MiB bandwidth: the "
-        "host&#39;s 0.99x the container&#39;s (at most 1.05x: pass)",
-        "openmpi: latency 1.03x the host&#39;s (at most 1.05x: pass); 1 MiB bandwidth: the "
-        "host&#39;s 1.02x the container&#39;s (at most 1.05x: pass)"]
+        "mpich: latency 1.01x the host&#39;s (at most 1.05x: pass); 1 MiB transfer time "
+        "0.99x the host&#39;s (at most 1.05x: pass)",
+        "openmpi: latency 1.03x the host&#39;s (at most 1.05x: pass); 1 MiB transfer time "
+        "1.02x the host&#39;s (at most 1.05x: pass)"]
     # a case that failed its sanity has no figures: its reason, in one line
     tcp_caption = tcp.split("<figcaption>")[1].split("</figcaption>")[0]
     assert "openmpi: no parity figures (fail: sanity error: container slower" in tcp_caption

@@ -50,11 +50,12 @@ def parity_caption(tc, rec, mpi):
         entry = figures[var]
         if not entry or entry["value"] is None:
             continue
+        # both as the container's time over the host's: above 1, slower
         if var == "latency_slowdown":
             text = f"latency {entry['value']:.2f}x the host's"
         else:
             size = largest_size(rec) or "largest-message"
-            text = f"{size} bandwidth: the host's {entry['value']:.2f}x the container's"
+            text = f"{size} transfer time {entry['value']:.2f}x the host's"
         bound = bound_text(rec["references"].get(var))
         judged = entry["verdict"] if entry["reference"] is not None else "not judged"
         parts.append(f"{text} ({bound + ': ' if bound else ''}{judged})")
