@@ -135,8 +135,8 @@ def test_the_parity_check_compares_container_and_host(image):
         slow = parity_slowdowns(tc)
         print(f"{tc['environ']}: container/host latency x{slow['latency']:.3f}, "
               f"bandwidth x{slow['bandwidth']:.3f}, {len(tc['parity']['native'])} rounds")
-        # 5 interleaved rounds, 5 more when the first ones were over the bound
-        assert len(tc["parity"]["native"]) == len(tc["parity"]["container"]) in (5, 10)
+        # 5 interleaved rounds, 5 more at a time while over the bound, up to 20
+        assert len(tc["parity"]["native"]) == len(tc["parity"]["container"]) in (5, 10, 15, 20)
         within = max(slow.values()) <= container.MAX_SLOWDOWN
         # the verdict follows the figures; a failure names figure and cause
         assert (tc["result"] == "pass") == within, tc["fail_reason"]
@@ -196,7 +196,7 @@ def test_without_the_ptrace_capability_open_mpi_shm_loses_parity_and_says_why(im
     (tc,) = parity_cases(proc)
     print(tc["fail_reason"])
     assert tc["result"] == "fail" and tc["fail_phase"] == "sanity", json.dumps(tc["parity"])
-    assert len(tc["parity"]["native"]) == 10, "a failing pair is measured again first"
+    assert len(tc["parity"]["native"]) == 20, "a failing pair is measured again first"
     assert "1048576-byte bandwidth" in tc["fail_reason"]
     assert "single-copy disabled in the container: no CAP_SYS_PTRACE" in tc["fail_reason"]
     # and the other defaults the job observed, each with its flag
