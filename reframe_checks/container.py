@@ -173,9 +173,8 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
                 for side, i in self.typical_rounds().items()]
 
     def typical_rounds(self):
-        runs = container.round_figures(self.stagedir, self.max_bytes)
         typical = {}
-        for side, figures in runs.items():
+        for side, figures in self.measured_rounds().items():
             finished = sorted((fig[0], i) for i, fig in enumerate(figures) if fig)
             if finished:
                 typical[side] = finished[(len(finished) - 1) // 2][1]
@@ -224,10 +223,18 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
 
     @run_before("sanity")
     def collect(self):
-        runs = container.round_figures(self.stagedir, self.max_bytes)
-        self.parity = {side: [{"latency_us": fig[0], "bw_Mbps": fig[1]} if fig else None
-                              for fig in figures]
-                       for side, figures in runs.items()}
+        self.measured_rounds()
+
+    def measured_rounds(self):
+        """Every launched round's figures, {side: [(lat, bw) or None]}, read
+        from the stage folder once into `parity`: the record (written first,
+        by Recording's hook) and the sanity both need them."""
+        if not self.parity:
+            runs = container.round_figures(self.stagedir, self.max_bytes)
+            self.parity = {side: [{"latency_us": fig[0], "bw_Mbps": fig[1]} if fig else None
+                                  for fig in figures]
+                           for side, figures in runs.items()}
+        return self.parity_runs()
 
     def parity_runs(self):
         """self.parity as netbench.container's {side: [(lat, bw) or None]}."""
