@@ -380,3 +380,85 @@ def test_a_partial_sweep_names_a_node_bad_with_its_measured_partners():
                                         "bw_Mbps": {1048576: 320.0 if slow else 950.0}}
     result = judge.judge(measurements)
     assert [(s.kind, s.names) for s in result.suspects] == [("node", ("n3",))]
+
+
+# -- drain.sh against hostile text in every field of a suspect (#23) -------------
+
+#: what a run report could put in any field: a newline that ends the
+#: comment, command substitutions, a closing parenthesis, separators,
+#: terminal escapes, carriage returns and non-ASCII line separators
+HOSTILE_TEXT = ["both)\ntouch PWNED #", "$(touch PWNED)", "`touch PWNED`", ") ; touch PWNED",
+                "x\rtouch PWNED", "\x1b]0;owned\x07\x1b[2J", "n\u2028touch PWNED", "né\u202e",
+                "egress\n>PWNED", "1;touch PWNED"]
+NODE = judge.Suspect("node", ("n7",), "bw_Mbps@8388608", 300.0, 900.0, None, "both",
+                     (judge.Evidence("n7", "n8", "bw_Mbps@8388608", 300.0, 700.0),))
+PAIR = dataclasses.replace(NODE, kind="pair", names=("n7", "n8"), direction="n7->n8")
+FIELDS = ["kind", "names", "metric", "value", "fleet_median", "reference", "direction",
+          "evidence"]
+
+
+def hostile_suspects(field, text):
+    """A node and a pair suspect whose `field` is hostile `text`."""
+    value = {"names": (text,), "evidence": (text,)}.get(field, text)
+    out = [dataclasses.replace(s, **{field: value}) for s in (NODE, PAIR)]
+    if field == "names":
+        out.append(dataclasses.replace(PAIR, names=("n7", text), direction=f"n7->{text}"))
+    return out
+
+
+def fake_scontrol(tmp_path):
+    """A scontrol that writes its argument count and arguments to $OUT."""
+    fake = tmp_path / "bin" / "scontrol"
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$#" "$@" >> "$OUT"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    return fake
+
+
+@pytest.mark.parametrize("field", FIELDS + ["reason_prefix"])
+def test_drain_script_runs_nothing_whatever_a_suspect_holds(tmp_path, field):
+    """Every field of a suspect, and the reason prefix, holds hostile text:
+    the script parses, runs nothing (sh -x traces no command, no file is
+    made), and each scontrol line, uncommented, runs scontrol alone with
+    its four quoted words."""
+    fake = fake_scontrol(tmp_path)
+    for i, text in enumerate(HOSTILE_TEXT):
+        if field == "reason_prefix":
+            suspects, prefix = [NODE, PAIR], text
+        else:
+            suspects, prefix = hostile_suspects(field, text), "netbench"
+        script_text = drain.drain_script(suspects, reason_prefix=prefix)
+        assert all(ch == "\n" or " " <= ch <= "~" for ch in script_text), repr(script_text)
+        assert all(l == "" or l.startswith("#") for l in script_text.split("\n")), script_text
+        work = tmp_path / f"run-{i}"
+        work.mkdir()
+        script = work / "drain.sh"
+        script.write_text(script_text)
+        assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
+        env = {"PATH": str(fake.parent), "OUT": str(tmp_path / f"args-{i}")}
+        run = subprocess.run(["/bin/sh", "-x", str(script)], cwd=work, env=env,
+                             capture_output=True, text=True)
+        assert (run.returncode, run.stdout, run.stderr) == (0, "", ""), (text, run)
+        assert sorted(p.name for p in work.iterdir()) == ["drain.sh"], text
+        for line in [l for l in script_text.splitlines() if l.startswith("# scontrol ")]:
+            (work / "one.sh").write_text(line[2:] + "\n")
+            out = tmp_path / f"args-{i}"
+            out.unlink(missing_ok=True)
+            run = subprocess.run(["/bin/sh", "-x", str(work / "one.sh")], cwd=work, env=env,
+                                 capture_output=True, text=True)
+            traced = [l for l in run.stderr.splitlines() if l.startswith("+")]
+            assert len(traced) == 1 and traced[0].startswith("+ scontrol "), (text, run.stderr)
+            args = out.read_text().splitlines()
+            assert args[:4] == ["4", "update", "NodeName=n7", "State=DRAIN"], (text, args)
+            assert args[4].startswith("Reason=") and len(args) == 5, (text, args)
+            (work / "one.sh").unlink()
+        assert sorted(p.name for p in work.iterdir()) == ["drain.sh"], text
+
+
+def test_drain_script_names_only_vocabulary_for_a_node_and_a_pair():
+    text = drain.drain_script([NODE, PAIR, dataclasses.replace(NODE, direction="unreachable",
+                                                               metric="answered_pairs")])
+    assert "(both)" in text and "(n7->n8)" in text and "(unreachable)" in text
+    assert "stopped answering mid-sweep after 300 pairs" in text
+    hostile = drain.drain_script(hostile_suspects("direction", "both)\ntouch X #"))
+    assert "touch" not in hostile and hostile.count("refused direction") == 2
