@@ -6,6 +6,7 @@ import sys
 
 from . import discovery, paths, references
 from .datafiles import DataError
+from .textsafe import printable
 
 
 def cmd_discover(args):
@@ -131,30 +132,33 @@ def vcluster_down(vcluster, args):
 
 def vcluster_status(vcluster, args):
     clusters = vcluster.status()
+    # names, owners' paths and problems come from files other checkouts
+    # write: escaped (textsafe), so that none can drive this terminal
+    say = lambda line: print(printable(line))  # noqa: E731
     if args.json:
-        print(json.dumps(clusters, indent=2))
+        print(json.dumps(clusters, indent=2))      # JSON escapes control characters
         return 0
     if not clusters:
-        print("netbench vcluster: no virtual cluster is up")
+        say("netbench vcluster: no virtual cluster is up")
     for c in clusters:
         owner = (f"owner {c['owner']} (uid {c['uid']}{', this checkout' if c['mine'] else ''})"
                  if c.get("owner") else "owner unknown")
         if "nodes" not in c:
-            print(f"{c['name']}: {owner}: BROKEN: {c['problem']}")
+            say(f"{c['name']}: {owner}: BROKEN: {c['problem']}")
             continue
         health = "healthy" if c["healthy"] else "BROKEN: " + "; ".join(c["problems"])
         if c.get("faults"):
             health += "; DEGRADED on purpose (vcluster fault): " + ", ".join(
                 " ".join(f"{k}={v}" for k, v in f.items()) for f in c["faults"])
-        print(f"{c['name']}: {len(c['nodes'])} nodes, {c['network']}, links "
+        say(f"{c['name']}: {len(c['nodes'])} nodes, {c['network']}, links "
               f"{c['link']['rate']} MTU {c['link']['mtu']}, system {c['system']}, {owner}, "
               f"{health}")
         for n in c["nodes"]:
-            print(f"  {n['name']:10} {n['address']:15} netns {n['namespace']:12} "
+            say(f"  {n['name']:10} {n['address']:15} netns {n['namespace']:12} "
                   f"sshd pid {n['sshd_pid']}")
         if c.get("slurm"):
             ctl = c["slurm"]["controller"]
-            print(f"  {ctl['name']:10} {ctl['address']:15} netns {ctl['namespace']:12} "
+            say(f"  {ctl['name']:10} {ctl['address']:15} netns {ctl['namespace']:12} "
                   f"slurmctld pid {c['slurm']['pids']['slurmctld']}; "
                   f"SLURM_CONF={c['slurm']['conf']}")
     return 0

@@ -11,6 +11,7 @@ from reframe.core.builtins import (fixture, performance_function, run_after, run
 
 from .. import benchspec, paths
 from ..results import benchmark
+from ..textsafe import printable
 from .base import KiB, MiB, RAW_TCP
 from .mpirun import MpiRun
 
@@ -105,9 +106,10 @@ class NetbenchRun(MpiRun):
         # runs with more ranks than CPUs per node are skipped before they
         # start (skip_if_oversubscribed), so a shared pin is the launcher's
         stacked = self.stacked_ranks
-        return sn.assert_false(stacked, msg=f"ranks pinned to one CPU each ({', '.join(stacked)})"
-                                            f": they take turns, so the run measured the "
-                                            f"scheduler; check the launcher's binding flags")
+        # host names as the ranks reported them: escaped (textsafe)
+        return sn.assert_false(stacked, msg=printable(
+            f"ranks pinned to one CPU each ({', '.join(stacked)}): they take turns, so the "
+            f"run measured the scheduler; check the launcher's binding flags"))
 
     def output_file(self):
         return str(self.job.stdout)

@@ -9,6 +9,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after
 
 from ..results import benchmark
+from ..textsafe import printable
 
 #: how Slurm says it ended a job early, in the job's stderr: the controller's
 #: cancellation (slurmstepd), then srun's errors, the cause first: a node
@@ -39,8 +40,10 @@ def job_failure(stdout_text, stderr_text):
     host) was killed by signal 9 (Killed)`); None when neither."""
     reason = slurm_failure(stderr_text)
     if reason:
-        return f"Slurm ended the job: {reason}"
-    return benchmark.launcher_failure(f"{stdout_text}\n{stderr_text}")
+        return printable(f"Slurm ended the job: {reason}")
+    # host names in it are what the launcher printed: escaped (textsafe)
+    failure = benchmark.launcher_failure(f"{stdout_text}\n{stderr_text}")
+    return printable(failure) if failure else None
 
 
 class JobOutcome(rfm.RegressionTestPlugin):

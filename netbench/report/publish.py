@@ -3,7 +3,7 @@
 A session folder `reports/YYYYMMDDTHHMMSS-<8 hex of the uuid>/` holds
 `run-report.json` (ReFrame's), `provenance.json` (this machine at the end of
 the session) and `index.html` (verdicts, curves, fits, provenance, history).
-`reports/latest` points at the newest session; `reports/index.html` lists
+`reports/latest` points at the session published last; `reports/index.html` lists
 every session folder on disk.  Every file is written to a temporary name and
 renamed into place, so a reader never sees half a page.
 
@@ -102,7 +102,8 @@ def sweep_files(session):
     if found is None:
         return {}
     suspects = [fleet_judge.suspect_from_json(s) for sw in found["sweeps"] for s in sw["suspects"]]
-    return {"suspects.json": json.dumps(found, indent=2) + "\n",
+    # the records' suspects are validated (results.record): strict JSON
+    return {"suspects.json": fleet_judge.strict_json(found),
             "drain.sh": drain.drain_script(suspects)}
 
 
@@ -171,14 +172,15 @@ def point_latest(reports_dir, target):
         raise
 
 
-def update_index_and_latest(reports_dir):
+def update_index_and_latest(reports_dir, published):
     """The index lists the session folders on disk, and `latest` points at
-    the one that started last: publishers finishing in any order agree, and
-    `latest` never moves back.  Under reports_lock."""
-    sessions = published_sessions(reports_dir)
-    if sessions:
-        point_latest(reports_dir, sessions[-1].name)
-    atomic_write(Path(reports_dir) / "index.html", page.render_index(sessions))
+    `published`, the session just placed: `latest` follows the order in
+    which sessions were published (publishers take turns on the lock),
+    never a date read from a run report, which anyone can set years
+    ahead.  Under reports_lock."""
+    point_latest(reports_dir, published)
+    atomic_write(Path(reports_dir) / "index.html",
+                 page.render_index(published_sessions(reports_dir)))
 
 
 def publish(raw_report, reports_dir=paths.REPORTS):
@@ -198,8 +200,9 @@ def publish(raw_report, reports_dir=paths.REPORTS):
     `latest` symlink, publish removes only its own temporary files.
 
     Concurrent publishers take turns (reports/.lock) from the rename on:
-    the index lists the session folders on disk, and `latest` moves only
-    forward, to the session that started last.
+    the index lists the session folders on disk, and `latest` points at the
+    session published last (not the one whose report claims the latest
+    start).
     """
     reports_dir = Path(reports_dir)
     session = load_session(raw_report)
@@ -216,7 +219,7 @@ def publish(raw_report, reports_dir=paths.REPORTS):
                 check_latest(reports_dir / "latest")
                 final = place_session(reports_dir, staging, name)
                 staging = None
-                update_index_and_latest(reports_dir)
+                update_index_and_latest(reports_dir, name)
         finally:
             if staging is not None:
                 with contextlib.suppress(OSError):
@@ -240,7 +243,10 @@ def check_output_folder(outdir):
 
 def write_report(run_reports, outdir):
     """`netbench report`: one session's page, or a comparison of several, as
-    DIR/index.html."""
+    DIR/index.html.  An empty DIR is refused: Path('') is the current
+    folder, which the user did not name."""
+    if not str(outdir).strip():
+        raise DataError(repr(str(outdir)), "--output", "empty: name the folder to write into")
     sessions = sorted((load_session(p) for p in run_reports), key=lambda s: s.started)
     outdir = Path(outdir)
     check_output_folder(outdir)

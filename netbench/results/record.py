@@ -23,6 +23,7 @@ Pure data: built by the checks (netbench.checks), read by the report.
 """
 
 from ..datafiles import DataError, dotted, validate
+from ..fleet.judge import SUSPECT_SCHEMA
 
 #: the format of the record; readers refuse a newer one
 VERSION = 1
@@ -95,7 +96,8 @@ SCHEMA = {
                                "latency_us": _NUMBER_OR_NULL,
                                "bw_Mbps": {"type": "object",
                                            "additionalProperties": _NUMBER}}}},
-            "suspects": {"type": "array", "items": {"type": "object"}},
+            # as suspects.json holds them: publish writes drain.sh from them
+            "suspects": {"type": "array", "items": SUSPECT_SCHEMA},
             "findings": {"type": "array", "items": _STRING},
             "remeasured": {"type": "array", "items": {"type": "array", "items": _STRING}},
             "sweep_seconds": _NUMBER_OR_NULL,
