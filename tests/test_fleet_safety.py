@@ -252,3 +252,12 @@ def test_the_benchmarks_own_message_is_the_reason():
         "got 0")
     assert reasons.unfinished([], "rank 1 (on n2) was killed by signal 9", "") == (
         "the benchmark did not finish its sweep: rank 1 (on n2) was killed by signal 9")
+    # a node whose sshd is gone (hydra's stderr), after netbench's own notes
+    err = ("# launch: ip netns exec nb-x-hd mpirun ...\n"
+           "ssh: connect to host 198.18.1.13 port 22: Connection refused\n"
+           "[mpiexec@vm] main (mpiexec.c:270): process manager error waiting for completion\n"
+           "netbench.fleet.remeasure: rfm_job.out: the sweep did not finish: nothing is "
+           "measured again\n")
+    assert reasons.unfinished([], None, err) == (
+        "the benchmark did not finish its sweep: ssh: connect to host 198.18.1.13 port 22: "
+        "Connection refused")

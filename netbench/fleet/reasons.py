@@ -29,17 +29,25 @@ def describe_lost(suspect):
                      f"{suspect.fleet_median:g}){before}")
 
 
+#: lines of the job's stderr that netbench's own tools wrote: no cause
+OURS = ("# launch:", "netbench.fleet.remeasure:", "netbench: sweeping again")
+#: ssh, the launchers' agent, saying why it reached no node
+SSH = ("ssh: ", "Connection to ", "Permission denied")
+
+
 def benchmark_message(stderr_text):
-    """The benchmark's own error (`netbench: ...`, its usage errors and
-    failures), else the last line of the job's stderr that netbench's
-    launcher did not write; None for an empty stderr."""
-    lines = [line.strip() for line in (stderr_text or "").splitlines() if line.strip()]
-    own = [line for line in lines if line.startswith("netbench: ")
-           and not line.startswith("netbench: sweeping again")]
-    if own:
-        return own[0]
-    others = [line for line in lines if not line.startswith("# launch:")]
-    return others[-1] if others else None
+    """What the job's stderr says went wrong: the benchmark's own error
+    (`netbench: ...`, its usage errors and failures), else ssh's (a node
+    the launcher could not reach), else its last line; None when it says
+    nothing but netbench's own notes."""
+    lines = [line.strip() for line in (stderr_text or "").splitlines()
+             if line.strip() and not line.strip().startswith(OURS)]
+    for wanted in (lambda line: line.startswith("netbench: "),
+                   lambda line: line.startswith(SSH)):
+        found = [line for line in lines if wanted(line)]
+        if found:
+            return found[0]
+    return lines[-1] if lines else None
 
 
 def unfinished(lost, launcher_failure, stderr_text):
