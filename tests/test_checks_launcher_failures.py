@@ -106,11 +106,13 @@ def test_figures_of_a_killed_run_fail_with_a_sanity_error(case):
     SanityError naming the missing figure, no ValueError on the banner."""
     import reframe.utility.sanity as sn
 
-    from netbench import checklib
-    run = types.SimpleNamespace(read_stage_file=lambda name: golden_text(case))
-    for figure, missing in ((checklib.table_value(run, "rfm_job.out", 8 << 20, "Mbps"),
+    from netbench import checks
+    from netbench.results.benchmark import parse_run
+    run = types.SimpleNamespace(first_launch=lambda run: parse_run(golden_text(case)),
+                                run_files=lambda run: ["rfm_job.out"])
+    for figure, missing in ((checks.launch_value(run, "mpi", 8 << 20, "Mbps"),
                              "no Mbps figure at 8388608 bytes in rfm_job.out"),
-                            (checklib.table_summary(run, "rfm_job.out", "latency_usec"),
+                            (checks.launch_summary(run, "mpi", "latency_usec"),
                              "no '@ latency_usec' figure in rfm_job.out")):
         with pytest.raises(sn.SanityError, match=re.escape(missing)):
             figure.evaluate()

@@ -8,7 +8,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_before, variable
 
-from .. import paths, references
+from .. import judgement, paths, references
 from ..results import record as results_record
 
 #: the thresholds class of cases whose ranks share one node
@@ -41,10 +41,14 @@ class Judging(rfm.RegressionTestPlugin):
     @run_before("performance")
     def set_references(self):
         """ReFrame's references, and the same figures in the record: the
-        report draws what judged the case, not today's files."""
+        report draws what judged the case, not today's files.  A figure
+        the rule (netbench.judgement) leaves inconclusive is reported
+        against an unbounded reference, so ReFrame neither passes nor fails
+        it on its own: the record says inconclusive and why."""
         judged = self.judged_references()
+        self.decisions = self.decide_figures()
         self.reference = {self.current_partition.fullname: {
-            var: ref for var, (ref, _) in judged.items()}}
+            var: self.reframe_reference(var, ref) for var, (ref, _) in judged.items()}}
         entries = {}
         for var, ((value, lower, upper, unit), threshold) in judged.items():
             figure = threshold.figure if threshold else None
@@ -57,6 +61,49 @@ class Judging(rfm.RegressionTestPlugin):
         unjudged = self.unjudged_figures()
         if unjudged:
             self.record["unjudged"] = unjudged
+        self.record_decisions()
+
+    #: {variable: netbench.judgement.Decision} of the case's judged figures
+    decisions = {}
+
+    def decide_figures(self):
+        """{variable: Decision} from every launch (checks that launch
+        netbench's benchmark: NetbenchRun); {} where ReFrame's reference
+        alone judges one launch's figure."""
+        return {}
+
+    def reframe_reference(self, var, ref):
+        """ReFrame's reference tuple for `var`: unbounded when the rule left
+        the figure inconclusive (ReFrame knows only pass and fail)."""
+        decision = self.decisions.get(var)
+        if decision is not None and decision.verdict not in (judgement.PASS, judgement.FAIL):
+            return (ref[0], None, None, ref[3])
+        return ref
+
+    def record_decisions(self):
+        """The decisions, their bounds and the runs they rest on, into the
+        record; the case's verdict is the worst of its figures'."""
+        if not self.decisions:
+            return
+        bounds = self.judged_bounds()
+        self.record["verdicts"] = {
+            var: {**decision.to_json(), "bound": bounds[var].to_json()}
+            for var, decision in self.decisions.items()}
+        self.record["verdict"] = judgement.case_verdict(
+            d.verdict for d in self.decisions.values())
+        if self.record["verdict"] == judgement.INCONCLUSIVE:
+            self.record["host"] = self.host_load()
+            load = ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in self.record["host"].items())
+            for var, entry in self.record["verdicts"].items():
+                if entry["verdict"] == judgement.INCONCLUSIVE and load:
+                    entry["reason"] += f"; {load}"
+
+    def judged_bounds(self):
+        return {}
+
+    def host_load(self):
+        """{load, cpu_pressure} the job saw after its launches."""
+        return {}
 
     def judged_references(self):
         """{performance variable: (ReFrame's reference tuple, the Threshold

@@ -41,7 +41,13 @@ class Recording(rfm.RegressionTestPlugin):
         written before sanity, so a failed case still shows its series."""
         self.record = results_record.make(self.section, self.series_label(),
                                           self.measured_series(),
-                                          self.provenance(), group=self.scaling_group())
+                                          self.provenance(), group=self.scaling_group(),
+                                          runs=self.measured_runs())
+
+    def measured_runs(self):
+        """{run name: every launch, parsed} (results.record `runs`); {} for
+        checks whose output is not netbench's benchmark's."""
+        return {}
 
     def measured_series(self):
         """The series the case measured (results.record), read from its

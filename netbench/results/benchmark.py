@@ -20,6 +20,7 @@ from . import record
 #: the unit of each column the benchmark prints (seen in its `# columns:`
 #: headers); a column not named here has no unit ("")
 COLUMN_UNITS = {"bytes": "B", "usec": "us", "usec_min": "us", "usec_max": "us",
+                "usec_lo": "us", "usec_hi": "us",
                 "mad_pct": "%", "MBps": "MB/s", "MBps_low": "MB/s", "MBps_high": "MB/s",
                 "MBps_mean": "MB/s", "Mbps": "Mbit/s", "samples": "", "reps": "",
                 "connections": "", "runs": ""}
@@ -82,7 +83,12 @@ def table_figure(rows, nbytes, column, name="the output"):
 def series(name, text, y_columns):
     """One measured series of a per-case record (netbench.results.record):
     the table of `text` against message size, with the `y_columns` it has."""
-    return record.make_series(name, parse_output(text)[0], y_columns, COLUMN_UNITS)
+    return rows_series(name, parse_output(text)[0], y_columns)
+
+
+def rows_series(name, rows, y_columns):
+    """The same series from rows already parsed (parse_run)."""
+    return record.make_series(name, rows, y_columns, COLUMN_UNITS)
 
 
 # How MPI launchers say that a rank died.  MPICH's hydra prints a banner on
@@ -194,3 +200,39 @@ def stacked_ranks(text):
     pinned = Counter(placement for placement in rank_placements(text).values()
                      if len(placement[1]) == 1)
     return sorted(f"{host}:cpu{cpus[0]}" for (host, cpus), n in pinned.items() if n > 1)
+
+
+def stacked_placements(placements):
+    """stacked_ranks of a parsed run's placements ({rank: {host, cpus}})."""
+    pinned = Counter((p["host"], p["cpus"][0]) for p in placements.values()
+                     if len(p["cpus"]) == 1)
+    return sorted(f"{host}:cpu{cpu}" for (host, cpu), n in pinned.items() if n > 1)
+
+
+#: `# host load 1.23 0.90 0.55 ...` (/proc/loadavg) and `# host cpu_pressure
+#: some avg10=3.21 ...` (/proc/pressure/cpu), which the job prints after
+#: its launches: how busy the host was while it measured
+_HOST_LOAD = re.compile(r"^# host load (\S+)", re.MULTILINE)
+_HOST_PRESSURE = re.compile(r"^# host cpu_pressure some avg10=(\S+)", re.MULTILINE)
+
+
+def _last_float(pattern, text):
+    found = pattern.findall(text)
+    try:
+        return float(found[-1]) if found else None
+    except ValueError:
+        return None
+
+
+def parse_run(text):
+    """Everything one launch of the benchmark says, read once: the table
+    (every column of every whole row), the `@` summaries, where each rank
+    ran, how the launcher said a rank died, and the host's load.  The
+    record keeps this (record.run_entry); nothing reads the file again."""
+    rows, summary = parse_output(text)
+    return {"columns": table_columns(text), "rows": rows, "summary": summary,
+            "placements": {str(rank): {"host": host, "cpus": list(cpus)}
+                           for rank, (host, cpus) in rank_placements(text).items()},
+            "failure": launcher_failure(text),
+            "host_load": _last_float(_HOST_LOAD, text),
+            "cpu_pressure": _last_float(_HOST_PRESSURE, text)}
