@@ -325,7 +325,15 @@ def discovered_mpis():
     discovery starts each MPI's probes, and ReFrame may load the
     configuration more than once."""
     families = discovery.load_families()
-    return families, tuple(discovery.discover(families=families))
+    return families, tuple(discovery.discover(families=families, on_error=say_refused))
+
+
+def say_refused(cand, err):
+    """One line for a folder refused by name (a space in a view's name):
+    the session goes on with the other MPIs.  Other probe failures stay
+    `netbench discover`'s to report."""
+    if isinstance(err, discovery.RefusedName):
+        print(f"netbench: {err}", file=sys.stderr)
 
 
 def site_configuration(mpis=None):
