@@ -771,11 +771,13 @@ static void print_header(struct bench *b)
         *nl = 0;
     MPI_Get_processor_name(host, &len);
     /* each rank's host, CPU and the CPUs it may run on let checks verify
-     * the placement: two busy-polling ranks on one CPU cost milliseconds */
-    char line[MPI_MAX_PROCESSOR_NAME + 64 + CPU_LIST_MAX];
+     * the placement: two busy-polling ranks on one CPU cost milliseconds;
+     * its PID names the rank when a launcher reports a dead process by
+     * PID only (MPICH's hydra) */
+    char line[MPI_MAX_PROCESSOR_NAME + 96 + CPU_LIST_MAX];
     char allowed[CPU_LIST_MAX];
-    snprintf(line, sizeof line, "# rank %d host %s cpu %d allowed %s", b->rank, host, cpu,
-             allowed_cpus(allowed, sizeof allowed));
+    snprintf(line, sizeof line, "# rank %d host %s cpu %d allowed %s pid %ld", b->rank, host,
+             cpu, allowed_cpus(allowed, sizeof allowed), (long)getpid());
     char *all = NULL;
     if (b->rank == 0)
         all = calloc((size_t)b->size, sizeof line);
