@@ -88,7 +88,7 @@ RULE_SCHEMA = {
 SWEEP_SCHEMA = {
     "type": "object",
     "required": ["bandwidth_fraction", "latency_factor", "mad_multiple", "node_majority",
-                 "node_min_bad_pairs", "line_rate_fraction"],
+                 "node_min_bad_pairs", "line_rate_fraction", "fleet_fraction"],
     "additionalProperties": False,
     "properties": {
         "bandwidth_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
@@ -97,6 +97,7 @@ SWEEP_SCHEMA = {
         "node_majority": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
         "node_min_bad_pairs": {"type": "integer", "minimum": 1},
         "line_rate_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "fleet_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
     },
 }
 
@@ -378,6 +379,7 @@ class SweepThresholds:
     node_majority: float
     node_min_bad_pairs: int
     line_rate_fraction: float
+    fleet_fraction: float
 
 
 @functools.lru_cache(maxsize=None)
