@@ -99,4 +99,10 @@ class Recording(rfm.RegressionTestPlugin):
                 "ranks_per_node": int(self.num_tasks_per_node or 0),
                 "partition": self.current_partition.fullname,
                 "interconnect": self.interconnect_class(),
-                "line_rate_mbps": part.get("line_rate_mbps")}
+                **self.line_rate_provenance()}
+
+    def line_rate_provenance(self):
+        """The line rate the case was judged against and where it came from
+        (declared, tbf, infiniband, sysfs, ethtool; checks/judging.py)."""
+        rate = self.line_rate()
+        return {"line_rate_mbps": rate.mbps, "line_rate_source": rate.source}

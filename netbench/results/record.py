@@ -17,7 +17,7 @@ reference files.
                  is drawn (`at`: series, y column, message size)
     provenance   where and how it ran: MPI family, version, source,
                  transport, placement, ranks, ranks per node, partition,
-                 interconnect class, line rate
+                 interconnect class, line rate and its source
     runs         (version 2) every launch of every run of the job, as the
                  benchmark's output was parsed once: {run name: [{columns,
                  rows (every column), summary (the `@` lines), placements,
@@ -148,6 +148,8 @@ SCHEMA = {
             "ranks": {"type": "integer"}, "ranks_per_node": {"type": "integer"},
             "partition": _STRING, "interconnect": _STRING,
             "line_rate_mbps": _NUMBER_OR_NULL,
+            # where the line rate came from (netbench/linerate.py SOURCES)
+            "line_rate_source": _STRING,
         }},
     },
 }
