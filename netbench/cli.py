@@ -38,6 +38,10 @@ def cmd_references(args):
     if args.show:
         for key, fig in figures.items():
             print(f"{key} = {fig}")
+        # what `interconnect: auto` picks for a discovered link
+        for cname, match in references.class_matches(folder).items():
+            rates = ", ".join(f"{m / 1000:g}" for m in match["mbps"])
+            print(f"auto: {' or '.join(match['link_layer'])} at {rates} Gbit/s -> {cname}")
     print(f"netbench: {len(figures)} documented figures, {len(table)} threshold groups "
           f"in {folder}")
     return 0

@@ -5,8 +5,10 @@ One rank per node runs the benchmark's sweep mode: the pairs in rounds of
 disjoint pairs, latency at a small message and one-way bandwidth at 1 and
 8 MiB in both directions, the ranks that wait their turn asleep.  Every
 pair is held to the fleet (median and MAD without the worst node) and the
-fleet to the partition's documented references (netbench/fleet/judge.py,
-thresholds.yaml `sweep:`).  Pairs outside the band are measured again in
+fleet's bandwidth to the partition's line rate times the fraction a
+healthy sweep measures (thresholds.yaml `sweep: line_rate_fraction`,
+calibrated by `make bench-sweep-calibration`; never a ping-pong's figure),
+its latency to the class's documented latency (netbench/fleet/judge.py).  Pairs outside the band are measured again in
 the same job before anything is named; then a node bad with most of its
 partners is the suspect, else the pair.  Suspects fail the case, named in
 its reason; the record keeps the pair matrix for the report's heat maps,
@@ -14,13 +16,14 @@ its reason; the record keeps the pair matrix for the report's heat maps,
 
 import json
 import sys
+from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import performance_function, run_before, sanity_function, variable
 
-from netbench import benchspec, checks
+from netbench import benchspec, checks, references
 from netbench.checks.slurm import job_failure
 from netbench.fleet import judge as fleet
 from netbench.fleet import reasons
@@ -43,7 +46,8 @@ class LinkSweep(checks.NetbenchRun):
     num_ranks = 0               # one rank on every node of the partition
     procs_per_node = 1
     bench_mode = "sweep"
-    # the fleet's medians are judged by the ping-pong references of the class
+    # the fleet's latency is judged by the ping-pong latency of the class;
+    # its bandwidth by the sweep's own line-rate fraction (sweep_reference)
     kind = "pingpong"
     section = "sweep"
     verifies = False
@@ -121,11 +125,43 @@ class LinkSweep(checks.NetbenchRun):
         return first, (parse_sweep(again_text) if again_text else None)
 
     def fleet_references(self):
-        """The documented latency and bandwidth of the partition's class."""
-        thresholds = self.thresholds()
-        latency, peak = thresholds.get("latency"), thresholds.get("peak_bw")
+        """The documented latency of the partition's class; the bandwidth
+        comes from the line rate (judge.py), never a ping-pong's figure."""
+        latency = self.thresholds().get("latency")
         return (latency.reference[0] if latency and "latency" not in self.unjudged_figures()
-                else None, peak.reference[0] if peak else None)
+                else None, None)
+
+    #: why the fleet's bandwidth is not judged without a line rate
+    NO_LINE_RATE = ("the sweep's fleet is held to a fraction of the line rate calibrated "
+                    "for what the sweep measures (thresholds.yaml sweep: "
+                    "line_rate_fraction), and the partition has none ({why}); reported, "
+                    "not judged")
+
+    def unjudged_figures(self):
+        unjudged = super().unjudged_figures()
+        rate = self.line_rate()
+        if not rate.mbps:
+            unjudged["peak_bw"] = self.NO_LINE_RATE.format(
+                why=rate.why or "declare extras.line_rate_mbps")
+        return unjudged
+
+    def judged_references(self):
+        """The class's latency; peak bandwidth against the line rate x the
+        sweep's calibrated fraction, failing below fleet_fraction of it, the
+        bound judge.py's fleet finding uses."""
+        judged = super().judged_references()
+        judged.pop("peak_bw", None)
+        rate = self.line_rate()
+        if rate.mbps and "peak_bw" in self.perf_variables:
+            rule = references.sweep_thresholds(Path(self.thresholds_folder))
+            figure = references.Figure(
+                "thresholds#sweep/line_rate_fraction", rate.mbps * rule.line_rate_fraction,
+                "Mbit/s", f"thresholds.yaml sweep: line_rate_fraction {rule.line_rate_fraction:g}"
+                          f" x line rate {rate.mbps:g} Mbit/s ({rate.source})")
+            threshold = references.Threshold("peak_bw", figure, rule.fleet_fraction - 1, None,
+                                             "Mbit/s")
+            judged["peak_bw"] = (threshold.reference, threshold)
+        return judged
 
     @run_before("sanity")
     def judge_the_fleet(self):
@@ -139,9 +175,8 @@ class LinkSweep(checks.NetbenchRun):
         lost = lost_hosts(first, self.launcher_text())
         self.verdict = fleet.judge(
             self.judged_figures(measurements), reference_latency_us=latency_ref,
-            reference_bw_mbps=bw_ref,
-            line_rate_mbps=self.current_partition.extras.get("line_rate_mbps"),
-            lost=lost)
+            reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,
+            rule=references.sweep_thresholds(Path(self.thresholds_folder)), lost=lost)
         found = json.loads(self.verdict.to_json())
         self.record = {**self.record, "fleet": {
             # every node that ran a rank, measured or lost before it was
@@ -153,7 +188,9 @@ class LinkSweep(checks.NetbenchRun):
             "suspects": found["suspects"],
             "findings": [f["text"] for f in found["findings"]],
             "remeasured": [list(p) for p in sorted(again.by_host)] if again else [],
-            "sweep_seconds": first.sweep_seconds}}
+            "sweep_seconds": first.sweep_seconds},
+            # suspects are a loss shown, not a run that failed
+            "verdict": "fail" if self.verdict.suspects else "pass"}
 
     def judged_figures(self, measurements):
         """The figures the fleet is judged on: on links that emulate only

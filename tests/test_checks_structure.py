@@ -13,7 +13,7 @@ MPIRUN_HOOKS = {
     "post_init": ["generate_possible_cases_only"],
     "post_setup": ["require_declared_attributes", "record_provenance", "select_transport",
                    "place_ranks", "require_matching_slurm_conf", "require_section"],
-    "pre_run": ["count_link_traffic"],
+    "pre_run": ["discover_line_rate", "count_link_traffic"],
     "pre_sanity": ["count_link_traffic_after", "record_measurement"],
     "pre_performance": ["set_perf_variables", "set_references", "report_link_traffic"],
 }
@@ -71,5 +71,6 @@ def test_a_check_without_a_placement_fails_naming_it(tmp_path):
                            str(check), "-p", "^mpich$", "-r"], cwd=paths.REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, out[-3000:]
+    # the case failed before it could measure: exit 2, not a loss shown (1)
+    assert proc.returncode == 2, out[-3000:]
     assert "NoPlacement defines no placement (one of intranode, internode" in out, out[-3000:]

@@ -13,7 +13,9 @@ the order the hooks depend on:
                select_transport, place_ranks (after select_transport);
                JobOutcome: require_matching_slurm_conf;
                Recording: require_section
-  pre-run      LinkCounters: count_link_traffic (before the checks' own)
+  pre-run      Judging: discover_line_rate (its launch before the counters'
+               first reading); LinkCounters: count_link_traffic (before the
+               checks' own)
   pre-sanity   LinkCounters: count_link_traffic_after;
                Recording: record_measurement (before the checks' sanity)
   pre-perf     Judging: set_perf_variables, then set_references (which

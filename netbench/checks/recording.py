@@ -41,7 +41,13 @@ class Recording(rfm.RegressionTestPlugin):
         written before sanity, so a failed case still shows its series."""
         self.record = results_record.make(self.section, self.series_label(),
                                           self.measured_series(),
-                                          self.provenance(), group=self.scaling_group())
+                                          self.provenance(), group=self.scaling_group(),
+                                          runs=self.measured_runs())
+
+    def measured_runs(self):
+        """{run name: every launch, parsed} (results.record `runs`); {} for
+        checks whose output is not netbench's benchmark's."""
+        return {}
 
     def measured_series(self):
         """The series the case measured (results.record), read from its
@@ -93,4 +99,10 @@ class Recording(rfm.RegressionTestPlugin):
                 "ranks_per_node": int(self.num_tasks_per_node or 0),
                 "partition": self.current_partition.fullname,
                 "interconnect": self.interconnect_class(),
-                "line_rate_mbps": part.get("line_rate_mbps")}
+                **self.line_rate_provenance()}
+
+    def line_rate_provenance(self):
+        """The line rate the case was judged against and where it came from
+        (declared, tbf, infiniband, sysfs, ethtool; checks/judging.py)."""
+        rate = self.line_rate()
+        return {"line_rate_mbps": rate.mbps, "line_rate_source": rate.source}

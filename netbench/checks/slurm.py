@@ -33,14 +33,24 @@ def slurm_failure(stderr_text):
     return "; ".join(m.group(1).strip() for m in (cancelled, cause) if m) or None
 
 
+#: netbench.launch's line when it ended a launch that ran out of time or was
+#: cancelled (netbench/supervise.py): what it saw, before the MPI launcher's
+#: words about the ranks it killed
+LAUNCH_STOPPED = r"^netbench\.launch: (stopped the job .*)$"
+
+
 def job_failure(stdout_text, stderr_text):
     """Why the job's ranks did not all finish, from its output: Slurm's
     reason when Slurm ended the job (the ranks it killed are no cause),
     else the rank the MPI launcher saw die and how (`rank 1 (pid N on
-    host) was killed by signal 9 (Killed)`); None when neither."""
+    host) was killed by signal 9 (SIGKILL)`), or netbench.launch's own
+    reason when it ended a launch that ran out of time; None when none."""
     reason = slurm_failure(stderr_text)
     if reason:
         return printable(f"Slurm ended the job: {reason}")
+    stopped = re.search(LAUNCH_STOPPED, stderr_text, re.MULTILINE)
+    if stopped:
+        return printable(stopped[1])
     # host names in it are what the launcher printed: escaped (textsafe)
     failure = benchmark.launcher_failure(f"{stdout_text}\n{stderr_text}")
     return printable(failure) if failure else None
@@ -67,7 +77,7 @@ class JobOutcome(rfm.RegressionTestPlugin):
         (time limit, node failure, a task killed; ReFrame's squeue scheduler
         sees only that the job left the queue), nor did the MPI launcher
         report a rank that died (`rank 1 (pid N on host) was killed by
-        signal 9 (Killed)`).  First of the sanity assertions: the output
+        signal 9 (SIGKILL)`).  First of the sanity assertions: the output
         of such a run is cut short, and the other assertions and the
         figures would report its symptoms.  `outputs`: further files of
         the stage folder that a launcher wrote to (MpiVsTcp's second run)."""

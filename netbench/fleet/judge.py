@@ -26,9 +26,12 @@ The rule (parameters and their reasons: thresholds.yaml `sweep:`):
   whose pairs are bad with more than ``node_majority`` of its partners, in
   at least ``node_min_bad_pairs`` pairs, is a suspect of kind ``node``;
   bad pairs no suspect node explains are suspects of kind ``pair``.
-- The fleet's median against the partition's documented figures (or its
-  line rate x ``line_rate_fraction``) by the same fraction and factor: a
-  uniformly slow fleet has no outlier, so this is a fleet-level finding.
+- The fleet's median against a reference of what the sweep itself
+  measures: a figure given for it (``reference_bw_mbps``), else the line
+  rate x ``line_rate_fraction`` (calibrated on healthy sweeps; never a
+  ping-pong's figure), bad below ``fleet_fraction`` of it; latency against
+  the documented latency by ``latency_factor``.  A uniformly slow fleet
+  has no outlier, so this is a fleet-level finding.
 
 Repeat before alarm: `pairs_to_remeasure` gives the bad directions; the
 check measures them again and `merge_remeasurement` keeps the better figure
@@ -393,8 +396,9 @@ def attribute(bad, hosts, stats, rule, reference_of, partners=None):
 # -- the fleet against the partition's documented figures -------------------
 
 def fleet_references(stats, reference_latency_us, reference_bw_mbps, line_rate_mbps, rule):
-    """{metric: reference}: latency, and bandwidth at the largest size
-    (the documented figure, else the line rate times line_rate_fraction)."""
+    """{metric: reference}: latency, and bandwidth at the largest size (a
+    figure of the sweep's own, else the line rate times the sweep's
+    calibrated line_rate_fraction)."""
     out = {}
     reference_latency_us, reference_bw_mbps, line_rate_mbps = (
         figure if is_positive_figure(figure) else None
@@ -421,9 +425,9 @@ def fleet_findings(stats, refs, rule):
     for metric, reference in refs.items():
         median = stats[metric].fleet_median
         if higher_is_better(metric):
-            bound = rule.bandwidth_fraction * reference
+            bound = rule.fleet_fraction * reference
             text = f"the whole fleet's {metric} is {median:g}, below {bound:g} " \
-                   f"({rule.bandwidth_fraction:g} x the reference {reference:g})"
+                   f"({rule.fleet_fraction:g} x the reference {reference:g})"
         else:
             bound = rule.latency_factor * reference
             text = f"the whole fleet's {metric} is {median:g}, above {bound:g} " \

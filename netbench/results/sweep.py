@@ -139,7 +139,16 @@ def parse_sweep(text):
         sweep_seconds=summary.get("sweep_seconds"),
         order=order.group(1) if order else None,
         cpu={int(m[0]): RankCpu(*map(float, m[1:])) for m in _CPU.findall(text)},
-        pids={int(pid): int(rank) for rank, pid in _PID.findall(text)})
+        pids=unique_pids(_PID.findall(text)))
+
+
+def unique_pids(found):
+    """{pid: rank} of the (rank, pid) placement lines: only a PID that one
+    rank has, as ranks on different hosts may share one."""
+    ranks = {}
+    for rank, pid in found:
+        ranks.setdefault(int(pid), []).append(int(rank))
+    return {pid: owners[0] for pid, owners in ranks.items() if len(owners) == 1}
 
 
 # -- a node that stopped answering ---------------------------------------------

@@ -1,0 +1,186 @@
+"""The judging rule (parameters and reasons: reframe_checks/references/
+judging.yaml).
+
+A figure is judged launch by launch.  Each launch gives an `Estimate`: the
+figure and an interval around it from the launch's own samples.  A
+`Bound` says on which side the figure fails.  `decide` looks at every
+launch so far:
+
+- pass          some launch's interval lies wholly within the bound: the
+                system showed it can (a busy host only adds time, so a
+                launch cannot look better than the system is);
+- fail          at least `min_launches_to_fail` launches, every one of
+                them, lie wholly beyond the bound;
+- undecided     neither, and the budget allows another launch;
+- inconclusive  neither, with the budget spent: the host was too noisy
+                to tell, and the reason names the launches' spread.
+"""
+
+import dataclasses
+import functools
+import math
+from pathlib import Path
+
+from .. import paths
+from ..datafiles import load_yaml, validate
+
+PASS, FAIL, UNDECIDED, INCONCLUSIVE = "pass", "fail", "undecided", "inconclusive"
+#: a case's verdicts, worst first: the case takes the first that any of its
+#: figures has
+SEVERITY = (FAIL, INCONCLUSIVE, UNDECIDED, PASS)
+
+RULE_FILE = paths.REFERENCES / "judging.yaml"
+RULE_SCHEMA = {
+    "type": "object", "required": ["launches", "min_launches_to_fail", "baseline"],
+    "additionalProperties": False,
+    "properties": {
+        "launches": {"type": "integer", "minimum": 1, "maximum": 20},
+        "min_launches_to_fail": {"type": "integer", "minimum": 1, "maximum": 20},
+        "baseline": {"type": "object", "required": ["min_runs", "min_band"],
+                     "additionalProperties": False,
+                     "properties": {"min_runs": {"type": "integer", "minimum": 2},
+                                    "min_band": {"type": "number", "minimum": 0,
+                                                 "maximum": 1}}},
+    },
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    launches: int
+    min_launches_to_fail: int
+    baseline_min_runs: int
+    baseline_min_band: float
+
+
+def rule_of(folder):
+    """The rule of a references folder (its judging.yaml), else netbench's."""
+    path = Path(folder) / RULE_FILE.name
+    return load_rule(path if path.exists() else RULE_FILE)
+
+
+@functools.cache
+def load_rule(path=RULE_FILE):
+    """The rule's parameters from judging.yaml; DataError naming the key."""
+    data = validate(load_yaml(path), RULE_SCHEMA, path)
+    return Rule(data["launches"], data["min_launches_to_fail"],
+                data["baseline"]["min_runs"], data["baseline"]["min_band"])
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """One launch's figure and the interval its samples give it."""
+    value: float
+    lo: float
+    hi: float
+
+    @classmethod
+    def point(cls, value):
+        """A figure without samples behind it (an interval of zero width)."""
+        return cls(value, value, value)
+
+    def to_json(self):
+        return {"value": self.value, "lo": self.lo, "hi": self.hi}
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound:
+    """Where a figure fails: above `value` (side "upper": a time) or below
+    it (side "lower": a bandwidth)."""
+    side: str
+    value: float
+
+    def __post_init__(self):
+        if self.side not in ("upper", "lower"):
+            raise ValueError(f"a bound's side is upper or lower, not {self.side!r}")
+
+    def within(self, estimate):
+        """The whole interval meets the bound."""
+        return estimate.hi <= self.value if self.side == "upper" else estimate.lo >= self.value
+
+    def beyond(self, estimate):
+        """The whole interval misses the bound."""
+        return estimate.lo > self.value if self.side == "upper" else estimate.hi < self.value
+
+    def better(self, a, b):
+        """The better of two estimates by their figure."""
+        return min(a, b, key=lambda e: e.value) if self.side == "upper" else \
+            max(a, b, key=lambda e: e.value)
+
+    def words(self):
+        return f"{'at most' if self.side == 'upper' else 'at least'} {self.value:.4g}"
+
+    def to_json(self):
+        return {"side": self.side, "value": self.value}
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    verdict: str
+    #: the figure the case reports: the launch that decided it, else the best
+    value: float
+    lo: float
+    hi: float
+    launches: int
+    reason: str
+
+    def to_json(self):
+        return dataclasses.asdict(self)
+
+
+def _finite(estimates):
+    return [e for e in estimates
+            if all(isinstance(x, (int, float)) and math.isfinite(x)
+                   for x in (e.value, e.lo, e.hi))]
+
+
+def spread(estimates):
+    """The launches' figures from lowest to highest, as words."""
+    values = sorted(e.value for e in estimates)
+    if len(values) < 2:
+        return ""
+    low, high = values[0], values[-1]
+    pct = 100 * (high - low) / low if low > 0 else math.inf
+    return f"launches ranged {low:.4g}-{high:.4g} ({pct:.0f} %)"
+
+
+def decide(estimates, bound, rule=None):
+    """The Decision on a figure from its launches' Estimates so far."""
+    rule = rule or load_rule()
+    estimates = _finite(estimates)
+    n = len(estimates)
+    if not n:
+        return Decision(INCONCLUSIVE, math.nan, math.nan, math.nan, 0,
+                        "no launch gave the figure")
+    best = estimates[0]
+    for e in estimates[1:]:
+        best = bound.better(best, e)
+    passing = [e for e in estimates if bound.within(e)]
+    if passing:
+        clearest = passing[0]
+        for e in passing[1:]:
+            clearest = bound.better(clearest, e)
+        return Decision(PASS, clearest.value, clearest.lo, clearest.hi, n,
+                        f"{clearest.value:.4g} ({clearest.lo:.4g}-{clearest.hi:.4g}) is "
+                        f"{bound.words()}")
+    if n >= rule.min_launches_to_fail and all(bound.beyond(e) for e in estimates):
+        return Decision(FAIL, best.value, best.lo, best.hi, n,
+                        f"all {n} launches beyond the bound ({bound.words()}): best "
+                        f"{best.value:.4g} ({best.lo:.4g}-{best.hi:.4g})")
+    if n < rule.launches:
+        return Decision(UNDECIDED, best.value, best.lo, best.hi, n,
+                        f"after {n} launch{'es' if n > 1 else ''} the interval "
+                        f"{best.lo:.4g}-{best.hi:.4g} straddles the bound ({bound.words()})")
+    noise = spread(estimates)
+    return Decision(INCONCLUSIVE, best.value, best.lo, best.hi, n,
+                    f"too noisy to tell after {n} launches: best {best.value:.4g} "
+                    f"({best.lo:.4g}-{best.hi:.4g}) against {bound.words()}"
+                    + (f"; {noise}" if noise else ""))
+
+
+def case_verdict(verdicts):
+    """A case's verdict from its figures' verdicts: the worst of them
+    (fail, then inconclusive, then undecided); pass when all pass or
+    nothing was judged."""
+    verdicts = list(verdicts)
+    return next((v for v in SEVERITY if v in verdicts), PASS)
