@@ -469,6 +469,6 @@ def test_drain_script_names_only_vocabulary_for_a_node_and_a_pair():
     text = drain.drain_script([NODE, PAIR, dataclasses.replace(NODE, direction="unreachable",
                                                                metric="answered_pairs")])
     assert "(both)" in text and "(n7->n8)" in text and "(unreachable)" in text
-    assert "stopped answering mid-sweep after 300 pairs" in text
+    assert "stopped answering mid-sweep after 300 of its pairs" in text
     hostile = drain.drain_script(hostile_suspects("direction", "both)\ntouch X #"))
     assert "touch" not in hostile and hostile.count("refused direction") == 2

@@ -175,34 +175,58 @@ def kill_ranks_of(namespace, stop, after=1.0):
         time.sleep(0.05)
 
 
-def test_a_node_whose_rank_is_killed_mid_sweep_is_the_first_suspect(gige, tmp_path):
-    victim = gige["nodes"][2]
+@pytest.fixture(scope="module")
+def lossy():
+    """A cluster of its own (not gige's name, which other checkouts' runs
+    of this file use at the same time)."""
+    with cluster("tlost", nodes=NODES, rate="1gbit", mtu=9000) as state:
+        yield state
+
+
+def test_a_node_whose_rank_is_killed_mid_sweep_is_the_first_suspect(lossy, tmp_path):
+    """MPICH's hydra names the dead process every time (PID, which the
+    benchmark's header maps to its node): the node is the first suspect,
+    unreachable, in the reason, suspects.json, drain.sh and the page.  Open
+    MPI's prterun names it when it sees the death before a surviving rank's
+    abort (tests/data/sweep_lost/); when the survivor wins that race its
+    output names no lost node, and then no node may be named wrongly and
+    the reason carries Open MPI's words."""
+    victim = lossy["nodes"][2]
     stop = threading.Event()
     killer = threading.Thread(target=kill_ranks_of, args=(victim["namespace"], stop))
     killer.start()
     try:
-        proc, _ = sweep(gige["system"])
+        proc, _ = sweep(lossy["system"])
     finally:
         stop.set()
         killer.join()
-    assert proc.returncode == 1, proc.stdout[-4000:]
-    cases = sweep_cases(session.latest_report())
-    assert {tc["environ"] for tc in cases} == {"mpich", "openmpi"}
-    for tc in cases:
+    assert proc.returncode == 1, proc.stdout[-4000:]      # a suspect named: a loss shown
+    cases = {tc["environ"]: tc for tc in sweep_cases(session.latest_report())}
+    assert set(cases) == {"mpich", "openmpi"}
+    for environ, tc in cases.items():
         assert tc["result"] == "fail"
-        first = tc["record"]["fleet"]["suspects"][0]
+        assert len(tc["record"]["fleet"]["hosts"]) == NODES
+        suspects = tc["record"]["fleet"]["suspects"]
+        if environ == "openmpi" and not suspects:
+            assert re.search(r"did not finish its sweep: \S", tc["fail_reason"]), \
+                tc["fail_reason"]
+            continue
+        first = suspects[0]
         assert (first["kind"], first["names"], first["direction"]) == \
             ("node", [victim["name"]], "unreachable"), tc["fail_reason"]
         assert f"node {victim['name']} (unreachable): stopped answering mid-sweep" in \
             tc["fail_reason"]
-        assert len(tc["record"]["fleet"]["hosts"]) == NODES
     latest = paths.REPORTS / "latest"
-    suspects = json.loads((latest / "suspects.json").read_text())
-    assert {(tuple(sw["suspects"][0]["names"]), sw["suspects"][0]["direction"])
-            for sw in suspects["sweeps"]} == {((victim["name"],), "unreachable")}
+    sweeps = json.loads((latest / "suspects.json").read_text())["sweeps"]
+    mpich = next(sw for sw in sweeps if sw["environ"] == "mpich")
+    assert (mpich["suspects"][0]["names"], mpich["suspects"][0]["direction"]) == \
+        ([victim["name"]], "unreachable")
+    assert len(mpich["nodes"]) == NODES
     script = (latest / "drain.sh").read_text()
     assert re.search(rf"^# scontrol update NodeName={victim['name']} State=DRAIN", script,
                      re.M), script
+    assert set(re.findall(r"^# scontrol update NodeName=(\S+)", script, re.M)) == \
+        {victim["name"]}, script
     page = (latest / "index.html").read_text()
     section = page[page.index('id="sweep"'):]
     assert f"{NODES} nodes" in section and victim["name"] in section
@@ -211,9 +235,9 @@ def test_a_node_whose_rank_is_killed_mid_sweep_is_the_first_suspect(gige, tmp_pa
 
 @pytest.mark.parametrize("setting,named", [("partners=-2", "LinkSweep.partners"),
                                            ("min_samples=0", "LinkSweep.min_samples")])
-def test_a_bad_parameter_is_refused_naming_it(gige, setting, named):
-    proc, _ = sweep(gige["system"], "-S", f"LinkSweep.{setting}")
-    assert proc.returncode == 1, proc.stdout[-4000:]
+def test_a_bad_parameter_is_refused_naming_it(lossy, setting, named):
+    proc, _ = sweep(lossy["system"], "-S", f"LinkSweep.{setting}")
+    assert proc.returncode == 2, proc.stdout[-4000:]      # did not run to the end
     for tc in sweep_cases(session.latest_report()):
         assert named in tc["fail_reason"], tc["fail_reason"]
         assert "did not finish" not in tc["fail_reason"]
@@ -223,7 +247,7 @@ def test_a_node_without_sshd_fails_with_the_launchers_word():
     with cluster("tsshd", nodes=3, rate="1gbit", mtu=9000) as state:
         os.kill(state["nodes"][2]["sshd_pid"], signal.SIGKILL)
         proc, _ = sweep(state["system"])
-        assert proc.returncode == 1, proc.stdout[-4000:]
+        assert proc.returncode == 2, proc.stdout[-4000:]  # did not run to the end
         address = state["nodes"][2]["address"]
         for tc in sweep_cases(session.latest_report()):
             assert tc["result"] == "fail"

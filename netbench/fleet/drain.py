@@ -82,7 +82,8 @@ def drain_reason(suspect, reason_prefix):
     """The scontrol Reason: netbench's words and figures only."""
     if suspect.direction == UNREACHABLE:
         return (f"{reason_prefix}: stopped answering mid-sweep after "
-                f"{figure(suspect.value)} pairs (others: {figure(suspect.fleet_median)})")
+                f"{figure(suspect.value)} of its pairs (the others: "
+                f"{figure(suspect.fleet_median)})")
     return (f"{reason_prefix}: {metric_of(suspect)} {figure(suspect.value)} "
             f"vs fleet median {figure(suspect.fleet_median)}")
 
