@@ -66,6 +66,36 @@ def cmd_publish(args):
     return 0
 
 
+def cmd_baseline(args):
+    from pathlib import Path
+    from .report import baselines
+    folder = Path(args.folder) if args.folder else baselines.baseline.BASELINES
+    if args.action == "accept":
+        for path in baselines.accept(args.sessions, args.partition,
+                                     Path(args.reports_dir or paths.REPORTS), folder):
+            print(f"netbench baseline: {path}")
+    else:
+        print("\n".join(baselines.show(args.partition, folder)))
+    return 0
+
+
+def add_baseline_parser(sub):
+    p = sub.add_parser("baseline", help="learned per-size baselines of this system's own "
+                                        "accepted runs")
+    actions = p.add_subparsers(dest="action", required=True)
+    accept = actions.add_parser("accept", help="build the baseline of each system:partition "
+                                               "from accepted sessions (default: the last 3)")
+    accept.add_argument("sessions", nargs="*", metavar="SESSION",
+                        help="published session folder names (reports/) or run reports")
+    accept.add_argument("--reports-dir", metavar="DIR", help="default: reports/")
+    show = actions.add_parser("show", help="print the baselines")
+    for action in (accept, show):
+        action.add_argument("--partition", metavar="SYSTEM:PARTITION")
+        action.add_argument("--folder", metavar="DIR",
+                            help="default: reframe_checks/references/baselines/")
+    p.set_defaults(func=cmd_baseline)
+
+
 def cmd_spack_check(args):
     from . import spackcheck
     return spackcheck.main(args.spack_yaml, args.facts)
@@ -246,6 +276,7 @@ def build_parser():
                    help="publish into DIR instead of reports/")
     p.set_defaults(func=cmd_publish)
     add_vcluster_parser(sub)
+    add_baseline_parser(sub)
     p = sub.add_parser("spack-check", help="validate spack.yaml against the facts of Spack's "
                                            "builtin repository and spack_repo/ (no Spack "
                                            "needed)")
