@@ -279,9 +279,11 @@ def likely_causes(container_evidence, native_out, container_out, family, loadavg
         causes.append("single-copy disabled in the container: no CAP_SYS_PTRACE inside "
                       "under a seccomp filter, so Open MPI's smsc/cma cannot start "
                       "(add --cap-add=SYS_PTRACE)")
+    # shipped on since issue #23: dropping it is opt-in, for what it exposes
     if status.get("seccomp"):
-        causes.append("a seccomp filter inside the container taxes every system call "
-                      "(MPI progress loops call sched_yield; --security-opt seccomp=unconfined)")
+        causes.append(f"a seccomp filter inside the container taxes every system call "
+                      f"(MPI progress loops call sched_yield; {OPT_IN_ENV}=seccomp-unconfined "
+                      f"drops it, and opens every system call to the container)")
     # one level is the least runc allows; podman's default parent adds two
     # (containers/README.md: each level costs MPICH's sched_yield loop)
     added = levels_added(*cgroups)
