@@ -26,6 +26,25 @@ from netbench.results import benchmark
 
 checks.require_netbench_config()
 
+
+def require_readable_run_flags():
+    """One line and exit 1 (SystemExit, which ReFrame lets through) when
+    podman's run flags cannot be read: a malformed NETBENCH_CONTAINER_FLAGS,
+    an unknown NETBENCH_CONTAINER_OPT_IN or a broken container_run.yaml is
+    the session's error, said once before any case starts, not a traceback
+    per case.  Only a system with a podman container partition asks."""
+    from reframe.core.runtime import runtime
+    if not any("container" in part.features
+               and part.extras.get("container_runtime", "podman") != "apptainer"
+               for part in runtime().system.partitions):
+        return
+    problem = container.run_flags_problem()
+    if problem:
+        raise SystemExit(f"netbench: {problem}")
+
+
+require_readable_run_flags()
+
 #: environment variables that choose a transport (mpi_families.yaml)
 TRANSPORT_PREFIXES = ("FI_", "UCX_", "OMPI_MCA_", "MPIR_CVAR_", "MPICH_")
 #: the container may be this much slower before the parity check fails

@@ -88,6 +88,9 @@ def test_open_mpi_without_ptrace_under_seccomp_names_single_copy():
     found = causes(status=DEFAULT_PODMAN, family="openmpi")
     assert found[0].startswith("single-copy disabled in the container: no CAP_SYS_PTRACE")
     assert found[1].startswith("a seccomp filter inside the container")
+    # dropping the filter is named as the opt-in it is, with what it opens
+    assert "NETBENCH_CONTAINER_OPT_IN=seccomp-unconfined drops it, and opens every " \
+        "system call to the container" in found[1]
     # MPICH's shm does not need the capability: only the filter is named
     assert len(causes(status=DEFAULT_PODMAN)) == 1
 
