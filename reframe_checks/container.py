@@ -21,7 +21,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from netbench import checks, container, discovery
+from netbench import checks, container, discovery, judgement
 from netbench.results import benchmark
 
 checks.require_netbench_config()
@@ -136,10 +136,11 @@ class ContainerPingPong(ContainerMixin, checks.PingPongBase):
     transport = parameter(checks.configured_transports())
     tags = {"container"}
 
-    def remeasure_bounds(self):
-        # no second sweep in the same job: ReFrame's container platform runs
-        # one command, and the repeat (PingPongBase) would launch the host's
-        # benchmark, which this check has not built (no `executable`)
+    def launch_commands(self):
+        # no second launch in the same job: ReFrame's container platform runs
+        # one command, and a repeat (NetbenchRun) would launch the host's
+        # benchmark, which this check has not built (no `executable`); the
+        # case is decided on its one launch, inconclusive when that cannot
         return {}
 
     @run_before("run")
@@ -221,14 +222,15 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         # one noisy round on busy cores must not fail the check: while the
         # pair is over the bound, `rounds` more interleaved launches, up to
         # max_rounds; the median of every round's ratio counts
-        holds = (f"PYTHONPATH={shlex.quote(str(container.paths.REPO))} "
-                 # the netbench this check imported, not whichever the venv names
-                 f"{shlex.quote(sys.executable)} -m netbench.container parity-holds "
-                 f"--max-bytes {self.max_bytes}")
+        undecided = (f"PYTHONPATH={shlex.quote(str(container.paths.REPO))} "
+                     # the netbench this check imported, not whichever the venv names
+                     f"{shlex.quote(sys.executable)} -m netbench.container parity-undecided "
+                     f"--max-bytes {self.max_bytes} --rounds {self.rounds} "
+                     f"--max-rounds {self.max_rounds}")
         for first in range(self.rounds, self.max_rounds, self.rounds):
             again = [cmd for i in range(first, min(first + self.rounds, self.max_rounds))
                      for cmd in self.round_commands(i, native, inside, options)]
-            self.prerun_cmds.append(f"if ! {holds}; then echo '# parity: measuring again'; "
+            self.prerun_cmds.append(f"if {undecided}; then echo '# parity: measuring again'; "
                                     f"{'; '.join(again)}; fi")
         # other work on the same cores is the other cause a failure can name
         self.prerun_cmds.append("cat /proc/loadavg > loadavg")
@@ -277,24 +279,42 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
             launched += 1
         return launched
 
+    #: the judged figures' performance variables
+    PARITY_VARIABLES = {"latency": "latency_slowdown", "bandwidth": "bw_slowdown"}
+
+    def decide_figures(self):
+        """{variable: Decision}: parity by the judging rule's paired form
+        (netbench.judgement.rule.decide_paired), the median of the rounds'
+        ratios and its interval against the bound."""
+        decided = container.parity_decisions(self.parity_runs(), self.rounds, self.max_rounds)
+        return {self.PARITY_VARIABLES[k]: d for k, d in decided.items()}
+
+    def judged_bounds(self):
+        return {var: judgement.Bound("upper", MAX_SLOWDOWN)
+                for var in self.PARITY_VARIABLES.values()}
+
+    def launch_commands(self):
+        # the rounds are the job's own launches (set_command)
+        return {}
+
     def parity_problem(self):
-        """None within the bound, else one line: the figure, how much
-        slower, and the causes the job observed."""
-        runs = self.parity_runs()
-        slow = container.slowdowns(runs)
-        over = {k: v for k, v in slow.items() if v > MAX_SLOWDOWN}
+        """None unless the rule found the container slower (an inconclusive
+        parity is no failure: the record says so), else one line: the
+        figure, how much slower, and the causes the job observed."""
+        decided = container.parity_decisions(self.parity_runs(), self.rounds, self.max_rounds)
+        over = {k: d for k, d in decided.items() if d.verdict == judgement.FAIL}
         if not over:
             return None
         figure = "; ".join(
             f"{'latency' if k == 'latency' else f'{self.max_bytes}-byte bandwidth'} "
-            f"{v:.2f}x the host's" for k, v in over.items())
+            f"{d.value:.2f}x the host's ({d.lo:.2f}-{d.hi:.2f})" for k, d in over.items())
         causes = container.likely_causes(
             self.read("container.status"),
             self.read("native.0.out"), self.read("container.0.out"), self.family,
             self.read("loadavg"), native_status=self.read("native.status"))
         return (f"container slower than the host by more than {MAX_SLOWDOWN - 1:.0%} "
-                f"(median of {len(container.paired_rounds(runs))} interleaved rounds' "
-                f"ratios): {figure}; "
+                f"(median of {len(container.paired_rounds(self.parity_runs()))} interleaved "
+                f"rounds' ratios and its interval): {figure}; "
                 f"likely cause: {'; '.join(causes)}")
 
     @sanity_function

@@ -134,21 +134,30 @@ def test_the_parity_check_compares_container_and_host(image):
     assert {tc["environ"] for tc in cases} == {"mpich", "openmpi"}, proc.stdout[-3000:]
     for tc in cases:
         slow = parity_slowdowns(tc)
+        verdicts = tc["record"]["verdicts"]
         print(f"{tc['environ']}: container/host latency x{slow['latency']:.3f}, "
-              f"bandwidth x{slow['bandwidth']:.3f}, {len(tc['parity']['native'])} rounds")
-        # 5 interleaved rounds, 5 more at a time while over the bound, up to 20
+              f"bandwidth x{slow['bandwidth']:.3f}, {len(tc['parity']['native'])} rounds: "
+              f"{ {v: d['verdict'] for v, d in verdicts.items()} }")
+        # 5 interleaved rounds, 5 more at a time while undecided, up to 20
         assert len(tc["parity"]["native"]) == len(tc["parity"]["container"]) in (5, 10, 15, 20)
-        within = max(slow.values()) <= container.MAX_SLOWDOWN
-        # the verdict follows the figures; a failure names figure and cause
-        assert (tc["result"] == "pass") == within, tc["fail_reason"]
-        if not within:
+        # decided by the judging rule's paired form: the median ratio and
+        # its interval; the verdict follows it, and a failure names figure
+        # and cause
+        for var in ("latency_slowdown", "bw_slowdown"):
+            assert verdicts[var]["value"] == pytest.approx(
+                slow["latency" if var == "latency_slowdown" else "bandwidth"])
+        failed = any(d["verdict"] == "fail" for d in verdicts.values())
+        assert (tc["result"] == "fail") == failed, tc["fail_reason"]
+        if failed:
             assert "x the host's" in tc["fail_reason"] and "likely cause" in tc["fail_reason"]
-        # with netbench's run flags both MPIs' shared memory is at parity:
-        # Open MPI's single copy works in the image (1 MiB bandwidth was
-        # 1.36-1.54x the host's time under podman's defaults) and MPICH's
-        # sched_yield loop pays neither a seccomp filter nor a second
-        # cgroup level (latency 1.05-1.16x)
-        assert tc["result"] == "pass", tc["fail_reason"]
+        if tc["environ"] == "openmpi":
+            # Open MPI's single copy works in the image (1 MiB bandwidth was
+            # 1.36-1.54x the host's time under podman's defaults)
+            assert not failed, tc["fail_reason"]
+        elif failed:
+            # MPICH's sched_yield loop pays podman's seccomp filter, which the
+            # shipped flags keep (containers/README.md): the reason says so
+            assert "seccomp" in tc["fail_reason"], tc["fail_reason"]
         assert len(tc["record"]["series"]) == 2, "the report draws both sides"
         assert {s["name"] for s in tc["record"]["series"]} == {"native", "container"}
 

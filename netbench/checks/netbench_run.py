@@ -214,10 +214,10 @@ class NetbenchRun(MpiRun):
         neither shown within its bound nor beyond it in every launch
         (netbench.judgement.rule), up to the rule's budget; then it prints
         the host's load, which an inconclusive verdict names."""
+        commands = self.launch_commands()
         figures = {var: {"run": self.figure_spec(var)[0], "spec": self.figure_spec(var)[1],
                          "bound": bound.to_json()}
-                   for var, bound in self.judged_bounds().items()}
-        commands = self.launch_commands() if figures else {}
+                   for var, bound in self.judged_bounds().items()} if commands else {}
         rule = self.judging_rule()
         description = {"runs": {name: self.first_outputs()[name] for name in commands},
                        "figures": figures,
