@@ -39,6 +39,8 @@ RAW_REPORTS = paths.STATE / "reports"
 
 #: the files netbench writes into a session folder: all it ever removes there
 SESSION_FILES = ("run-report.json", "provenance.json", "index.html",
+                 # ReFrame's JUnit XML of the session (junit_beside)
+                 "run-report.junit.xml",
                  # a session that swept a fabric (LinkSweep): what it named
                  "suspects.json", "drain.sh")
 
@@ -106,12 +108,22 @@ def sweep_files(session):
             "drain.sh": drain.drain_script(suspects)}
 
 
+def junit_beside(run_report):
+    """The JUnit XML beside a run report: `run-report-7.json` ->
+    `run-report-7.junit.xml`."""
+    run_report = Path(run_report)
+    return run_report.with_name(run_report.name.removesuffix(".json") + ".junit.xml")
+
+
 def stage_session(reports_dir, raw_report, provenance, html, extra=None):
     """The session's files in a new hidden folder of reports/, ready to be
     renamed into place; `extra`: more of SESSION_FILES, {name: text}."""
     staging = Path(tempfile.mkdtemp(dir=reports_dir, prefix=".session-"))
     try:
         shutil.copyfile(raw_report, staging / "run-report.json")
+        junit = junit_beside(raw_report)
+        if junit.is_file() and not junit.is_symlink():
+            shutil.copyfile(junit, staging / "run-report.junit.xml")
         (staging / "provenance.json").write_text(json.dumps(provenance, indent=2))
         (staging / "index.html").write_text(html)
         for name, text in (extra or {}).items():
@@ -262,6 +274,17 @@ def write_report(run_reports, outdir):
 
 # ---- after every ReFrame session -------------------------------------------
 
+def place_junit_beside(run_report, start, pid=None):
+    """Rename the JUnit XML this ReFrame process wrote (rfmconfig's
+    `report_junit`, named by process) beside its run report
+    (junit_beside), so each session keeps its own."""
+    from ..rfmconfig import junit_file
+    junit = junit_file(pid)
+    with contextlib.suppress(FileNotFoundError):
+        if os.path.getmtime(junit) >= start:
+            os.replace(junit, junit_beside(run_report))
+
+
 def publish_after_session():
     """Publish the session's report when the ReFrame process exits (ReFrame
     has no post-session hook; its run report is written just before exit).
@@ -280,11 +303,13 @@ def _after_session(start):
              if os.path.getmtime(p) >= start]
     if not fresh or "--dry-run" in sys.argv:
         return            # listing, --show-config, dry runs: nothing ran
+    run_report = max(fresh, key=os.path.getmtime)
+    place_junit_beside(run_report, start)
     # a fresh interpreter: ReFrame's, at exit, is half torn down.  Started
     # in this checkout, so that it publishes with this netbench, whichever
     # folder ReFrame ran in and whichever netbench the venv installed
     proc = subprocess.run([sys.executable, "-m", "netbench.cli", "publish",
-                           max(fresh, key=os.path.getmtime)], capture_output=True, text=True,
+                           run_report], capture_output=True, text=True,
                           cwd=paths.REPO)
     sys.stdout.write(proc.stdout)
     if proc.returncode != 0:   # the run's own exit code stands; say why loudly
