@@ -132,7 +132,9 @@ class LinkSweep(checks.NetbenchRun):
             "suspects": found["suspects"],
             "findings": [f["text"] for f in found["findings"]],
             "remeasured": [list(p) for p in sorted(again.by_host)] if again else [],
-            "sweep_seconds": first.sweep_seconds}}
+            "sweep_seconds": first.sweep_seconds},
+            # suspects are a loss shown, not a run that failed
+            "verdict": "fail" if self.verdict.suspects else "pass"}
 
     def judged_figures(self, measurements):
         """The figures the fleet is judged on: on links that emulate only

@@ -11,7 +11,8 @@ from reframe.core.builtins import (fixture, performance_function, run_after, run
                                    sanity_function, variable)
 
 from .. import benchspec, paths
-from ..judgement import decide, figures, load_rule, remeasure
+from ..judgement import decide, figures, remeasure
+from ..judgement.rule import rule_of
 from ..results import benchmark
 from .base import KiB, MiB, RAW_TCP
 from .mpirun import MpiRun
@@ -197,13 +198,20 @@ class NetbenchRun(MpiRun):
                          "bound": bound.to_json()}
                    for var, bound in self.judged_bounds().items()}
         commands = self.launch_commands() if figures else {}
+        rule = self.judging_rule()
         description = {"runs": {name: self.first_outputs()[name] for name in commands},
-                       "figures": figures}
+                       "figures": figures,
+                       "rule": {"launches": rule.launches,
+                                "min_launches_to_fail": rule.min_launches_to_fail}}
         with open(os.path.join(self.stagedir, self.judging_file), "w") as f:
             json.dump(description, f, indent=1)
         self.postrun_cmds += remeasure.job_lines(commands, self.judging_file,
-                                                 load_rule().launches) if figures else []
+                                                 rule.launches) if figures else []
         self.postrun_cmds += remeasure.HOST_LOAD_LINES
+
+    def judging_rule(self):
+        """judging.yaml of the references the case is judged by."""
+        return rule_of(self.thresholds_folder)
 
     def judged_value(self, var):
         """The figure the case reports for `var`: the one its decision
@@ -226,7 +234,7 @@ class NetbenchRun(MpiRun):
         for var, bound in self.judged_bounds().items():
             run, spec = self.figure_specs[var]
             runs = [launch["rows"] for launch in self.launches(run)]
-            decisions[var] = decide(figures.estimates(runs, spec), bound)
+            decisions[var] = decide(figures.estimates(runs, spec), bound, self.judging_rule())
         return decisions
 
 

@@ -9,7 +9,9 @@ JUDGING_JSON (written by the check before the job):
 
     {"runs": {run name: the first launch's output file},
      "figures": {variable: {"run": run name, "spec": figure spec
-                            (figures.py), "bound": {"side", "value"}}}}
+                            (figures.py), "bound": {"side", "value"}}},
+     "rule": {"launches", "min_launches_to_fail"} (judging.yaml's, as the
+              check loaded it)}
 
 A run's later launches are `NAME-2.out`, `NAME-3.out`, ... beside it.
 """
@@ -21,7 +23,7 @@ import sys
 
 from ..results.benchmark import parse_run
 from . import figures
-from .rule import UNDECIDED, Bound, decide
+from .rule import UNDECIDED, Bound, Rule, decide, load_rule
 
 #: what the job prints after its launches: how busy the host was (an
 #: inconclusive verdict names it); /proc/pressure exists from Linux 4.20
@@ -59,16 +61,27 @@ def undecided_runs(description, folder="."):
     for run, first in description["runs"].items():
         files = [first] + list(_later(folder, run))
         launches[run] = [parse_run(_read(os.path.join(folder, f)))["rows"] for f in files]
+    rule = description_rule(description)
     again = set()
     for figure in description["figures"].values():
         run = figure["run"]
         if run not in launches:
             continue
         bound = Bound(figure["bound"]["side"], float(figure["bound"]["value"]))
-        decision = decide(figures.estimates(launches[run], figure["spec"]), bound)
+        decision = decide(figures.estimates(launches[run], figure["spec"]), bound, rule)
         if decision.verdict == UNDECIDED:
             again.add(run)
     return sorted(again)
+
+
+def description_rule(description):
+    """The rule the check judges by (its judging.yaml), else the default."""
+    given = description.get("rule")
+    if not given:
+        return load_rule()
+    default = load_rule()
+    return Rule(int(given["launches"]), int(given["min_launches_to_fail"]),
+                default.baseline_min_runs, default.baseline_min_band)
 
 
 def _read(path):

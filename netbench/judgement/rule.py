@@ -19,6 +19,7 @@ launch so far:
 import dataclasses
 import functools
 import math
+from pathlib import Path
 
 from .. import paths
 from ..datafiles import load_yaml, validate
@@ -50,6 +51,12 @@ class Rule:
     min_launches_to_fail: int
     baseline_min_runs: int
     baseline_min_band: float
+
+
+def rule_of(folder):
+    """The rule of a references folder (its judging.yaml), else netbench's."""
+    path = Path(folder) / RULE_FILE.name
+    return load_rule(path if path.exists() else RULE_FILE)
 
 
 @functools.cache

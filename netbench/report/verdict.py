@@ -207,3 +207,32 @@ def skipped_by_reason(sessions):
                           or "no reason recorded")
                 counts[reason] = counts.get(reason, 0) + 1
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+#: netbench's exit codes for a session that ran (README, "Exit codes"):
+#: ReFrame's own are 0 and 1 only
+EXIT_PASS, EXIT_LOSS, EXIT_NOT_RUN, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+
+
+def shows_a_loss(tc):
+    """A failed case that failed on its evidence: ReFrame's performance
+    check, or the case's own judgement (record `verdict`: a sweep's
+    suspects, a container's parity), not a run that did not finish."""
+    return tc.get("fail_phase") == "performance" or case_record(tc).get("verdict") == "fail"
+
+
+def exit_code(run_report, reframe_code):
+    """The session's exit code from its run report: a loss shown (a case
+    failed on its judged figures) stays 1; cases that failed only before
+    they could be judged (they did not run to the end) give 2; no failure
+    but an inconclusive case gives 3.  `reframe_code` is what ReFrame
+    would return: anything but 0 or 1 stands."""
+    if reframe_code not in (0, 1):
+        return reframe_code
+    cases = [tc for run in run_report.get("runs") or [] for tc in run.get("testcases") or []]
+    failed = [tc for tc in cases if tc.get("result") == "fail"]
+    if failed:
+        return EXIT_LOSS if any(shows_a_loss(tc) for tc in failed) else EXIT_NOT_RUN
+    if reframe_code == 0 and any(case_result(tc) == "inconclusive" for tc in cases):
+        return EXIT_INCONCLUSIVE
+    return reframe_code
