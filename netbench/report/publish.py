@@ -4,7 +4,8 @@ A session folder `reports/YYYYMMDDTHHMMSS-<8 hex of the uuid>/` holds
 `run-report.json` (ReFrame's), `provenance.json` (this machine at the end of
 the session) and `index.html` (verdicts, curves, fits, provenance, history).
 `reports/latest` points at the newest session; `reports/index.html` lists
-every session folder on disk.  Every file is written to a temporary name and
+every session folder on disk.  A page's history (the trend of each headline
+figure) reads ReFrame's results database (store.py), not reports/.  Every file is written to a temporary name and
 renamed into place, so a reader never sees half a page.
 
 netbench runs as root on shared machines, so folder names are built from
@@ -30,7 +31,7 @@ from pathlib import Path
 from .. import paths
 from ..datafiles import DataError
 from ..fleet import drain, judge as fleet_judge
-from . import page, sweep
+from . import page, store, sweep
 from .provenance import collect_provenance
 from .sessions import load_session, published_sessions
 
@@ -193,14 +194,21 @@ def update_index_and_latest(reports_dir):
     atomic_write(Path(reports_dir) / "index.html", page.render_index(sessions))
 
 
-def publish(raw_report, reports_dir=paths.REPORTS):
+def history_sessions(session, results_db=paths.RESULTS_DB):
+    """The sessions a session's trends go back over: those ReFrame stored
+    before it on its systems (store.stored_sessions)."""
+    return store.stored_sessions(results_db, systems=session.systems, before=session.started)
+
+
+def publish(raw_report, reports_dir=paths.REPORTS, results_db=paths.RESULTS_DB):
     """Make `raw_report` a published session: reports/<name>/ with the run
     report, provenance and page, then the index and `latest`.  Returns the
     session folder.
 
     <name> is `YYYYMMDDTHHMMSS-<8 hex>`, built from the parsed start time
     and uuid; a report that does not validate is refused (DataError, one
-    line) before anything is written.
+    line) before anything is written.  The page's trends read ReFrame's
+    results database `results_db` (history_sessions).
 
     The same session published again replaces its folder, but only one
     netbench wrote: a real folder holding run-report.json and nothing but
@@ -220,9 +228,10 @@ def publish(raw_report, reports_dir=paths.REPORTS):
         reports_dir.mkdir(exist_ok=True)        # its parent must exist: no tree from a typo
         session.provenance = collect_provenance(session.report)
         # the page is drawn outside the lock: matplotlib takes seconds
-        earlier = [s for s in published_sessions(reports_dir) if s.name != name]
         staging = stage_session(reports_dir, raw_report, session.provenance,
-                                page.render_report([session], earlier), sweep_files(session))
+                                page.render_report([session], history_sessions(session,
+                                                                               results_db)),
+                                sweep_files(session))
         try:
             with reports_lock(reports_dir):
                 check_latest(reports_dir / "latest")
@@ -250,13 +259,13 @@ def check_output_folder(outdir):
         raise DataError(outdir, "--output", f"no folder {outdir.parent} to create it in")
 
 
-def write_report(run_reports, outdir):
-    """`netbench report`: one session's page, or a comparison of several, as
-    DIR/index.html."""
+def write_report(run_reports, outdir, results_db=paths.RESULTS_DB):
+    """`netbench report`: one session's page (its trends from ReFrame's
+    results database), or a comparison of several, as DIR/index.html."""
     sessions = sorted((load_session(p) for p in run_reports), key=lambda s: s.started)
     outdir = Path(outdir)
     check_output_folder(outdir)
-    earlier = published_sessions() if len(sessions) == 1 else []
+    earlier = history_sessions(sessions[0], results_db) if len(sessions) == 1 else []
     html = page.render_report(sessions, earlier)
     created = False
     try:
