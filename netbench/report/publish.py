@@ -310,10 +310,12 @@ def publish_after_session():
 def _after_session(start):
     fresh = [p for p in glob.glob(str(RAW_REPORTS / "run-report-*.json"))
              if os.path.getmtime(p) >= start]
-    if not fresh or "--dry-run" in sys.argv:
-        return            # listing, --show-config, dry runs: nothing ran
+    if not fresh:
+        return            # listing, --show-config: nothing ran
     run_report = max(fresh, key=os.path.getmtime)
     place_junit_beside(run_report, start)
+    if "--dry-run" in sys.argv:
+        return            # nothing ran: no session to publish
     # a fresh interpreter: ReFrame's, at exit, is half torn down.  Started
     # in this checkout, so that it publishes with this netbench, whichever
     # folder ReFrame ran in and whichever netbench the venv installed
