@@ -9,6 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ publish = sys.modules["netbench.report.publish"]     # the module, not the funct
 
 SELECTION = ("-n", "^PingPong%variant=blocking%transport=shm%placement=intranode",
              "-p", "^openmpi$", "-S", "budget=0.01", "-S", "max_bytes=65536")
+RECORDED = Path(__file__).parent / "data" / "compare" / "pingpong-shm-openmpi.json"
 STORED = re.compile(r"^Current session stored with UUID: (\S+)$", re.M)
 
 
@@ -79,6 +81,10 @@ def test_the_trend_reads_the_store(uuids, tmp_path):
                if r["key"] == key]
     assert latency and latency[0] in history[key]["values"][:-1]
     assert 'class="spark"' in (paths.REPORTS / second.name / "index.html").read_text()
+    # `netbench report` of one session draws the same trend
+    assert cli.main(["report", str(paths.REPORTS / second.name / "run-report.json"),
+                     "-o", str(tmp_path / "redrawn")]) == 0
+    assert 'class="spark"' in (tmp_path / "redrawn" / "index.html").read_text()
     # reports/ holds both sessions, yet an empty store is no history
     assert publish.history_sessions(second, tmp_path / "results.db") == []
 
@@ -106,3 +112,14 @@ def test_a_database_of_another_schema_is_refused(tmp_path):
     with pytest.raises(DataError) as err:
         store.stored_sessions(db)
     assert str(db) in str(err.value) and "schema_version" in str(err.value)
+
+
+def test_a_database_netbench_cannot_read_costs_only_the_trends(tmp_path, capsys):
+    db = tmp_path / "results.db"
+    db.write_text("not a database\n")
+    raw = tmp_path / "run-report.json"
+    raw.write_text((RECORDED).read_text())
+    folder = publish.publish(raw, tmp_path / "reports", results_db=db)
+    assert (folder / "index.html").exists()
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("netbench: no trends on the page: ") and str(db) in line

@@ -5,8 +5,9 @@ A session folder `reports/YYYYMMDDTHHMMSS-<8 hex of the uuid>/` holds
 the session) and `index.html` (verdicts, curves, fits, provenance, history).
 `reports/latest` points at the newest session; `reports/index.html` lists
 every session folder on disk.  A page's history (the trend of each headline
-figure) reads ReFrame's results database (store.py), not reports/.  Every file is written to a temporary name and
-renamed into place, so a reader never sees half a page.
+figure) reads ReFrame's results database (store.py), not reports/.  Every
+file is written to a temporary name and renamed into place, so a reader
+never sees half a page.
 
 netbench runs as root on shared machines, so folder names are built from
 parsed values, never taken from input, and nothing is removed that netbench
@@ -196,8 +197,14 @@ def update_index_and_latest(reports_dir):
 
 def history_sessions(session, results_db=paths.RESULTS_DB):
     """The sessions a session's trends go back over: those ReFrame stored
-    before it on its systems (store.stored_sessions)."""
-    return store.stored_sessions(results_db, systems=session.systems, before=session.started)
+    before it on its systems (store.stored_sessions).  A database netbench
+    cannot read costs the page its trends, said in one line, not the page."""
+    try:
+        return store.stored_sessions(results_db, systems=session.systems,
+                                     before=session.started)
+    except DataError as err:
+        print(f"netbench: no trends on the page: {err}", file=sys.stderr)
+        return []
 
 
 def publish(raw_report, reports_dir=paths.REPORTS, results_db=paths.RESULTS_DB):
@@ -228,9 +235,8 @@ def publish(raw_report, reports_dir=paths.REPORTS, results_db=paths.RESULTS_DB):
         reports_dir.mkdir(exist_ok=True)        # its parent must exist: no tree from a typo
         session.provenance = collect_provenance(session.report)
         # the page is drawn outside the lock: matplotlib takes seconds
-        staging = stage_session(reports_dir, raw_report, session.provenance,
-                                page.render_report([session], history_sessions(session,
-                                                                               results_db)),
+        html = page.render_report([session], history_sessions(session, results_db))
+        staging = stage_session(reports_dir, raw_report, session.provenance, html,
                                 sweep_files(session))
         try:
             with reports_lock(reports_dir):
