@@ -72,5 +72,9 @@ bench-sweep-calibration: setup
 tune-demo: setup
 	$(BIN)/python -m netbench.tunedemo
 
+# keeps ReFrame's results database (.reframe/results.db): the sessions'
+# history (`reframe --delete-stored-sessions` forgets one)
 clean:
-	rm -rf .reframe reports/run-report-*.json
+	find .reframe -mindepth 1 -maxdepth 1 ! -name results.db ! -name .db.lock \
+		-exec rm -rf {} + 2>/dev/null || true
+	rm -f reports/run-report-*.json

@@ -55,6 +55,19 @@ def cmd_report(args):
     return 0
 
 
+def cmd_compare(args):
+    from .report import compare, compare_page, store
+    a = store.find_session(args.a)       # DataError: main, exit 2
+    b = store.find_session(args.b)
+    comparison = compare.compare_sessions(a, b)
+    for line in compare_page.text(comparison, every_size=args.all,
+                                  colour=compare_page.colour_wanted(sys.stdout)):
+        print(line)
+    folder = args.output or compare_page.default_folder(comparison)
+    print(f"netbench compare: HTML {compare_page.write(comparison, folder)}")
+    return 0
+
+
 def cmd_publish(args):
     from pathlib import Path
     from . import report
@@ -269,6 +282,19 @@ def build_parser():
     p.add_argument("run_reports", nargs="+", metavar="RUN_REPORT.json")
     p.add_argument("-o", "--output", required=True, metavar="DIR")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("compare", help="what changed from session A to B, per figure and "
+                                       "message size: the change in %%, better or worse, "
+                                       "and whether it is more than noise")
+    p.add_argument("a", metavar="A", help="a run report, a session folder of reports/ "
+                                          "(or `latest`), or a uuid of ReFrame's results "
+                                          "database (`reframe --list-stored-sessions`)")
+    p.add_argument("b", metavar="B", help="the same for the session compared with A")
+    p.add_argument("--all", action="store_true",
+                   help="print every message size, not only the significant changes")
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="write the page to DIR/index.html (default: "
+                        "reports/compare-<A>-<B>/)")
+    p.set_defaults(func=cmd_compare)
     p = sub.add_parser("publish", help="publish a raw ReFrame run report as a session of "
                                        "reports/ (done after every run by the configuration)")
     p.add_argument("run_report", metavar="RUN_REPORT.json")
