@@ -254,6 +254,8 @@ class NetbenchRun(MpiRun):
         for var, bound in self.judged_bounds().items():
             run, spec = self.figure_spec(var)
             runs = [launch["rows"] for launch in self.launches(run)]
+            if not any(runs):
+                continue        # nothing measured (a dry run): nothing to decide
             decisions[var] = decide(figures.estimates(runs, spec), bound, self.judging_rule())
         return decisions
 
