@@ -244,7 +244,13 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
 
     @run_before("sanity")
     def collect(self):
+        """Everything the sanity and the record need, read once: the
+        rounds' figures, the transport settings each side ran with, and
+        the evidence a failure names."""
         self.measured_rounds()
+        self.seen = {name: self.read(name) for name in (
+            "container.env", "native.env", "container.status", "native.status",
+            "native.0.out", "container.0.out", "loadavg")}
 
     def measured_rounds(self):
         """Every launched round's figures, {side: [(lat, bw) or None]}, read
@@ -308,10 +314,10 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         figure = "; ".join(
             f"{'latency' if k == 'latency' else f'{self.max_bytes}-byte bandwidth'} "
             f"{d.value:.2f}x the host's ({d.lo:.2f}-{d.hi:.2f})" for k, d in over.items())
+        seen = self.seen
         causes = container.likely_causes(
-            self.read("container.status"),
-            self.read("native.0.out"), self.read("container.0.out"), self.family,
-            self.read("loadavg"), native_status=self.read("native.status"))
+            seen["container.status"], seen["native.0.out"], seen["container.0.out"],
+            self.family, seen["loadavg"], native_status=seen["native.status"])
         return (f"container slower than the host by more than {MAX_SLOWDOWN - 1:.0%} "
                 f"(median of {len(container.paired_rounds(self.parity_runs()))} interleaved "
                 f"rounds' ratios and its interval): {figure}; "
@@ -325,7 +331,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
                          msg="not every native run finished its sweep"),
             sn.assert_eq(self.finished_rounds("container"), rounds,
                          msg="not every container run finished its sweep"),
-            sn.assert_eq(self.read("container.env"), self.read("native.env"),
+            sn.assert_eq(self.seen["container.env"], self.seen["native.env"],
                          msg="the container ran with other transport settings than the host: "
                              "{0!r} inside, {1!r} outside")])
         finished.evaluate()  # raises the first unmet assertion's message
