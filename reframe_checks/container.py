@@ -178,6 +178,9 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
     #: median of 10 rounds once landed at 1.10 where 21 rounds gave 0.97
     max_rounds = variable(int, value=20)
     max_bytes = 1048576
+    #: up to max_rounds pairs of launches, each container start ~1 s: a busy
+    #: host took 2 minutes for 20 rounds, the default limit
+    time_limit = "10m"
     #: per round: latency and 1 MiB bandwidth, native and in the container
     #: (None for a round that did not finish)
     parity = variable(dict, value={})
