@@ -13,7 +13,7 @@ MPIRUN_HOOKS = {
     "post_init": ["generate_possible_cases_only"],
     "post_setup": ["require_declared_attributes", "record_provenance", "select_transport",
                    "place_ranks", "require_matching_slurm_conf", "require_section"],
-    "pre_run": ["discover_line_rate", "count_link_traffic"],
+    "pre_run": ["discover_line_rate", "count_link_traffic", "capture_node_state"],
     "pre_sanity": ["read_job_outcome", "count_link_traffic_after", "record_measurement"],
     "pre_performance": ["set_perf_variables", "set_references", "report_link_traffic"],
 }
