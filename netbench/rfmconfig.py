@@ -358,6 +358,13 @@ def logging_config():
     }]
 
 
+def junit_file(pid=None):
+    """The JUnit XML the ReFrame process `pid` (default: this one) writes:
+    ReFrame expands no session number in `report_junit`, so two sessions
+    that end together need a name each."""
+    return paths.STATE / "reports" / f"junit-{pid or os.getpid()}.xml"
+
+
 #: ReFrame's working folders below paths.STATE
 STATE_FOLDERS = ("logs", "perflogs", "stage", "output", "topology", "reports")
 
@@ -409,9 +416,16 @@ def site_configuration(mpis=None):
             # ReFrame's own report lands here; netbench.report publishes it
             # with the HTML page as reports/<session>/run-report.json
             "report_file": str(paths.STATE / "reports" / "run-report-{sessionid}.json"),
+            # ReFrame names the JUnit file before it numbers the session:
+            # this process's, renamed beside its run report when it exits
+            # (report.publish.place_junit_beside)
+            "report_junit": str(junit_file()),
             "topology_prefix": str(paths.STATE / "topology"),
             "check_search_path": [str(paths.CHECKS)],
             "purge_environment": False,
         }],
-        "storage": [{"enable": False, "sqlite_db_file": str(paths.STATE / "results.db")}],
+        # ReFrame's results database: every session is stored, so that
+        # --list-stored-sessions and --performance-compare work, and the
+        # report's history and `netbench compare` read it (report/store.py)
+        "storage": [{"enable": True, "sqlite_db_file": str(paths.RESULTS_DB)}],
     }

@@ -33,6 +33,11 @@ class MpiVsTcp(checks.PingPongBase):
     def first_outputs(self):
         return {**super().first_outputs(), "tcp": self.tcp_output}
 
+    def outcome_outputs(self):
+        # either run's launcher may report a dead rank (the TCP run's stdout
+        # is tcp.out): that is the cause, before any symptom
+        return (self.tcp_output,)
+
     def launch_commands(self):
         return {**super().launch_commands(), "tcp": self.tcp_command()}
 
@@ -67,7 +72,7 @@ class MpiVsTcp(checks.PingPongBase):
         return sn.all([
             # either run's launcher may report a dead rank (the TCP run's
             # stdout is tcp.out): that is the cause, before any symptom
-            self.assert_ranks_finished(self.tcp_output),
+            self.assert_ranks_finished(),
             self.validate_run(),
             sn.assert_true("sweep_seconds" in self.first_launch("tcp")["summary"],
                            msg="the TCP run did not finish its sweep"),

@@ -121,9 +121,10 @@ def test_publishing_a_session_again_replaces_only_what_netbench_wrote(tmp_path, 
                      change=lambda d: d["session_info"].update(hostname="second-run"))
     folder = report.publish(raw, reports_dir)               # the fixture's session, again
     assert "second-run" in (folder / "run-report.json").read_text()
-    # a session without a fabric sweep: no suspects.json, no drain.sh
+    # a session without a fabric sweep: no suspects.json, no drain.sh; a
+    # run report without ReFrame's JUnit file beside it: no run-report.junit.xml
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        set(report.SESSION_FILES) - {"suspects.json", "drain.sh"})
+        set(report.SESSION_FILES) - {"suspects.json", "drain.sh", "run-report.junit.xml"})
 
     (folder / "notes.txt").write_text("a person's notes\n")
     before = snapshot(tmp_path)

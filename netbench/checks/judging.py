@@ -11,6 +11,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_before, variable
 
 from .. import judgement, linerate, paths, references
+from ..judgement import baseline
 from ..results import record as results_record
 
 #: the thresholds class of cases whose ranks share one node
@@ -93,8 +94,8 @@ class Judging(rfm.RegressionTestPlugin):
         it on its own: the record says inconclusive and why."""
         judged = self.judged_references()
         self.decisions = self.decide_figures()
-        self.reference = {self.current_partition.fullname: {
-            var: self.reframe_reference(var, ref) for var, (ref, _) in judged.items()}}
+        self.judge_the_curve_by_its_baseline()
+        references = {var: self.reframe_reference(var, ref) for var, (ref, _) in judged.items()}
         entries = {}
         for var, ((value, lower, upper, unit), threshold) in judged.items():
             figure = threshold.figure if threshold else None
@@ -103,6 +104,13 @@ class Judging(rfm.RegressionTestPlugin):
                 citation=figure and figure.citation,
                 interconnect=self.interconnect_class() if figure else None,
                 at=self.reference_position(var, figure))
+        if baseline.RATIO in self.decisions:
+            ratio = (1.0, None, 0.0, "x")
+            references[baseline.RATIO] = self.reframe_reference(baseline.RATIO, ratio)
+            entries[baseline.RATIO] = results_record.reference(
+                *ratio, figure="baseline", citation=self.baseline_source())
+        # one assignment: ReFrame scopes the dictionary on assignment
+        self.reference = {self.current_partition.fullname: references}
         self.record = {**self.record, "references": entries}
         unjudged = self.unjudged_figures()
         if unjudged:
@@ -111,6 +119,27 @@ class Judging(rfm.RegressionTestPlugin):
 
     #: {variable: netbench.judgement.Decision} of the case's judged figures
     decisions = {}
+    #: the per-size decisions against the learned baseline, for the record
+    baseline_sizes = []
+
+    def judge_the_curve_by_its_baseline(self):
+        """The per-size decisions against the partition's learned baseline
+        (`usec@<bytes>`) become one: performance variable vs_baseline, the
+        worst size's figure over its bound, judged at most 1."""
+        sizes = {var: d for var, d in self.decisions.items() if "@" in var}
+        if not sizes:
+            return
+        combined, self.baseline_sizes = baseline.combine(sizes, self.judged_bounds(),
+                                                         self.baseline_source())
+        self.decisions = {var: d for var, d in self.decisions.items() if "@" not in var}
+        self.decisions[baseline.RATIO] = combined
+        self.perf_variables[baseline.RATIO] = sn.make_performance_function(
+            sn.defer(combined.value), "x")
+
+    def baseline_source(self):
+        path = baseline.file_for(self.current_partition.fullname,
+                                 Path(self.thresholds_folder) / "baselines")
+        return f"{path.name}, accepted runs of this partition"
 
     def decide_figures(self):
         """{variable: Decision} from every launch (checks that launch
@@ -131,10 +160,12 @@ class Judging(rfm.RegressionTestPlugin):
         record; the case's verdict is the worst of its figures'."""
         if not self.decisions:
             return
-        bounds = self.judged_bounds()
+        bounds = {**self.judged_bounds(), baseline.RATIO: judgement.Bound("upper", 1.0)}
         self.record["verdicts"] = {
             var: {**decision.to_json(), "bound": bounds[var].to_json()}
             for var, decision in self.decisions.items()}
+        if self.baseline_sizes:
+            self.record["verdicts"][baseline.RATIO]["sizes"] = self.baseline_sizes
         self.record["verdict"] = judgement.case_verdict(
             d.verdict for d in self.decisions.values())
         if self.record["verdict"] == judgement.INCONCLUSIVE:

@@ -4,6 +4,7 @@ checks' figures."""
 
 import json
 import os
+from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -11,7 +12,7 @@ from reframe.core.builtins import (fixture, performance_function, run_after, run
                                    sanity_function, variable)
 
 from .. import benchspec, paths
-from ..judgement import decide, figures, remeasure
+from ..judgement import baseline, decide, figures, remeasure
 from ..judgement.rule import rule_of
 from ..results import benchmark
 from ..textsafe import printable
@@ -182,13 +183,32 @@ class NetbenchRun(MpiRun):
         return self.job.launcher.run_command(self.job)
 
     def judged_bounds(self):
-        """{variable: Bound} of the judged figures that have a spec."""
+        """{variable: Bound} of the judged figures: the documented ones
+        that have a spec, and every size of the partition's learned
+        baseline for this case (`usec@<bytes>`)."""
         bounds = {}
         for var, ((ref, lower, upper, unit), _) in self.judged_references().items():
             bound = remeasure.bound_of(ref, lower, upper, unit)
             if var in self.figure_specs and bound is not None:
                 bounds[var] = bound
+        for nbytes, bound in self.baseline_bounds().items():
+            bounds[baseline.variable(nbytes)] = bound
         return bounds
+
+    def figure_spec(self, var):
+        """(run, figure spec) of a judged variable."""
+        if var in self.figure_specs:
+            return self.figure_specs[var]
+        nbytes = float(var.split("@", 1)[1])
+        return self.main_run(), baseline.figure_spec(nbytes)
+
+    def baseline_bounds(self):
+        """{bytes: Bound} of this case in its partition's baseline (the
+        references folder's baselines/), {} without one."""
+        learned = baseline.for_partition(self.current_partition.fullname,
+                                         Path(self.thresholds_folder) / "baselines")
+        return baseline.case_bounds(learned, baseline.case_name(
+            {"display_name": self.display_name}), self.current_environ.name)
 
     @run_before("run")
     def launch_again_while_undecided(self):
@@ -196,10 +216,10 @@ class NetbenchRun(MpiRun):
         neither shown within its bound nor beyond it in every launch
         (netbench.judgement.rule), up to the rule's budget; then it prints
         the host's load, which an inconclusive verdict names."""
-        figures = {var: {"run": self.figure_specs[var][0], "spec": self.figure_specs[var][1],
+        commands = self.launch_commands()
+        figures = {var: {"run": self.figure_spec(var)[0], "spec": self.figure_spec(var)[1],
                          "bound": bound.to_json()}
-                   for var, bound in self.judged_bounds().items()}
-        commands = self.launch_commands() if figures else {}
+                   for var, bound in self.judged_bounds().items()} if commands else {}
         rule = self.judging_rule()
         description = {"runs": {name: self.first_outputs()[name] for name in commands},
                        "figures": figures,
@@ -234,8 +254,10 @@ class NetbenchRun(MpiRun):
         """{variable: Decision} of the judged figures, from every launch."""
         decisions = {}
         for var, bound in self.judged_bounds().items():
-            run, spec = self.figure_specs[var]
+            run, spec = self.figure_spec(var)
             runs = [launch["rows"] for launch in self.launches(run)]
+            if not any(runs):
+                continue        # nothing measured (a dry run): nothing to decide
             decisions[var] = decide(figures.estimates(runs, spec), bound, self.judging_rule())
         return decisions
 

@@ -6,7 +6,7 @@ import re
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import run_after
+from reframe.core.builtins import run_after, run_before
 
 from ..results import benchmark
 from ..textsafe import printable
@@ -71,18 +71,32 @@ class JobOutcome(rfm.RegressionTestPlugin):
                              f"{conf}, but SLURM_CONF={os.environ.get('SLURM_CONF', '')!r}: "
                              f"export SLURM_CONF={conf}")
 
+    #: why the job's ranks did not all finish (job_failure), read once
+    #: before the sanity stage; "" when they did
+    job_outcome = ""
+
+    def outcome_outputs(self):
+        """Further files of the stage folder that a launcher wrote to
+        besides the job's stdout (MpiVsTcp's second run)."""
+        return ()
+
+    @run_before("sanity")
+    def read_job_outcome(self):
+        """The job's stdout, those outputs and its stderr, read once for
+        the reason a rank did not finish."""
+        stdout = "\n".join(self.read_stage_file(f)
+                           for f in (self.job.stdout, *self.outcome_outputs()))
+        self.job_outcome = job_failure(stdout, self.read_stage_file(self.job.stderr)) or ""
+
     @sn.deferrable
-    def assert_ranks_finished(self, *outputs):
+    def assert_ranks_finished(self):
         """Every rank finished: neither Slurm ended the job or a step early
         (time limit, node failure, a task killed; ReFrame's squeue scheduler
         sees only that the job left the queue), nor did the MPI launcher
         report a rank that died (`rank 1 (pid N on host) was killed by
         signal 9 (SIGKILL)`).  First of the sanity assertions: the output
         of such a run is cut short, and the other assertions and the
-        figures would report its symptoms.  `outputs`: further files of
-        the stage folder that a launcher wrote to (MpiVsTcp's second run)."""
-        stdout = "\n".join(self.read_stage_file(f) for f in (self.job.stdout, *outputs))
-        reason = job_failure(stdout, self.read_stage_file(self.job.stderr))
-        if reason:
-            raise sn.SanityError(reason)
+        figures would report its symptoms."""
+        if self.job_outcome:
+            raise sn.SanityError(self.job_outcome)
         return True

@@ -184,3 +184,48 @@ def case_verdict(verdicts):
     nothing was judged."""
     verdicts = list(verdicts)
     return next((v for v in SEVERITY if v in verdicts), PASS)
+
+
+def median_interval(values):
+    """The median of `values` and its distribution-free ~95 % interval
+    from their order statistics (as netbench.c's usec_lo/usec_hi): an
+    Estimate; the whole range below 6 values."""
+    ordered = sorted(values)
+    n = len(ordered)
+    j = 1
+    tail, term = 0.0, 0.5 ** n          # P(B(n, 1/2) <= k), P(B = k)
+    for k in range(n // 2):
+        tail += term
+        if tail > 0.025:
+            break
+        j = k + 1
+        term = term * (n - k) / (k + 1)
+    mid = n // 2
+    median = ordered[mid] if n % 2 else 0.5 * (ordered[mid - 1] + ordered[mid])
+    return Estimate(median, ordered[j - 1], ordered[n - j])
+
+
+def decide_paired(ratios, bound, min_rounds, max_rounds):
+    """The Decision on a paired comparison (container over host, after
+    over before) from its rounds' ratios: each round's two sides share the
+    load of their moment, so the ratios are the evidence, and interference
+    can move them either way; hence not the best round but the median's
+    interval.  Fail when the whole interval is beyond the bound, pass when
+    it is within; else undecided until `max_rounds`, then inconclusive."""
+    ratios = [r for r in ratios if isinstance(r, (int, float)) and math.isfinite(r)]
+    n = len(ratios)
+    if not n:
+        return Decision(INCONCLUSIVE, math.nan, math.nan, math.nan, 0,
+                        "no round finished on both sides")
+    est = median_interval(ratios)
+    interval = f"median {est.value:.3g} ({est.lo:.3g}-{est.hi:.3g}) over {n} rounds"
+    if n >= min_rounds and bound.within(est):
+        return Decision(PASS, est.value, est.lo, est.hi, n, f"{interval} is {bound.words()}")
+    if n >= min_rounds and bound.beyond(est):
+        return Decision(FAIL, est.value, est.lo, est.hi, n,
+                        f"{interval}: beyond the bound ({bound.words()})")
+    if n < max_rounds:
+        return Decision(UNDECIDED, est.value, est.lo, est.hi, n,
+                        f"{interval} straddles the bound ({bound.words()})")
+    return Decision(INCONCLUSIVE, est.value, est.lo, est.hi, n,
+                    f"too noisy to tell: {interval} straddles the bound ({bound.words()})")

@@ -3,9 +3,11 @@
 A session folder `reports/YYYYMMDDTHHMMSS-<8 hex of the uuid>/` holds
 `run-report.json` (ReFrame's), `provenance.json` (this machine at the end of
 the session) and `index.html` (verdicts, curves, fits, provenance, history).
-`reports/latest` points at the session published last; `reports/index.html` lists
-every session folder on disk.  Every file is written to a temporary name and
-renamed into place, so a reader never sees half a page.
+`reports/latest` points at the session published last; `reports/index.html`
+lists every session folder on disk.  A page's history (the trend of each
+headline figure) reads ReFrame's results database (store.py), not reports/.
+Every file is written to a temporary name and renamed into place, so a
+reader never sees half a page.
 
 netbench runs as root on shared machines, so folder names are built from
 parsed values, never taken from input, and nothing is removed that netbench
@@ -30,7 +32,7 @@ from pathlib import Path
 from .. import paths
 from ..datafiles import DataError
 from ..fleet import drain, judge as fleet_judge
-from . import page, sweep
+from . import page, store, sweep
 from .provenance import collect_provenance
 from .sessions import load_session, published_sessions
 
@@ -39,6 +41,8 @@ RAW_REPORTS = paths.STATE / "reports"
 
 #: the files netbench writes into a session folder: all it ever removes there
 SESSION_FILES = ("run-report.json", "provenance.json", "index.html",
+                 # ReFrame's JUnit XML of the session (junit_beside)
+                 "run-report.junit.xml",
                  # a session that swept a fabric (LinkSweep): what it named
                  "suspects.json", "drain.sh")
 
@@ -107,12 +111,22 @@ def sweep_files(session):
             "drain.sh": drain.drain_script(suspects)}
 
 
+def junit_beside(run_report):
+    """The JUnit XML beside a run report: `run-report-7.json` ->
+    `run-report-7.junit.xml`."""
+    run_report = Path(run_report)
+    return run_report.with_name(run_report.name.removesuffix(".json") + ".junit.xml")
+
+
 def stage_session(reports_dir, raw_report, provenance, html, extra=None):
     """The session's files in a new hidden folder of reports/, ready to be
     renamed into place; `extra`: more of SESSION_FILES, {name: text}."""
     staging = Path(tempfile.mkdtemp(dir=reports_dir, prefix=".session-"))
     try:
         shutil.copyfile(raw_report, staging / "run-report.json")
+        junit = junit_beside(raw_report)
+        if junit.is_file() and not junit.is_symlink():
+            shutil.copyfile(junit, staging / "run-report.junit.xml")
         (staging / "provenance.json").write_text(json.dumps(provenance, indent=2))
         (staging / "index.html").write_text(html)
         for name, text in (extra or {}).items():
@@ -183,14 +197,27 @@ def update_index_and_latest(reports_dir, published):
                  page.render_index(published_sessions(reports_dir)))
 
 
-def publish(raw_report, reports_dir=paths.REPORTS):
+def history_sessions(session, results_db=paths.RESULTS_DB):
+    """The sessions a session's trends go back over: those ReFrame stored
+    before it on its systems (store.stored_sessions).  A database netbench
+    cannot read costs the page its trends, said in one line, not the page."""
+    try:
+        return store.stored_sessions(results_db, systems=session.systems,
+                                     before=session.started)
+    except DataError as err:
+        print(f"netbench: no trends on the page: {err}", file=sys.stderr)
+        return []
+
+
+def publish(raw_report, reports_dir=paths.REPORTS, results_db=paths.RESULTS_DB):
     """Make `raw_report` a published session: reports/<name>/ with the run
     report, provenance and page, then the index and `latest`.  Returns the
     session folder.
 
     <name> is `YYYYMMDDTHHMMSS-<8 hex>`, built from the parsed start time
     and uuid; a report that does not validate is refused (DataError, one
-    line) before anything is written.
+    line) before anything is written.  The page's trends read ReFrame's
+    results database `results_db` (history_sessions).
 
     The same session published again replaces its folder, but only one
     netbench wrote: a real folder holding run-report.json and nothing but
@@ -211,9 +238,9 @@ def publish(raw_report, reports_dir=paths.REPORTS):
         reports_dir.mkdir(exist_ok=True)        # its parent must exist: no tree from a typo
         session.provenance = collect_provenance(session.report)
         # the page is drawn outside the lock: matplotlib takes seconds
-        earlier = [s for s in published_sessions(reports_dir) if s.name != name]
-        staging = stage_session(reports_dir, raw_report, session.provenance,
-                                page.render_report([session], earlier), sweep_files(session))
+        html = page.render_report([session], history_sessions(session, results_db))
+        staging = stage_session(reports_dir, raw_report, session.provenance, html,
+                                sweep_files(session))
         try:
             with reports_lock(reports_dir):
                 check_latest(reports_dir / "latest")
@@ -241,16 +268,17 @@ def check_output_folder(outdir):
         raise DataError(outdir, "--output", f"no folder {outdir.parent} to create it in")
 
 
-def write_report(run_reports, outdir):
-    """`netbench report`: one session's page, or a comparison of several, as
-    DIR/index.html.  An empty DIR is refused: Path('') is the current
-    folder, which the user did not name."""
+def write_report(run_reports, outdir, results_db=paths.RESULTS_DB):
+    """`netbench report`: one session's page (its trends from ReFrame's
+    results database), or a comparison of several, as DIR/index.html.  An
+    empty DIR is refused: Path('') is the current folder, which the user did
+    not name."""
     if not str(outdir).strip():
         raise DataError(repr(str(outdir)), "--output", "empty: name the folder to write into")
     sessions = sorted((load_session(p) for p in run_reports), key=lambda s: s.started)
     outdir = Path(outdir)
     check_output_folder(outdir)
-    earlier = published_sessions() if len(sessions) == 1 else []
+    earlier = history_sessions(sessions[0], results_db) if len(sessions) == 1 else []
     html = page.render_report(sessions, earlier)
     created = False
     try:
@@ -268,6 +296,17 @@ def write_report(run_reports, outdir):
 
 # ---- after every ReFrame session -------------------------------------------
 
+def place_junit_beside(run_report, start, pid=None):
+    """Rename the JUnit XML this ReFrame process wrote (rfmconfig's
+    `report_junit`, named by process) beside its run report
+    (junit_beside), so each session keeps its own."""
+    from ..rfmconfig import junit_file
+    junit = junit_file(pid)
+    with contextlib.suppress(FileNotFoundError):
+        if os.path.getmtime(junit) >= start:
+            os.replace(junit, junit_beside(run_report))
+
+
 def publish_after_session():
     """Publish the session's report when the ReFrame process exits (ReFrame
     has no post-session hook; its run report is written just before exit).
@@ -284,13 +323,17 @@ def publish_after_session():
 def _after_session(start):
     fresh = [p for p in glob.glob(str(RAW_REPORTS / "run-report-*.json"))
              if os.path.getmtime(p) >= start]
-    if not fresh or "--dry-run" in sys.argv:
-        return            # listing, --show-config, dry runs: nothing ran
+    if not fresh:
+        return            # listing, --show-config: nothing ran
+    run_report = max(fresh, key=os.path.getmtime)
+    place_junit_beside(run_report, start)
+    if "--dry-run" in sys.argv:
+        return            # nothing ran: no session to publish
     # a fresh interpreter: ReFrame's, at exit, is half torn down.  Started
     # in this checkout, so that it publishes with this netbench, whichever
     # folder ReFrame ran in and whichever netbench the venv installed
     proc = subprocess.run([sys.executable, "-m", "netbench.cli", "publish",
-                           max(fresh, key=os.path.getmtime)], capture_output=True, text=True,
+                           run_report], capture_output=True, text=True,
                           cwd=paths.REPO)
     sys.stdout.write(proc.stdout)
     if proc.returncode != 0:   # the run's own exit code stands; say why loudly

@@ -30,6 +30,10 @@ reference files.
     verdict      (version 2) the case's: pass, fail or inconclusive
     host         (version 2, inconclusive cases) the host's load and CPU
                  pressure after the launches
+    node_state   (version 2) per host, the settings the tuning profiles touch
+                 as the node had them when the job ran (netbench.nodestate);
+                 provenance also carries netbench's commit and spack.lock's
+                 hash as the run had them
 
 Pure data: built by the checks (netbench.checks), read by the report.
 """
@@ -144,12 +148,19 @@ SCHEMA = {
                 "bound": {"type": "object"}, "sizes": {"type": "array"}}}},
         "verdict": {"enum": list(VERDICTS)},
         "host": {"type": "object", "additionalProperties": _NUMBER_OR_NULL},
+        # host -> the tuning-relevant settings it ran under (netbench.nodestate)
+        "node_state": {"type": "object", "additionalProperties": {
+            "type": "object", "required": ["host"], "properties": {
+                "host": _STRING, "sysctl": {"type": "object"}, "interfaces": {"type": "object"},
+                "modules": {"type": "object"}, "governor": _STRING_OR_NULL,
+                "ucx": {"type": "object"}}}},
         "provenance": {"type": "object", "additionalProperties": False, "properties": {
             "mpi_family": _STRING, "mpi_version": _STRING, "mpi_source": _STRING,
             "transport": _STRING, "placement": _STRING,
             "ranks": {"type": "integer"}, "ranks_per_node": {"type": "integer"},
             "partition": _STRING, "interconnect": _STRING,
             "line_rate_mbps": _NUMBER_OR_NULL,
+            "netbench_commit": _STRING, "spack_lock_sha256": _STRING_OR_NULL,
             # where the line rate came from (netbench/linerate.py SOURCES)
             "line_rate_source": _STRING,
         }},
@@ -182,7 +193,8 @@ def reference(value, lower, upper, unit, figure=None, citation=None, interconnec
     return entry
 
 
-def make(section, label, series, provenance, references=None, group="", runs=None):
+def make(section, label, series, provenance, references=None, group="", runs=None,
+         node_state=None):
     """A record, checked against SCHEMA (a check that writes a malformed one
     fails at once, naming the key)."""
     record = {"version": VERSION, "section": section, "label": label, "group": group,
@@ -191,6 +203,8 @@ def make(section, label, series, provenance, references=None, group="", runs=Non
     if runs:
         record["runs"] = {name: [finite_run(launch) for launch in launches]
                           for name, launches in runs.items()}
+    if node_state:
+        record["node_state"] = node_state
     return check(record, "<record>")
 
 
