@@ -24,7 +24,6 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import performance_function, run_before, sanity_function, variable
 
 from netbench import benchspec, checks, references
-from netbench.checks.slurm import job_failure
 from netbench.fleet import judge as fleet
 from netbench.fleet import reasons
 from netbench.results.sweep import lost_hosts, parse_sweep
@@ -216,9 +215,9 @@ class LinkSweep(checks.NetbenchRun):
         if first.finished:
             return True
         lost = [s for s in self.verdict.suspects if s.direction == fleet.UNREACHABLE]
-        stdout = self.read_stage_file(self.job.stdout)
-        stderr = self.read_stage_file(self.job.stderr)
-        raise sn.SanityError(reasons.unfinished(lost, job_failure(stdout, stderr), stderr))
+        # job_outcome: the launcher's report, read once before sanity (JobOutcome)
+        raise sn.SanityError(reasons.unfinished(lost, self.job_outcome or None,
+                                                self.read_stage_file(self.job.stderr)))
 
     @sn.deferrable
     def assert_every_pair_measured(self):
