@@ -118,10 +118,24 @@ class LinkSweep(checks.NetbenchRun):
     def measured_series(self):
         return []                # the pairs are the record's `fleet`, not a curve
 
+    def job_texts(self):
+        """The job's stdout, stderr and re-measurement, read once."""
+        texts = self.__dict__.get("_job_texts")
+        if texts is None:
+            texts = self._job_texts = {
+                name: self.read_stage_file(name) for name in
+                (self.job.stdout, self.job.stderr, self.remeasure_output)}
+        return texts
+
     def sweeps(self):
-        first = parse_sweep(self.read_stage_file(self.job.stdout))
-        again_text = self.read_stage_file(self.remeasure_output)
-        return first, (parse_sweep(again_text) if again_text else None)
+        """The sweep and its re-measurement (None without one), parsed once."""
+        parsed = self.__dict__.get("_sweeps")
+        if parsed is None:
+            texts = self.job_texts()
+            again = texts[self.remeasure_output]
+            parsed = self._sweeps = (parse_sweep(texts[self.job.stdout]),
+                                     parse_sweep(again) if again else None)
+        return parsed
 
     def fleet_references(self):
         """The documented latency of the partition's class; the bandwidth
@@ -202,8 +216,8 @@ class LinkSweep(checks.NetbenchRun):
     def launcher_text(self):
         """The job's stdout and stderr: MPICH's hydra reports on the one,
         Open MPI and ssh on the other."""
-        return (f"{self.read_stage_file(self.job.stdout)}\n"
-                f"{self.read_stage_file(self.job.stderr)}")
+        texts = self.job_texts()
+        return f"{texts[self.job.stdout]}\n{texts[self.job.stderr]}"
 
     @sn.deferrable
     def assert_sweep_finished(self):
@@ -217,7 +231,7 @@ class LinkSweep(checks.NetbenchRun):
         lost = [s for s in self.verdict.suspects if s.direction == fleet.UNREACHABLE]
         # job_outcome: the launcher's report, read once before sanity (JobOutcome)
         raise sn.SanityError(reasons.unfinished(lost, self.job_outcome or None,
-                                                self.read_stage_file(self.job.stderr)))
+                                                self.job_texts()[self.job.stderr]))
 
     @sn.deferrable
     def assert_every_pair_measured(self):
