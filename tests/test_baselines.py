@@ -71,15 +71,22 @@ def test_a_slowed_shared_memory_path_fails_at_the_sizes_it_touches(accepted):
     references, _ = accepted
     proc, tc, _ = run_shm(references, env=SLOWED_SHM)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == EXIT_LOSS, out[-3000:]
     verdict = tc["record"]["verdicts"][baseline.RATIO]
-    assert verdict["verdict"] == "fail", verdict
+    # shared memory is the CPUs' path: on a host whose CPUs other work kept
+    # busy the loss cannot be told from that, and the case says so; the
+    # sizes still show the evidence
+    if verdict["verdict"] == "inconclusive":
+        assert "waited for a CPU" in verdict["reason"], verdict
+        assert proc.returncode == 3, out[-3000:]
+    else:
+        assert verdict["verdict"] == "fail", verdict
+        assert proc.returncode == EXIT_LOSS, out[-3000:]
+        assert tc["perfvalues"]["local:node:vs_baseline"][0] > 1.0
     failed = [s["bytes"] for s in verdict["sizes"] if s["verdict"] == "fail"]
     assert 1 << 20 in failed, verdict["sizes"]
     # messages of one fragment cross as before: no failure at 256 bytes or less
     assert not [b for b in failed if b <= 256], verdict["sizes"]
     assert "slower than the baseline" in verdict["reason"] and "1 MiB" in verdict["reason"]
-    assert tc["perfvalues"]["local:node:vs_baseline"][0] > 1.0
 
 
 def test_the_healthy_path_passes_its_baseline(accepted):

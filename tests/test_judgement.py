@@ -126,7 +126,7 @@ def test_a_reference_tuple_becomes_the_side_it_fails_on():
 def test_the_rule_file_is_checked(tmp_path):
     bad = tmp_path / "judging.yaml"
     bad.write_text("launches: 0\nmin_launches_to_fail: 2\nbaseline: {min_runs: 3, "
-                   "min_band: 0.05}\n")
+                   "min_band: 0.05}\ncontended_cpu_pressure: 25\n")
     with pytest.raises(DataError, match=r"judging.yaml.*launches"):
         load_rule.__wrapped__(bad)
     assert load_rule().launches >= load_rule().min_launches_to_fail
@@ -179,3 +179,21 @@ def test_a_broken_description_stops_the_loop_with_one_line(tmp_path):
                            str(tmp_path / "judging.json")], capture_output=True, text=True)
     assert proc.returncode != 0 and proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and "judging.json" in proc.stderr
+
+
+def test_a_cpu_bound_failure_on_a_contended_host_is_inconclusive():
+    """Loopback TCP latency beyond its bound in every launch, while other
+    work waited for a CPU 98 % of the time: the evidence cannot tell the
+    path from the contention.  A link's bandwidth is not the CPUs': it
+    fails as it is; and a quiet host's failure stands."""
+    from netbench.judgement.rule import allowing_for_contention
+    bound = Bound("upper", 0.05)
+    failed = decide(figures.estimates(SHM, LATENCY), bound, RULE)
+    busy = {"cpu_pressure": 98.0, "host_load": 3.2}
+    unsure = allowing_for_contention(failed, busy, True, RULE)
+    assert unsure.verdict == INCONCLUSIVE
+    assert "waited for a CPU 98 %" in unsure.reason and "load 3.2" in unsure.reason
+    assert allowing_for_contention(failed, busy, False, RULE).verdict == FAIL
+    quiet = {"cpu_pressure": 2.0, "host_load": 0.3}
+    assert allowing_for_contention(failed, quiet, True, RULE).verdict == FAIL
+    assert allowing_for_contention(failed, {}, True, RULE).verdict == FAIL
