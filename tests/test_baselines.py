@@ -44,7 +44,7 @@ def accepted(tmp_path_factory):
     names = []
     for _ in range(3):
         proc, tc, info = run_shm(references)
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        assert proc.returncode in session.NO_FAILURE, (proc.stdout + proc.stderr)[-3000:]
         names.append((paths.REPORTS / "latest").resolve().name)
     written = baselines.accept(names, folder=references / "baselines")
     assert [p.name for p in written] == ["local-node.yaml"]

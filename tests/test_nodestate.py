@@ -7,7 +7,7 @@ import json
 import shutil
 from pathlib import Path
 
-from netbench import checkout, nodestate, paths, report, session
+from netbench import checkout, nodestate, report, session
 from netbench.report import provenance
 
 DATA = Path(__file__).parent / "data" / "nodestate"

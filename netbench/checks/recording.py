@@ -114,7 +114,7 @@ class Recording(rfm.RegressionTestPlugin):
 
     def provenance(self):
         """Where and how the case ran, for its record."""
-        env, part = self.current_environ.extras, self.current_partition.extras
+        env = self.current_environ.extras
         return {"mpi_family": env.get("mpi_family", ""),
                 "mpi_version": str(env.get("mpi_version", "")),
                 "mpi_source": env.get("mpi_source", ""),
