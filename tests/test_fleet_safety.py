@@ -5,7 +5,6 @@ that stopped answering mid-sweep (real launcher output, tests/data/
 sweep_lost/), and `report -o ''`."""
 
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from netbench import cli, report
-from netbench.fleet import drain, judge, reasons, remeasure
+from netbench.fleet import drain, judge, reasons
 from netbench.report import plots
 from netbench.results.sweep import lost_hosts, parse_sweep
 from netbench.textsafe import printable
