@@ -18,13 +18,13 @@ import json
 import os
 import re
 import socket
-import subprocess
 import sys
 from pathlib import Path
 
 import yaml
 
 from . import paths
+from .linerate import run_quietly
 
 MARKER = "# node_state "
 PROFILES = paths.REPO / "playbooks" / "profiles"
@@ -147,13 +147,6 @@ def parse_job_output(text):
     return states
 
 
-def _run(argv):
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--interface", action="append", default=[],
@@ -161,7 +154,7 @@ def main(argv=None):
                              "`lo` alone for ranks on one node)")
     args = parser.parse_args(argv)
     interfaces = args.interface or default_interfaces()
-    print(MARKER + json.dumps(node_state(interfaces, _run)))
+    print(MARKER + json.dumps(node_state(interfaces, run_quietly)))
     return 0
 
 
