@@ -268,13 +268,13 @@ KILLED_CHECK = '''
 import os
 import reframe as rfm
 from reframe.core.builtins import run_before
-from netbench import checklib
+from netbench import checks
 
-checklib.require_netbench_config()
+checks.require_netbench_config()
 
 
 @rfm.simple_test
-class KilledRank(checklib.PingPongBase):
+class KilledRank(checks.PingPongBase):
     """PingPong whose rank 1 is killed from outside with SIGKILL a second
     into the sweep: a shell notes its PID, sets up the kill, then becomes
     the benchmark (exec keeps the PID), so the launcher sees its own rank

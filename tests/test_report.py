@@ -56,7 +56,7 @@ MYRINET_CITATION = ("000_0a10b582eb0a2537.txt, Table 1, \"Summary of performance
 
 
 def minimal_record(curve, latency_ref=0.42, bw_ref=7688.0):
-    """The record a PingPong case writes (checklib), with its references."""
+    """The record a PingPong case writes (netbench.checks), with its references."""
     series = results_record.make_series("mpi", curve, ("usec", "Mbps", "MBps"),
                                         report.LEGACY_UNITS)
     figure = "seed000_e325_netpipe#table1/intranode.myrinet.mpi/"
