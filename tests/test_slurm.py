@@ -18,8 +18,8 @@ from conftest import require
 from netbench import checks, vcluster
 from netbench.vcluster import netns, slurm
 from netbench.session import latest_report, run_reframe
-from test_vcluster import cluster, netbench_cli
-from test_vcluster_suite import cases_of, perf
+from helpers.suite import cases_of, perf
+from helpers.vcluster import cluster, netbench_cli
 
 MiB = 1024 * 1024
 SHORT = ["-S", "budget=0.01", "-S", "max_bytes=1048576"]
