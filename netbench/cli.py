@@ -33,8 +33,10 @@ def cmd_discover(args):
 
 
 def cmd_references(args):
+    from .report import findings
     folder = args.folder or paths.REFERENCES
     figures, table = references.validate(folder)
+    claims = findings.load_claims(folder)
     if args.show:
         for key, fig in figures.items():
             print(f"{key} = {fig}")
@@ -42,8 +44,8 @@ def cmd_references(args):
         for cname, match in references.class_matches(folder).items():
             rates = ", ".join(f"{m / 1000:g}" for m in match["mbps"])
             print(f"auto: {' or '.join(match['link_layer'])} at {rates} Gbit/s -> {cname}")
-    print(f"netbench: {len(figures)} documented figures, {len(table)} threshold groups "
-          f"in {folder}")
+    print(f"netbench: {len(figures)} documented figures, {len(table)} threshold groups, "
+          f"{len(claims)} findings in {folder}")
     return 0
 
 

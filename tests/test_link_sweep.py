@@ -20,8 +20,8 @@ import pytest
 
 from conftest import require
 from netbench import paths, session, vcluster
-from test_report_browser import chromium, run_chromium
-from test_vcluster import cluster
+from helpers.browser import chromium, run_chromium
+from helpers.vcluster import cluster
 
 NODES = 5
 MPIS = "^(mpich|openmpi)$"

@@ -2,31 +2,12 @@
 it, every output inside the repository."""
 
 import json
-import os
 import re
-import subprocess
 
 import pytest
 
+from helpers.suite import ACTIVATE, bash
 from netbench import paths, session
-
-ACTIVATE = paths.REPO / ".venv" / "bin" / "activate"
-
-
-def clean_env(home):
-    """The caller's environment without any ReFrame or netbench setting, and
-    a HOME of its own so that writes to ~/.reframe would show."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("RFM_", "NETBENCH_", "VIRTUAL_ENV"))}
-    env["HOME"] = str(home)
-    env["PATH"] = ":".join(p for p in env["PATH"].split(":") if ".venv" not in p)
-    return env
-
-
-def bash(script, cwd, home, timeout=900):
-    return subprocess.run(["bash", "-c", script], cwd=cwd, env=clean_env(home),
-                          capture_output=True, text=True, timeout=timeout)
-
 
 @pytest.fixture
 def home(tmp_path):

@@ -15,7 +15,7 @@ import pytest
 
 from netbench import cli, report
 from netbench.datafiles import DataError
-from test_report import minimal_report
+from helpers.reports import minimal_report
 
 #: the checkout whose netbench the subprocesses import (python -c puts the cwd first)
 CHECKOUT = Path(report.__file__).resolve().parents[2]     # netbench/report/__init__.py

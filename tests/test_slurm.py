@@ -15,11 +15,11 @@ import time
 import pytest
 
 from conftest import require
-from netbench import checklib, vcluster
+from netbench import checks, vcluster
 from netbench.vcluster import netns, slurm
 from netbench.session import NO_FAILURE, latest_report, run_reframe
-from test_vcluster import cluster, netbench_cli
-from test_vcluster_suite import cases_of, perf
+from helpers.suite import cases_of, perf
+from helpers.vcluster import cluster, netbench_cli
 
 MiB = 1024 * 1024
 SHORT = ["-S", "budget=0.01", "-S", "max_bytes=1048576"]
@@ -305,4 +305,4 @@ def test_slurm_conf_names_every_node_with_its_address_and_project_paths(tmp_path
     ("# launch: mpirun -np 2 ./netbench\n", None),
 ])
 def test_slurm_failure_reason_names_the_cause(stderr, reason):
-    assert checklib.slurm_failure(stderr) == reason
+    assert checks.slurm_failure(stderr) == reason

@@ -6,7 +6,7 @@ import json
 import re
 import subprocess
 
-from test_vcluster import cluster, netbench_cli
+from helpers.vcluster import cluster, netbench_cli
 
 
 def tbf_rates(state, node):

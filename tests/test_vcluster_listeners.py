@@ -22,7 +22,7 @@ import pytest
 from conftest import require
 from netbench import launch, vcluster
 from netbench.benchrun import job_environment
-from test_vcluster import cluster
+from helpers.vcluster import cluster
 
 MiB = 1024 * 1024
 #: programs of a cluster run that may open listening sockets

@@ -28,7 +28,7 @@ import pytest
 
 from netbench import paths, vcluster
 from netbench.vcluster import cluster as vc_cluster, names as vc_names, netns, registry
-from test_vcluster import require_root
+from helpers.vcluster import require_root
 
 NETBENCH = [sys.executable, "-m", "netbench.cli"]
 NOBODY = 65534

@@ -8,22 +8,14 @@ import subprocess
 
 from conftest import require
 from netbench import launch, session, vcluster
-from test_vcluster import cluster
+from helpers.suite import cases_of, perf
+from helpers.vcluster import cluster
 
 MiB = 1024 * 1024
 
 
 def run_reframe(system, *selection, env=None, action="-r"):
     return session.run_reframe(system, *selection, env=env, timeout=900, action=action)
-
-
-def cases_of(report):
-    return [tc for run in report["runs"] for tc in run["testcases"]
-            if not tc["name"].startswith("NetbenchBuild")]
-
-
-def perf(tc, name):
-    return next(v[0] for k, v in tc["perfvalues"].items() if k.endswith(":" + name))
 
 
 def mtu_figures(cases):

@@ -139,7 +139,7 @@ def render_report(sessions, earlier=()):
         verdict=verdict.overall(sessions), failures=verdict.failures(sessions),
         headlines=verdict.headline_tables(sessions), headline_columns=verdict.HEADLINE,
         skipped=verdict.skipped_by_reason(sessions),
-        findings=findings.evaluate(sessions),
+        finding_tables=findings.page_tables(sessions),
         sweeps=sweep.sweep_sections(sessions),
         containers=parity.container_sections(sessions),
         history=history_for(sessions[-1], earlier) if len(sessions) == 1 else {},

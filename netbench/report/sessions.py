@@ -1,5 +1,5 @@
-"""A session as the report reads it: ReFrame's run report and the
-provenance.json beside it, validated where they are read.
+"""A session as the report reads it: ReFrame's run report, and the
+provenance.json and stored findings beside it, validated where they are read.
 
 Inputs are validated with JSON Schema (`datafiles`): a bad run report or
 provenance.json is a DataError, one line naming the file and key.  A
@@ -17,6 +17,7 @@ from pathlib import Path
 from .. import datafiles, paths
 from ..datafiles import DataError
 from ..results import record as results_record
+from . import findings as source_findings
 from .sections import legacy_drawn_columns
 
 _NUMBER = {"type": "number"}
@@ -107,6 +108,9 @@ class Session:
     report: dict
     provenance: dict
     source: str
+    #: the findings stored beside the run report (findings.Judged), None
+    #: for a run report from before run-time findings
+    findings: object = None
 
     @property
     def info(self):
@@ -140,8 +144,9 @@ class Session:
 
 
 def load_session(path):
-    """A run report and the provenance.json beside it, validated where they
-    are read: DataError naming the file and key of the first problem."""
+    """A run report, and the provenance.json and stored findings
+    (findings.stored_beside) beside it, validated where they are read:
+    DataError naming the file and key of the first problem."""
     path = Path(path)
     report = datafiles.load_json(path)
     datafiles.validate(report, RUN_REPORT_SCHEMA, path)
@@ -152,7 +157,8 @@ def load_session(path):
     if os.path.lexists(prov_file):
         provenance = datafiles.validate(datafiles.load_json(prov_file), PROVENANCE_SCHEMA,
                                         prov_file)
-    return Session(report, provenance, str(path))
+    judged = source_findings.load_stored(source_findings.stored_beside(path))
+    return Session(report, provenance, str(path), judged)
 
 
 def check_records(report, path):
