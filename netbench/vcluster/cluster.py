@@ -79,8 +79,9 @@ def same_settings(state, nodes, link, slurm):
 def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=None,
        slurm=False):
     """Bring a cluster up; returns (state, created).  A cluster this
-    checkout has up is left as it is (created False); a name another
-    checkout owns is refused.  `slurm`: with a Slurm controller and a
+    checkout has up with the same settings is left as it is (created
+    False), with other settings refused (VclusterError naming what
+    differs); a name another checkout owns is refused.  `slurm`: with a Slurm controller and a
     slurmd per node (netbench.vcluster.slurm).  Whatever ends a bring-up
     early (an error, Ctrl-C) takes back all of it."""
     check_name(name)
