@@ -9,6 +9,8 @@ import json
 import re
 import subprocess
 
+import pytest
+
 from test_vcluster import cluster, netbench_cli
 
 
@@ -128,3 +130,38 @@ def test_an_mtu_change_keeps_the_faults_and_status_sees_what_others_change():
         assert status["drift"] == [f"{first['name']} receives at unshaped, recorded "
                                    f"1000 Mbit/s"], status["drift"]
         assert "LINKS DIFFER" in text
+
+
+def test_a_change_that_fails_half_way_is_taken_back(monkeypatch):
+    """All or nothing: a step that fails after others succeeded (here the
+    last shaping of a fault, the third node of an MTU change) puts back
+    what the earlier steps changed, and nothing is recorded."""
+    from netbench import vcluster
+    from netbench.vcluster import linkstate
+    real_run, real_shape = linkstate.run, linkstate.shape
+    with cluster("tfrb", nodes=3, rate="1gbit", mtu=1500, switch_mtu=9000) as state:
+        before = links_of(state)
+
+        def failing_shape(prefix, dev, link):
+            if dev == state["nodes"][0]["veth"] and link["rate_mbps"] == 100:
+                raise vcluster.VclusterError("tc: injected failure")
+            return real_shape(prefix, dev, link)
+        monkeypatch.setattr(linkstate, "shape", failing_shape)
+        with pytest.raises(vcluster.VclusterError, match="injected failure"):
+            vcluster.set_fault("tfrb", "1", rate="100mbit", mtu=1000)
+        assert links_of(state) == before
+        assert not vcluster.load_state("tfrb").get("faults")
+        monkeypatch.setattr(linkstate, "shape", real_shape)
+
+        def failing_run(argv, **kw):
+            if argv[:3] == ["ip", "-n", state["nodes"][2]["namespace"]] and "4000" in argv:
+                raise vcluster.VclusterError("ip: injected failure")
+            return real_run(argv, **kw)
+        monkeypatch.setattr(linkstate, "run", failing_run)
+        with pytest.raises(vcluster.VclusterError, match="injected failure"):
+            vcluster.set_mtu("tfrb", 4000)
+        monkeypatch.setattr(linkstate, "run", real_run)
+        assert links_of(state) == before
+        assert vcluster.load_state("tfrb")["link"]["mtu"] == 1500
+        _, status = own_status("tfrb")
+        assert status["drift"] == [], status["drift"]
