@@ -69,8 +69,8 @@ def same_settings(state, nodes, link, slurm):
     for key, what in (("rate_mbps", "links"), ("mtu", "MTU"), ("switch_mtu", "switch MTU"),
                       ("interconnect", "interconnect")):
         if have.get(key) != link[key]:
-            shown = (lambda ln: ln["rate"]) if key == "rate_mbps" else (lambda ln: ln.get(key))
-            differences.append(f"{what} {shown(have)}, not {shown(link)}")
+            shown = "rate" if key == "rate_mbps" else key     # 1gbit, not 1000.0
+            differences.append(f"{what} {have.get(shown)}, not {link[shown]}")
     if bool(state.get("slurm")) != bool(slurm):
         differences.append("with Slurm" if state.get("slurm") else "without Slurm")
     return differences
@@ -81,8 +81,8 @@ def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=
     """Bring a cluster up; returns (state, created).  A cluster this
     checkout has up with the same settings is left as it is (created
     False), with other settings refused (VclusterError naming what
-    differs); a name another checkout owns is refused.  `slurm`: with a Slurm controller and a
-    slurmd per node (netbench.vcluster.slurm).  Whatever ends a bring-up
+    differs); a name another checkout owns is refused.  `slurm`: with a
+    Slurm controller and a slurmd per node (netbench.vcluster.slurm).  Whatever ends a bring-up
     early (an error, Ctrl-C) takes back all of it."""
     check_name(name)
     if not 1 <= nodes <= MAX_NODES:

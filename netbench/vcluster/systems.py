@@ -6,8 +6,8 @@ import contextlib
 import json
 import sys
 
-from .names import (LOCK_NAME, STATE_FILE, SYSTEM_FILE, cluster_folder, slurm_system_names, system_name,
-                    this_checkout)
+from .names import (LOCK_NAME, STATE_FILE, SYSTEM_FILE, cluster_folder, slurm_system_names,
+                    system_name, this_checkout)
 from .registry import read_entry, registered_names
 
 
