@@ -12,7 +12,10 @@ its latency to the class's documented latency (netbench/fleet/judge.py).  Pairs 
 the same job before anything is named; then a node bad with most of its
 partners is the suspect, else the pair.  Suspects fail the case, named in
 its reason; the record keeps the pair matrix for the report's heat maps,
-`suspects.json` and `drain.sh` (netbench/report/publish.py)."""
+`suspects.json` and `drain.sh` (netbench/report/publish.py).
+
+A sweep holds its partition for itself (netbench/checks/exclusive.py):
+two sweeps at once would each see the other's traffic as a slow node."""
 
 import json
 import sys
@@ -24,6 +27,7 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import performance_function, run_before, sanity_function, variable
 
 from netbench import benchspec, checks, references
+from netbench.checks import exclusive
 from netbench.fleet import judge as fleet
 from netbench.fleet import reasons
 from netbench.results.sweep import lost_hosts, parse_sweep
@@ -65,6 +69,9 @@ class LinkSweep(checks.NetbenchRun):
     partners = variable(int, value=0)
     remeasure_output = "remeasure.out"
     time_limit = "10m"
+    #: every node to itself: Slurm's (LSF's) exclusive allocation; on other
+    #: partitions the partition's lock (hold_the_partition)
+    exclusive_access = True
 
     def in_default_set(self, env):
         return False            # its own question: -t sweep
@@ -72,7 +79,14 @@ class LinkSweep(checks.NetbenchRun):
     def partition_problem(self, part):
         if part.extras.get("nodes", 1) < MIN_NODES:
             return f"a fabric sweep needs a partition of {MIN_NODES}+ nodes"
-        return super().partition_problem(part)
+        return exclusive.problem(part) or super().partition_problem(part)
+
+    @run_before("run")
+    def hold_the_partition(self):
+        """The partition's lock, for the whole job (first of its commands)."""
+        lock = self.current_partition.extras.get("partition_lock")
+        if lock:
+            self.prerun_cmds.insert(0, exclusive.hold_command(lock))
 
     @run_before("setup")
     def refuse_bad_parameters(self):
@@ -254,9 +268,17 @@ class LinkSweep(checks.NetbenchRun):
                 reasons.describe(s) for s in self.verdict.suspects))
         return True
 
+    @sn.deferrable
+    def assert_partition_held(self):
+        refused = exclusive.refusal(self.read_stage_file(self.job.stderr))
+        if refused:
+            raise sn.SanityError(refused)
+        return True
+
     @sanity_function
     def validate_sweep(self):
         return sn.all([
+            self.assert_partition_held(),
             self.assert_sweep_finished(),
             self.assert_ranks_finished(),
             sn.assert_eq(sn.len(sn.defer(set(self.sweeps()[0].hosts.values()))),

@@ -16,9 +16,8 @@ from netbench.fleet import drain, judge, reasons
 from netbench.report import plots
 from netbench.results.sweep import lost_hosts, parse_sweep
 from netbench.textsafe import printable
-from test_fleet import make_fleet
-from test_report import sweep_report
-from test_report_safety import one_line_error
+from helpers.fleet import make_fleet
+from helpers.reports import one_line_error, sweep_report
 
 DATA = Path(__file__).parent / "data" / "sweep_lost"
 ESC_HOST = "n3\x1b]0;owned\x07\x1b[31m"
@@ -66,7 +65,7 @@ def test_vcluster_status_escapes_what_other_checkouts_wrote(capsys):
         def status():
             return [{"name": "vc", "owner": f"/home/x/{ESC_HOST}", "uid": 0, "mine": False,
                      "healthy": False, "problem": f"broken\x1b[2J{ESC_HOST}"}]
-    assert cli.vcluster_status(Registry, type("Args", (), {"json": False})) == 0
+    assert cli.vcluster_status(Registry, type("Args", (), {"json": False, "name": None})) == 0
     out = capsys.readouterr().out
     assert no_control(out.replace("\n", "")) and "\\x1b[2J" in out, out
 

@@ -10,7 +10,7 @@ import html5lib
 import numpy as np
 import pytest
 
-from helpers.reports import minimal_report, session_from
+from helpers.reports import minimal_report, session_from, sweep_report
 from netbench import analysis, report
 from netbench.results import record as results_record
 
@@ -223,23 +223,6 @@ def test_figures_read_as_a_person_reads_them():
     assert readable(940.0, "Mbit/s") == "940 Mbit/s"
     assert readable(41236, "B") == "40.3 KiB"
     assert readable(0.5876, "us") == "0.588 us"
-
-
-def sweep_report(suspects):
-    """A run report with one LinkSweep case over nodes n1-n3, n3's link slow."""
-    hosts = ["n1", "n2", "n3"]
-    pairs = [{"src": a, "dst": b, "latency_us": 20.0,
-              "bw_Mbps": {"8388608": 300.0 if "n3" in (a, b) else 950.0}}
-             for a in hosts for b in hosts if a != b]
-    record = results_record.make("sweep", "mpich tcp", [], {"mpi_family": "mpich",
-                                                            "placement": "internode"})
-    record["fleet"] = {"hosts": hosts, "pairs": pairs, "suspects": suspects,
-                       "findings": [], "remeasured": [["n1", "n3"]], "sweep_seconds": 12.5}
-    data = minimal_report(reason="sanity error: suspects: node n3" if suspects else None)
-    case = data["runs"][0]["testcases"][0]
-    case.update(name="LinkSweep_1", unique_name="LinkSweep_1", display_name="LinkSweep",
-                record=record, perfvalues={})
-    return data
 
 
 def test_a_fabric_sweep_shows_its_heat_maps_and_suspects(tmp_path):

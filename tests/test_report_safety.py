@@ -15,7 +15,7 @@ import pytest
 
 from netbench import cli, report
 from netbench.datafiles import DataError
-from helpers.reports import minimal_report
+from helpers.reports import minimal_report, one_line_error
 
 #: the checkout whose netbench the subprocesses import (python -c puts the cwd first)
 CHECKOUT = Path(report.__file__).resolve().parents[2]     # netbench/report/__init__.py
@@ -48,13 +48,6 @@ def snapshot(root, skip=("inputs",)):
             else:
                 tree[rel] = path.read_bytes()
     return tree
-
-
-def one_line_error(err):
-    """netbench's error: exactly one line on stderr."""
-    lines = err.strip("\n").splitlines()
-    assert len(lines) == 1 and lines[0].startswith("netbench: "), err
-    return lines[0]
 
 
 @pytest.fixture

@@ -90,8 +90,11 @@ def test_sshd_takes_keys_only_and_listens_on_the_node_address_only():
 
 def test_up_twice_and_down_twice_change_nothing():
     with cluster("tidem", nodes=2) as state:
-        again = netbench_cli("vcluster", "up", "--name", "tidem", "--nodes", "3")
+        again = netbench_cli("vcluster", "up", "--name", "tidem", "--nodes", "2")
         assert again.returncode == 0 and "already up" in again.stdout
+        # other settings are refused (as --slurm is), not silently ignored
+        other = netbench_cli("vcluster", "up", "--name", "tidem", "--nodes", "3")
+        assert other.returncode == 2 and "2 nodes, not 3" in other.stderr, other.stderr
         assert vcluster.load_state("tidem")["nodes"] == state["nodes"]
     gone = netbench_cli("vcluster", "down", "--name", "tidem")
     assert gone.returncode == 0 and "not up" in gone.stdout

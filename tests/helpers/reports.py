@@ -62,3 +62,27 @@ def session_from(data, tmp_path, name="r.json"):
     path = tmp_path / name
     path.write_text(json.dumps(data))
     return report.load_session(path)
+
+
+def sweep_report(suspects):
+    """A run report with one LinkSweep case over nodes n1-n3, n3's link slow."""
+    hosts = ["n1", "n2", "n3"]
+    pairs = [{"src": a, "dst": b, "latency_us": 20.0,
+              "bw_Mbps": {"8388608": 300.0 if "n3" in (a, b) else 950.0}}
+             for a in hosts for b in hosts if a != b]
+    record = results_record.make("sweep", "mpich tcp", [], {"mpi_family": "mpich",
+                                                            "placement": "internode"})
+    record["fleet"] = {"hosts": hosts, "pairs": pairs, "suspects": suspects,
+                       "findings": [], "remeasured": [["n1", "n3"]], "sweep_seconds": 12.5}
+    data = minimal_report(reason="sanity error: suspects: node n3" if suspects else None)
+    case = data["runs"][0]["testcases"][0]
+    case.update(name="LinkSweep_1", unique_name="LinkSweep_1", display_name="LinkSweep",
+                record=record, perfvalues={})
+    return data
+
+
+def one_line_error(err):
+    """netbench's error: exactly one line on stderr."""
+    lines = err.strip("\n").splitlines()
+    assert len(lines) == 1 and lines[0].startswith("netbench: "), err
+    return lines[0]
