@@ -10,6 +10,7 @@ because it becomes a folder of reports/ (publish).
 import dataclasses
 import datetime
 import functools
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -143,16 +144,34 @@ def load_session(path):
     """A run report and the provenance.json beside it, validated where they
     are read: DataError naming the file and key of the first problem."""
     path = Path(path)
-    report = datafiles.load_json(path)
-    datafiles.validate(report, RUN_REPORT_SCHEMA, path)
-    session_folder_name(report["session_info"], path)     # a real date
-    check_records(report, path)
+    report = validated_report(path)
     prov_file = path.parent / "provenance.json"
     provenance = {}
     if os.path.lexists(prov_file):
         provenance = datafiles.validate(datafiles.load_json(prov_file), PROVENANCE_SCHEMA,
                                         prov_file)
     return Session(report, provenance, str(path))
+
+
+#: the SHA-256 of the run reports validated in this process: publish reads
+#: a session it has just checked again from reports/ (the index, `latest`),
+#: and a 10,000-case report takes seconds to check.  The bytes hashed are
+#: the bytes parsed.
+_VALIDATED = set()
+
+
+def validated_report(path):
+    """The run report in `path`, parsed and validated (DataError naming the
+    file and key otherwise); the same bytes are validated once per process."""
+    raw = datafiles.read_bytes(path)
+    digest = hashlib.sha256(raw).digest()
+    report = datafiles.load_json(path, raw=raw)
+    if digest not in _VALIDATED:
+        datafiles.validate(report, RUN_REPORT_SCHEMA, path)
+        session_folder_name(report["session_info"], path)     # a real date
+        check_records(report, path)
+        _VALIDATED.add(digest)
+    return report
 
 
 def check_records(report, path):

@@ -1,0 +1,106 @@
+"""The report at scale (#23): what makes a 10,000-case session publish in
+seconds holds the same answers.  The split search of the protocol switch
+equals a fit per window; a panel of hundreds of curves is drawn as their
+spread, with the furthest by name; a run report is validated once per
+publish, and a fault deep in its bulk arrays is still named by key.
+Speed itself is measured by `make bench-report`, not here."""
+
+import json
+
+import numpy as np
+import pytest
+
+from netbench import analysis, datafiles, report, reportbench
+from netbench.datafiles import DataError
+from netbench.report import plots, sessions
+from netbench.results import record as results_record
+
+SIZES = 2.0 ** np.arange(0, 24)
+
+
+def test_split_costs_equal_a_least_squares_fit_per_window():
+    rng = np.random.default_rng(23)
+    for trial in range(200):
+        m = int(rng.integers(6, 25))
+        n = SIZES[:m]
+        t = (rng.uniform(0.3, 50) + n / rng.uniform(10, 30000)) \
+            * (1 + 0.05 * rng.standard_normal(m))
+        t = np.abs(t) + 1e-3
+        splits = np.arange(3, m - 2)
+        expected = [analysis._weighted_fit(n[:k], t[:k])[2] ** 2 * k
+                    + analysis._weighted_fit(n[k:], t[k:])[2] ** 2 * (m - k) for k in splits]
+        got = analysis._split_costs(n, t, splits)
+        assert got == pytest.approx(expected, rel=1e-6, abs=1e-12), trial
+        assert int(np.argmin(got)) == int(np.argmin(expected)), trial
+
+
+def curves(count, panel="mpich (wheel)"):
+    """`count` bandwidth curves of one panel, one of them far below the rest."""
+    rng = np.random.default_rng(5)
+    out = []
+    for i in range(count):
+        rate = 90.0 if i == 17 else 900.0 * rng.uniform(0.95, 1.05)
+        out.append((f"case {i}", list(SIZES), list(SIZES * 8 / (20 + SIZES * 8 / rate)), i,
+                    panel))
+    return out
+
+
+def test_a_panel_of_hundreds_of_curves_is_drawn_as_their_spread():
+    panels = plots.panels_of(curves(300))
+    assert list(panels) == ["mpich (wheel): 300 curves"]
+    lines, baseline, panel, spread = panels["mpich (wheel): 300 curves"]
+    assert spread.count == 300 and len(lines) == plots.SPREAD_OUTLIERS
+    assert lines[0][0] == "case 17"                  # the slow one, by name
+    low, median, high = spread.low[-1], spread.median[-1], spread.high[-1]
+    assert low < median < high and 850 < median < 950
+    svg = plots.curve_plot(curves(300), "message size", "Mbit/s", "bandwidth")
+    assert "median of 300 curves" in svg and "case 17" in svg and "case 18" not in svg
+    assert svg.count('id="axes_') <= 2
+
+
+def test_a_panel_of_few_curves_is_drawn_line_by_line():
+    panels = plots.panels_of(curves(plots.SPREAD_ABOVE))
+    assert all(spread is None for *_, spread in panels.values())
+    assert sum(len(lines) for lines, *_ in panels.values()) == plots.SPREAD_ABOVE
+
+
+def test_publish_validates_a_run_report_once(tmp_path, monkeypatch):
+    raw = tmp_path / "run-report.json"
+    raw.write_text(json.dumps(reportbench.synthetic_report(40)))
+    (tmp_path / "reports").mkdir()
+    checked = []
+    validate = datafiles.validate
+
+    def counting(data, schema, *args, **kwargs):
+        if schema is sessions.RUN_REPORT_SCHEMA:
+            checked.append(data["session_info"]["uuid"])
+        return validate(data, schema, *args, **kwargs)
+    monkeypatch.setattr(datafiles, "validate", counting)
+    monkeypatch.setattr(sessions, "_VALIDATED", set(), raising=False)
+    folder = report.publish(raw, tmp_path / "reports")
+    assert len(checked) == 1, checked
+    assert (folder / "index.html").exists()
+    # other bytes are validated again: a changed report is not trusted
+    data = json.loads(raw.read_text())
+    data["runs"][0]["testcases"][39]["record"]["series"][0]["rows"][23]["Mbps"] = "fast"
+    raw.write_text(json.dumps(data))
+    with pytest.raises(DataError, match=r"testcases\[39\]\.record\.series\[0\]\.rows\[23\]"
+                                        r"\.Mbps: expected a finite number"):
+        report.load_session(raw)
+
+
+@pytest.mark.parametrize("change, key", [
+    (lambda p: p.update(latency_us=float("nan")), "latency_us"),
+    (lambda p: p["bw_Mbps"].update({"8388608": True}), "bw_Mbps.8388608"),
+    (lambda p: p.update(src=7), "src"),
+    (lambda p: p.pop("dst"), "dst"),
+])
+def test_a_bad_fleet_pair_deep_in_a_record_is_named(change, key):
+    pairs = [{"src": f"n{i}", "dst": f"n{j}", "latency_us": 20.0,
+              "bw_Mbps": {"8388608": 900.0}} for i in range(40) for j in range(40) if i != j]
+    record = results_record.make("sweep", "mpich tcp", [], {"mpi_family": "mpich"})
+    record["fleet"] = {"hosts": [f"n{i}" for i in range(40)], "pairs": pairs, "suspects": []}
+    results_record.check(record, "r.json")
+    change(pairs[1500])
+    with pytest.raises(DataError, match=rf"r\.json: fleet\.pairs\[1500\]\.{key}"):
+        results_record.check(record, "r.json")
