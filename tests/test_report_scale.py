@@ -104,3 +104,72 @@ def test_a_bad_fleet_pair_deep_in_a_record_is_named(change, key):
     change(pairs[1500])
     with pytest.raises(DataError, match=rf"r\.json: fleet\.pairs\[1500\]\.{key}"):
         results_record.check(record, "r.json")
+
+
+# -- a large fleet's sweep on the page ----------------------------------------
+
+def sweep_session(tmp_path, n, slow):
+    """A session of one LinkSweep case over n nodes, `slow` at a third of
+    the rate, judged by netbench.fleet; its suspects as the record keeps
+    them."""
+    from netbench.fleet import judge
+    rng = np.random.default_rng(n)
+    hosts = [f"node{i:04d}" for i in range(n)]
+    measurements = {}
+    for a in hosts:
+        for b in hosts:
+            if a != b:
+                rate = 900.0 / (3 if slow in (a, b) else 1) * rng.uniform(0.92, 1.08)
+                measurements[(a, b)] = {"latency_us": 20.0 * rng.uniform(0.92, 1.08)
+                                        if a < b else None, "bw_Mbps": {8388608: rate}}
+    found = json.loads(judge.judge(measurements).to_json())
+    record = results_record.make("sweep", "mpich tcp", [], {"mpi_family": "mpich"})
+    record["fleet"] = {"hosts": hosts, "suspects": found["suspects"], "findings": [],
+                       "pairs": [{"src": a, "dst": b, "latency_us": f["latency_us"],
+                                  "bw_Mbps": {"8388608": f["bw_Mbps"][8388608]}}
+                                 for (a, b), f in measurements.items()]}
+    data = reportbench.synthetic_report(1)
+    data["runs"][0]["testcases"][0].update(name="LinkSweep", display_name="LinkSweep",
+                                           record=record, perfvalues={}, result="fail")
+    path = tmp_path / "run-report.json"
+    path.write_text(json.dumps(data))
+    return report.load_session(path)
+
+
+def test_a_large_fleet_is_a_raster_a_node_table_and_the_suspects_pairs(tmp_path):
+    page = report.render_report([sweep_session(tmp_path, 60, slow="node0041")])
+    section = page[page.index('id="sweep"'):page.index('id="curves"')]
+    assert "60 nodes, 3540 directed pairs" in section and "1 suspect" in section
+    assert '<img class="raster"' in section and "<svg" not in section
+    table = section[section.index('class="node-table"'):]
+    rows = table.split("<tr")[2:]
+    assert len(rows) == 60 and 'class="fail"><td>node0041</td>' in rows[0]
+    assert float(rows[0].split('"num">')[1].split("<")[0]) == pytest.approx(300, rel=0.1)
+    # the suspect's 118 directed pairs: the page shows the furthest 12, and
+    # suspects.json has all
+    assert "and 106 more pairs (suspects.json)" in section
+
+
+def test_a_small_fleet_keeps_every_cells_figure(tmp_path):
+    page = report.render_report([sweep_session(tmp_path, 6, slow="node0002")])
+    section = page[page.index('id="sweep"'):page.index('id="curves"')]
+    assert section.count("<svg") == 1 and "<img" not in section
+    assert 'class="node-table"' not in section and "more pairs" not in section
+
+
+def test_the_raster_of_600_nodes_keeps_the_slow_nodes_row(tmp_path):
+    """A pixel per cell at least: at 100 dpi nearest-neighbour sampling
+    would drop rows, the slow node's among them."""
+    import base64
+    import io
+    import re
+
+    import matplotlib.image
+    page = report.render_report([sweep_session(tmp_path, 600, slow="node0333")])
+    png = base64.b64decode(re.search(r'src="data:image/png;base64,([^"]+)"', page).group(1))
+    pixels = matplotlib.image.imread(io.BytesIO(png), format="png")[..., :3]
+    lowest = np.array(plots.pyplot().get_cmap("RdYlGn").resampled(plots.RASTER_LEVELS)(0)[:3])
+    red = np.all(np.abs(pixels - lowest) < 0.02, axis=2)
+    # its row and column, less the diagonal and the axes' frame
+    assert red.sum(axis=1).max() >= 0.98 * 599 and red.sum(axis=0).max() >= 0.98 * 599
+    assert len(page) < 4 * 2**20

@@ -9,6 +9,7 @@ netbench.report without drawing anything."""
 import dataclasses
 import functools
 import io
+import math
 
 from .sections import (CONTAINER_PANELS, CURVE_PLOTS, RAW_TCP_PANEL, case_record,
                        curve_plot_data, hockney_fits, line_rates, overhead_series,
@@ -295,36 +296,90 @@ def build_sections(sessions):
 
 
 def heat_maps(hosts, panels, highlight=()):
-    """Node-by-node heat maps side by side: panels [(title, unit,
-    {(src, dst): value}, low_is_bad)]; the row is the sender, the column
-    the receiver; suspects' names (`highlight`) in red.  Good is green
-    whichever way the metric runs, so a slow node's row and column stand
-    out on both maps."""
+    """Node-by-node heat maps side by side: panels [(title, unit, n x n
+    array, low_is_bad)] in `hosts` order; the row is the sender, the column
+    the receiver, every cell's figure written in it; suspects' names
+    (`highlight`) in red.  Good is green whichever way the metric runs, so
+    a slow node's row and column stand out on both maps."""
     import numpy as np
     plt = pyplot()
     n = len(hosts)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 0.45 * n + 2.2),
                              squeeze=False)
-    for ax, (title, unit, values, low_is_bad) in zip(axes.flat, panels):
-        grid = np.full((n, n), np.nan)
-        for (src, dst), value in values.items():
-            if src in hosts and dst in hosts and value is not None:
-                grid[hosts.index(src), hosts.index(dst)] = value
+    for ax, (title, unit, grid, low_is_bad) in zip(axes.flat, panels):
         image = ax.imshow(grid, cmap="RdYlGn" if low_is_bad else "RdYlGn_r")
-        for i in range(n):
-            for j in range(n):
-                if not np.isnan(grid[i, j]):
-                    ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7)
+        for i, j in zip(*np.nonzero(~np.isnan(grid))):
+            ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7)
         ax.set_xticks(range(n), hosts, rotation=45, ha="right", fontsize=7)
         ax.set_yticks(range(n), hosts, fontsize=7)
-        for label in ax.get_xticklabels() + ax.get_yticklabels():
-            if label.get_text() in highlight:
-                label.set_color("#b00")
-                label.set_fontweight("bold")
-        ax.set_xlabel("receiver")
-        ax.set_ylabel("sender")
-        ax.set_title(f"{title} ({unit})", fontsize=9)
-        ax.grid(False)
-        fig.colorbar(image, ax=ax, shrink=0.8)
+        _mark_suspects(ax, highlight)
+        _label_heat_map(fig, ax, image, title, unit)
     fig.tight_layout()
     return _svg(fig)
+
+
+def _mark_suspects(ax, highlight):
+    for label in ax.get_xticklabels() + ax.get_yticklabels():
+        if label.get_text() in highlight:
+            label.set_color("#b00")
+            label.set_fontweight("bold")
+
+
+def _label_heat_map(fig, ax, image, title, unit):
+    ax.set_xlabel("receiver")
+    ax.set_ylabel("sender")
+    ax.set_title(f"{title} ({unit})", fontsize=9)
+    ax.grid(False)
+    fig.colorbar(image, ax=ax, shrink=0.8)
+
+
+#: colours of a large fleet's raster: few, so that a healthy fleet's noise
+#: is one or two flat colours (a small PNG) and a slow row stands apart
+RASTER_LEVELS = 9
+#: hosts named on a raster's axes at most (the suspects first)
+RASTER_NAMES = 24
+
+
+def raster_dpi(fig, ax, n):
+    """Dots per inch that give each of n x n cells of `ax` a pixel at least:
+    fewer, and nearest-neighbour sampling would drop whole rows, a slow
+    node's among them."""
+    fig.canvas.draw()
+    box = ax.get_window_extent()                        # pixels at fig.dpi
+    inches = min(box.width, box.height) / fig.dpi
+    return max(100, math.ceil(n / inches))
+
+
+def heat_map_raster(hosts, panels, highlight=()):
+    """heat_maps for a large fleet: one pixel or more per pair, colours
+    alone, as an inline PNG (<img>, base64); the axes name the suspects
+    (`highlight`) in red at their rows and columns, and a few other hosts
+    for orientation.  Returns the <img> markup."""
+    import base64
+
+    import matplotlib
+    plt = pyplot()
+    n = len(hosts)
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 7.5), squeeze=False)
+    named = [i for i, h in enumerate(hosts) if h in highlight][:RASTER_NAMES]
+    step = max(n // max(RASTER_NAMES - len(named), 1), 1)
+    # the regular ticks, less those that would overprint a suspect's name
+    ticks = sorted(set(named) | {i for i in range(0, n, step)
+                                 if all(abs(i - j) >= step / 2 for j in named)})
+    for ax, (title, unit, grid, low_is_bad) in zip(axes.flat, panels):
+        cmap = matplotlib.colormaps["RdYlGn" if low_is_bad else "RdYlGn_r"].resampled(
+            RASTER_LEVELS)
+        image = ax.imshow(grid, cmap=cmap, interpolation="nearest")
+        ax.set_xticks(ticks, [hosts[i] for i in ticks], rotation=90, fontsize=6)
+        ax.set_yticks(ticks, [hosts[i] for i in ticks], fontsize=6)
+        _mark_suspects(ax, highlight)
+        _label_heat_map(fig, ax, image, title, unit)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=raster_dpi(fig, axes.flat[0], n),
+                metadata={"Software": None})
+    plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    names = ", ".join(panel[0] for panel in panels)
+    return (f'<img class="raster" alt="heat maps ({names}) of {n} nodes, sender by '
+            f'receiver" src="data:image/png;base64,{data}">')
