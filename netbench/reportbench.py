@@ -5,8 +5,10 @@ as a ReFrame session writes it (the ReFrame fields of a real run report,
 a record made by netbench.results.record with a 24-size curve), over a
 mix of partitions, MPIs, transports and variants, one case in 20 failed.
 Each is published by `netbench publish` in a fresh interpreter into an
-empty reports/ under a temporary folder: wall time, peak RSS (getrusage of
-the child) and the page's size.  Needs no root and no MPI.  Prints
+empty reports/ under a temporary folder, the largest again as the next
+days' sessions (publish reads earlier sessions for the history and the
+index): wall and CPU time, peak RSS (the child's rusage) and the page's
+size.  Needs no root and no MPI.  Prints
 figures; asserts nothing.
 """
 
@@ -117,9 +119,10 @@ def synthetic_report(cases, seed=23):
 
 
 def publish_cost(report_file, reports_dir):
-    """(wall seconds, peak RSS in MB, exit code, last line of stderr) of
-    `netbench publish` in a fresh interpreter (wait4: that child's own
-    rusage)."""
+    """(wall seconds, CPU seconds, peak RSS in MB, exit code, last line of
+    stderr) of `netbench publish` in a fresh interpreter (wait4: that
+    child's own rusage).  CPU seconds are the figure to compare on a shared
+    machine, where the wall time counts other users' load."""
     started = time.monotonic()
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen([sys.executable, "-m", "netbench.cli", "publish",
@@ -130,28 +133,43 @@ def publish_cost(report_file, reports_dir):
         wall = time.monotonic() - started
         err.seek(0)
         error = (err.read().decode(errors="replace").strip().splitlines() or [""])[-1]
-    return wall, usage.ru_maxrss / 1024, proc.returncode, error
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, error
+
+
+def dated(report, day):
+    """`report` as a session started `day` days later, with its own uuid."""
+    info = dict(report["session_info"], time_start=f"202611{24 + day:02d}T010000+0000",
+                time_start_unix=report["session_info"]["time_start_unix"] + day * 86400,
+                uuid=f"{day:08x}" + report["session_info"]["uuid"][8:])
+    return {**report, "session_info": info}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, nargs="+", default=list(CASES))
+    parser.add_argument("--sessions", type=int, default=3,
+                        help="publish the largest this many times, a day apart, into the "
+                             "same reports/ (history and index read the earlier ones)")
     args = parser.parse_args(argv)
-    print(f"{'cases':>6} {'run report':>10} {'publish (s)':>11} {'peak RSS':>9} "
-          f"{'page':>8}")
+    print(f"{'cases':>6} {'earlier':>7} {'run report':>10} {'publish wall':>12} "
+          f"{'CPU':>7} {'peak RSS':>9} {'page':>8}")
+    largest = max(args.cases)
     for cases in sorted(args.cases):
         with tempfile.TemporaryDirectory(prefix="netbench-reportbench-") as tmp:
-            report_file = Path(tmp) / "run-report.json"
-            report_file.write_text(json.dumps(synthetic_report(cases)))
             reports = Path(tmp) / "reports"
             reports.mkdir()
-            wall, peak, rc, error = publish_cost(report_file, reports)
-            if rc != 0:
-                print(f"{cases:6} publish failed ({rc}): {error}")
-                continue
-            page = reports / "latest" / "index.html"
-            print(f"{cases:6} {report_file.stat().st_size / 2**20:8.1f} MB {wall:11.1f} "
-                  f"{peak:6.0f} MB {page.stat().st_size / 2**20:5.1f} MB")
+            report = synthetic_report(cases)
+            for day in range(args.sessions if cases == largest else 1):
+                report_file = Path(tmp) / f"run-report-{day}.json"
+                report_file.write_text(json.dumps(dated(report, day)))
+                wall, cpu, peak, rc, error = publish_cost(report_file, reports)
+                if rc != 0:
+                    print(f"{cases:6} publish failed ({rc}): {error}")
+                    break
+                page = reports / "latest" / "index.html"
+                print(f"{cases:6} {day:7} {report_file.stat().st_size / 2**20:7.1f} MB "
+                      f"{wall:10.1f} s {cpu:5.1f} s {peak:6.0f} MB "
+                      f"{page.stat().st_size / 2**20:5.1f} MB")
     return 0
 
 

@@ -173,3 +173,60 @@ def test_the_raster_of_600_nodes_keeps_the_slow_nodes_row(tmp_path):
     # its row and column, less the diagonal and the axes' frame
     assert red.sum(axis=1).max() >= 0.98 * 599 and red.sum(axis=0).max() >= 0.98 * 599
     assert len(page) < 4 * 2**20
+
+
+# -- earlier sessions: read as summaries, the newest few ----------------------
+
+def published(tmp_path, days):
+    """reports/ with one 30-case session per day of `days` in its folder, as
+    publish leaves it (its page is not drawn: only run reports are read
+    here); their run reports."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    raws = []
+    for day in days:
+        data = reportbench.dated(reportbench.synthetic_report(30, seed=day), day)
+        for tc in data["runs"][0]["testcases"]:
+            for entry in tc["perfvalues"].values():
+                entry[0] *= 1 + day / 10                 # a trend to follow
+        raw = tmp_path / f"r{day}.json"
+        raw.write_text(json.dumps(data))
+        folder = reports / report.load_session(raw).name
+        folder.mkdir()
+        (folder / "run-report.json").write_text(raw.read_text())
+        raws.append(raw)
+    return reports, raws
+
+
+def test_history_from_summaries_equals_history_from_whole_sessions(tmp_path):
+    reports, raws = published(tmp_path, [0, 1, 2])
+    latest = report.load_session(raws[-1])
+    whole = [s for s in sessions.published_sessions(reports) if s.name != latest.name]
+    summaries = [s for s in sessions.published_sessions(reports, summary=True)
+                 if s.name != latest.name]
+    assert [s.name for s in summaries] == [s.name for s in whole] and len(whole) == 2
+    history = report.history_for(latest, summaries)
+    assert history == report.history_for(latest, whole) and len(history) == 60
+    assert all(len(h["values"]) == 3 for h in history.values())
+    # a summary keeps the index's and the history's fields, not the curves
+    case = summaries[0].testcases[0]
+    assert set(case) == set(sessions.SUMMARY_KEYS) and "record" not in case
+
+
+def test_the_newest_sessions_only_are_read_for_a_history(tmp_path):
+    reports, _ = published(tmp_path, [0, 3, 1, 2])
+    newest = sessions.published_sessions(reports, newest=2, summary=True)
+    assert [s.started for s in newest] == sorted(s.started for s in
+                                                 sessions.published_sessions(reports))[-2:]
+
+
+def test_a_summary_names_a_bad_figure_of_an_earlier_session(tmp_path):
+    reports, raws = published(tmp_path, [0])
+    folder = next(p for p in reports.iterdir() if sessions.SESSION_NAME.fullmatch(p.name))
+    data = json.loads((folder / "run-report.json").read_text())
+    key = next(iter(data["runs"][0]["testcases"][7]["perfvalues"]))
+    data["runs"][0]["testcases"][7]["perfvalues"][key][0] = "fast"
+    (folder / "run-report.json").write_text(json.dumps(data))
+    with pytest.raises(DataError, match=rf"testcases\[7\]\.perfvalues\.{key}\[0\]"):
+        sessions.load_summary(folder / "run-report.json")
+    assert sessions.published_sessions(reports, summary=True) == []

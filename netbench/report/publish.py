@@ -175,7 +175,7 @@ def update_index_and_latest(reports_dir):
     """The index lists the session folders on disk, and `latest` points at
     the one that started last: publishers finishing in any order agree, and
     `latest` never moves back.  Under reports_lock."""
-    sessions = published_sessions(reports_dir)
+    sessions = published_sessions(reports_dir, summary=True)
     if sessions:
         point_latest(reports_dir, sessions[-1].name)
     atomic_write(Path(reports_dir) / "index.html", page.render_index(sessions))
@@ -208,7 +208,8 @@ def publish(raw_report, reports_dir=paths.REPORTS):
         reports_dir.mkdir(exist_ok=True)        # its parent must exist: no tree from a typo
         session.provenance = collect_provenance(session.report)
         # the page is drawn outside the lock: matplotlib takes seconds
-        earlier = [s for s in published_sessions(reports_dir) if s.name != name]
+        earlier = [s for s in published_sessions(reports_dir, newest=page.HISTORY_SESSIONS + 1,
+                                                 summary=True) if s.name != name]
         staging = stage_session(reports_dir, raw_report, session.provenance,
                                 page.render_report([session], earlier), sweep_files(session))
         try:
@@ -244,7 +245,8 @@ def write_report(run_reports, outdir):
     sessions = sorted((load_session(p) for p in run_reports), key=lambda s: s.started)
     outdir = Path(outdir)
     check_output_folder(outdir)
-    earlier = published_sessions() if len(sessions) == 1 else []
+    earlier = published_sessions(newest=page.HISTORY_SESSIONS, summary=True) \
+        if len(sessions) == 1 else []
     html = page.render_report(sessions, earlier)
     created = False
     try:

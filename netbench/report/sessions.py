@@ -51,7 +51,8 @@ _TESTCASE = {"type": "object", "properties": {
         "result", "report_section", "transport")},
     "fail_reason": _STRING_OR_NULL,
     "ranks": {"type": ["integer", "null"]},
-    "perfvalues": {"type": ["object", "null"], "additionalProperties": _PERFVALUE},
+    # each entry: _PERFVALUE (check_perfvalues: plain Python, jsonschema to name a fault)
+    "perfvalues": {"type": ["object", "null"]},
     "curve": _CURVE, "tcp_curve": _CURVE,
     # checked by results.record.check (load_session)
     "record": {"type": "object"},
@@ -169,9 +170,31 @@ def validated_report(path):
     if digest not in _VALIDATED:
         datafiles.validate(report, RUN_REPORT_SCHEMA, path)
         session_folder_name(report["session_info"], path)     # a real date
+        check_perfvalues(report, path)
         check_records(report, path)
         _VALIDATED.add(digest)
     return report
+
+
+def plain_perfvalue(entry):
+    """True only for an entry _PERFVALUE accepts: a list of 6 or more, four
+    finite numbers or nulls, then two strings or nulls.  Anything else is
+    left to jsonschema, to name."""
+    return type(entry) is list and len(entry) >= 6 \
+        and all(v is None or results_record.finite_numbers([v]) for v in entry[:4]) \
+        and all(v is None or type(v) is str for v in entry[4:6])
+
+
+def check_perfvalues(report, path):
+    """Every case's perfvalues hold to _PERFVALUE: tens of thousands of
+    entries in a large session, checked by plain Python, by jsonschema only
+    where that finds a fault (DataError naming the file and key)."""
+    for i, run in enumerate(report["runs"]):
+        for j, tc in enumerate(run.get("testcases", [])):
+            for key, entry in (tc.get("perfvalues") or {}).items():
+                if not plain_perfvalue(entry):
+                    datafiles.validate(entry, _PERFVALUE, path,
+                                       ("runs", i, "testcases", j, "perfvalues", key))
 
 
 def check_records(report, path):
@@ -189,18 +212,54 @@ def check_records(report, path):
                                    (*where, key))
 
 
-def published_sessions(reports_dir=paths.REPORTS):
+#: what the index and a later session's history read of a published
+#: session: its session_info, and each case's names and perfvalues
+SUMMARY_KEYS = ("name", "display_name", "unique_name", "system", "partition", "environ",
+                "perfvalues")
+SUMMARY_SCHEMA = {"type": "object", "required": ["session_info", "runs"], "properties": {
+    "session_info": RUN_REPORT_SCHEMA["properties"]["session_info"],
+    "runs": {"type": "array", "items": {"type": "object", "properties": {
+        "testcases": {"type": "array", "items": {"type": "object", "properties": {
+            key: _TESTCASE["properties"][key] for key in SUMMARY_KEYS}}}}}},
+}}  # and check_perfvalues
+
+
+def load_summary(path):
+    """A published session as the index and a later page's history read
+    it: its session_info and each case's SUMMARY_KEYS, checked against
+    SUMMARY_SCHEMA; the rest of the run report (curves, records, a fleet's
+    million pairs) is neither checked nor kept, so reading many large
+    sessions costs their parsing, not their validation or their memory."""
+    path = Path(path)
+    report = datafiles.validate(datafiles.load_json(path), SUMMARY_SCHEMA, path)
+    session_folder_name(report["session_info"], path)     # a real date
+    check_perfvalues(report, path)
+    slim = {"session_info": report["session_info"],
+            "runs": [{"testcases": [{k: tc[k] for k in SUMMARY_KEYS if k in tc}
+                                    for tc in run.get("testcases", [])]}
+                     for run in report["runs"]]}
+    return Session(slim, {}, str(path))
+
+
+def published_sessions(reports_dir=paths.REPORTS, newest=None, summary=False):
     """The sessions on disk, oldest first: real folders named like a session
     whose run report loads and names that folder.  Anything else in
     reports/ (latest, tune-demo/, a half-published staging folder, a broken
-    session) is not a session and is left alone."""
+    session) is not a session and is left alone.
+
+    newest: only the newest that many (by folder name, which starts with
+    the start time), for a history that must not read every session ever
+    published; summary: each as load_summary reads it (the index)."""
+    folders = [folder for folder in (Path(reports_dir).iterdir()
+                                     if Path(reports_dir).is_dir() else ())
+               if SESSION_NAME.fullmatch(folder.name) and not folder.is_symlink()
+               and folder.is_dir()]
     found = []
-    for folder in Path(reports_dir).iterdir() if Path(reports_dir).is_dir() else ():
-        if not SESSION_NAME.fullmatch(folder.name) or folder.is_symlink() \
-                or not folder.is_dir():
-            continue
+    for folder in sorted(folders, key=lambda f: f.name, reverse=True):
+        if newest is not None and len(found) >= newest:
+            break
         try:
-            session = load_session(folder / "run-report.json")
+            session = (load_summary if summary else load_session)(folder / "run-report.json")
         except DataError:
             continue
         if session.name == folder.name:
