@@ -230,3 +230,15 @@ def test_a_summary_names_a_bad_figure_of_an_earlier_session(tmp_path):
     with pytest.raises(DataError, match=rf"testcases\[7\]\.perfvalues\.{key}\[0\]"):
         sessions.load_summary(folder / "run-report.json")
     assert sessions.published_sessions(reports, summary=True) == []
+
+
+def test_a_bad_case_name_of_an_earlier_session_is_named(tmp_path):
+    reports, _ = published(tmp_path, [0])
+    folder = next(p for p in reports.iterdir() if sessions.SESSION_NAME.fullmatch(p.name))
+    data = json.loads((folder / "run-report.json").read_text())
+    data["runs"][0]["testcases"][4]["display_name"] = ["not", "a", "name"]
+    (folder / "run-report.json").write_text(json.dumps(data))
+    with pytest.raises(DataError, match=r"testcases\[4\]\.display_name: expected a string"):
+        sessions.load_summary(folder / "run-report.json")
+    with pytest.raises(DataError, match="cannot read"):
+        sessions.load_summary(folder / "missing.json")

@@ -216,12 +216,27 @@ def check_records(report, path):
 #: session: its session_info, and each case's names and perfvalues
 SUMMARY_KEYS = ("name", "display_name", "unique_name", "system", "partition", "environ",
                 "perfvalues")
+_SUMMARY_CASE = {"type": "object", "properties": {
+    key: _TESTCASE["properties"][key] for key in SUMMARY_KEYS}}
+#: SUMMARY_SCHEMA's cases are checked by plain_summary_case (jsonschema to
+#: name a fault), their perfvalues by check_perfvalues
 SUMMARY_SCHEMA = {"type": "object", "required": ["session_info", "runs"], "properties": {
     "session_info": RUN_REPORT_SCHEMA["properties"]["session_info"],
     "runs": {"type": "array", "items": {"type": "object", "properties": {
-        "testcases": {"type": "array", "items": {"type": "object", "properties": {
-            key: _TESTCASE["properties"][key] for key in SUMMARY_KEYS}}}}}},
-}}  # and check_perfvalues
+        "testcases": {"type": "array"}}}},
+}}
+#: summaries read in this process, by the identity of their file: publish
+#: reads the earlier sessions for the history, then for the index; a
+#: published run report is never rewritten in place (publish renames a
+#: new folder in)
+_SUMMARIES = {}
+
+
+def plain_summary_case(tc):
+    """True only for a case _SUMMARY_CASE accepts."""
+    return type(tc) is dict and all(type(tc[key]) is str for key in SUMMARY_KEYS
+                                    if key in tc and key != "perfvalues") \
+        and type(tc.get("perfvalues", {})) in (dict, type(None))
 
 
 def load_summary(path):
@@ -231,8 +246,24 @@ def load_summary(path):
     million pairs) is neither checked nor kept, so reading many large
     sessions costs their parsing, not their validation or their memory."""
     path = Path(path)
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return read_summary(path)         # DataError, naming the file
+    identity = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if identity not in _SUMMARIES:
+        _SUMMARIES[identity] = read_summary(path)
+    return _SUMMARIES[identity]
+
+
+def read_summary(path):
+    """load_summary's reading and checking."""
     report = datafiles.validate(datafiles.load_json(path), SUMMARY_SCHEMA, path)
     session_folder_name(report["session_info"], path)     # a real date
+    for i, run in enumerate(report["runs"]):
+        for j, tc in enumerate(run.get("testcases", [])):
+            if not plain_summary_case(tc):
+                datafiles.validate(tc, _SUMMARY_CASE, path, ("runs", i, "testcases", j))
     check_perfvalues(report, path)
     slim = {"session_info": report["session_info"],
             "runs": [{"testcases": [{k: tc[k] for k in SUMMARY_KEYS if k in tc}
