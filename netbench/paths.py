@@ -11,6 +11,10 @@ SOURCES = CHECKS / "src"
 REPORTS = REPO / "reports"
 # ReFrame's working folders (stage, output, perflogs, logs, topology)
 STATE = REPO / ".reframe"
+# ReFrame's results database: every session's run report (`reframe
+# --list-stored-sessions`, `--performance-compare`); netbench's history and
+# `netbench compare` read it (netbench/report/store.py)
+RESULTS_DB = STATE / "results.db"
 # MPI prefixes installed from PyPI wheels, one per implementation
 WHEEL_PREFIXES = REPO / ".mpi"
 # Spack views, one folder per MPI variant (filled by `spack install`)

@@ -1,7 +1,9 @@
 """Documented reference figures and the thresholds checks are held to.
 
 `reframe_checks/references/seed*.yaml` hold the source documents' figures,
-each with its citation; `thresholds.yaml` says which figure each
+each with its citation, and `modern*.yaml` the published figures of
+today's fabrics, each table citing its document's title and address
+(`url`); `thresholds.yaml` says which figure each
 performance variable is compared with per interconnect class.  Every
 malformed entry raises DataError naming the file and the key: types are
 checked by the JSON Schemas below where the files are read, and the bounds
@@ -17,6 +19,14 @@ from . import paths
 from .datafiles import DataError, load_yaml, require, validate as validate_schema
 
 THRESHOLDS_FILE = "thresholds.yaml"
+#: the files of documented figures: the seeds' 2004 tables, and today's
+#: fabrics' published figures
+FIGURE_FILES = ("seed*.yaml", "modern*.yaml")
+#: the interconnect class a partition declares to have it chosen from its
+#: discovered link (thresholds.yaml's `match` of each class)
+AUTO_CLASS = "auto"
+#: link layers netbench.linerate tells apart
+LINK_LAYERS = ("ethernet", "infiniband", "omnipath", "slingshot")
 #: the virtual cluster's link classes: every class it can give a partition
 #: must have thresholds
 LINKS_FILE = paths.DATA / "links.yaml"
@@ -43,12 +53,14 @@ SEED_SCHEMA = {
                 "rows": {"type": "array", "items": {
                     "type": "object", "required": ["id", "row"],
                     "properties": {"id": _STRING, "row": _STRING}}},
+                # the cited document's address (modern*.yaml)
+                "url": _STRING,
             }}},
         "facts": {"type": ["array", "null"], "items": {
             "type": "object",
             "required": ["id", "value", "unit", "citation"],
             "properties": {
-                "id": _STRING, "unit": _STRING, "citation": _STRING,
+                "id": _STRING, "unit": _STRING, "citation": _STRING, "url": _STRING,
                 # one figure, or the list of values a document tested
                 "value": {"type": ["number", "array"], "items": _NUMBER},
             }}},
@@ -76,7 +88,7 @@ RULE_SCHEMA = {
 SWEEP_SCHEMA = {
     "type": "object",
     "required": ["bandwidth_fraction", "latency_factor", "mad_multiple", "node_majority",
-                 "node_min_bad_pairs", "line_rate_fraction"],
+                 "node_min_bad_pairs", "line_rate_fraction", "fleet_fraction"],
     "additionalProperties": False,
     "properties": {
         "bandwidth_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
@@ -85,6 +97,7 @@ SWEEP_SCHEMA = {
         "node_majority": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
         "node_min_bad_pairs": {"type": "integer", "minimum": 1},
         "line_rate_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
+        "fleet_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
     },
 }
 
@@ -98,7 +111,18 @@ THRESHOLDS_SCHEMA = {
         "classes": {"type": "object", "additionalProperties": {
             # description, then {check kind: {transport group: {variable: rule}}}
             "type": "object",
-            "properties": {"description": _STRING},
+            "properties": {
+                "description": _STRING,
+                # the discovered links this class is for, when a partition
+                # declares `interconnect: auto` (netbench/linerate.py)
+                "match": {"type": "object", "required": ["link_layer", "mbps"],
+                          "additionalProperties": False, "properties": {
+                              "link_layer": {"type": "array", "minItems": 1,
+                                             "items": {"enum": list(LINK_LAYERS)}},
+                              "mbps": {"type": "array", "minItems": 1,
+                                       "items": {"type": "number", "exclusiveMinimum": 0}},
+                          }},
+            },
             "additionalProperties": {"type": "object", "additionalProperties": {
                 "type": "object", "additionalProperties": RULE_SCHEMA}},
         }},
@@ -154,7 +178,7 @@ def _seed_figures(path):
     figures = {}
     for tname, table in (data.get("tables") or {}).items():
         where = f"tables.{tname}"
-        citation, fields = table["citation"], table["fields"]
+        citation, fields = cited(seed_file, table), table["fields"]
         seen = set()
         for i, row in enumerate(table["rows"]):
             rwhere = f"{where}.rows[{i}]"
@@ -165,13 +189,19 @@ def _seed_figures(path):
             for fname, spec in fields.items():
                 value = require(row, fname, NUMBER, path, rwhere)
                 key = f"{stem}#{tname}/{rid}/{fname}"
-                figures[key] = Figure(key, value, spec["unit"],
-                                      f"{seed_file}, {citation}, row {label}")
+                figures[key] = Figure(key, value, spec["unit"], f"{citation}, row {label}")
     for i, fact in enumerate(data.get("facts") or []):
         key = f"{stem}#facts/{fact['id']}"
-        figures[key] = Figure(key, fact["value"], fact["unit"],
-                              f"{seed_file}, {fact['citation']}")
+        figures[key] = Figure(key, fact["value"], fact["unit"], cited(seed_file, fact))
     return figures
+
+
+def cited(seed_file, entry):
+    """A table's or fact's citation: a seed's text file first; a published
+    document by its title and address (`url`)."""
+    if entry.get("url"):
+        return f"{entry['citation']}, {entry['url']}"
+    return f"{seed_file}, {entry['citation']}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -179,8 +209,9 @@ def load_figures(folder=paths.REFERENCES):
     """Every documented figure, keyed `<seed yaml stem>#<table>/<row>/<field>`
     or `<stem>#facts/<id>`."""
     figures = {}
-    for path in sorted(Path(folder).glob("seed*.yaml")):
-        figures.update(_seed_figures(path))
+    for pattern in FIGURE_FILES:
+        for path in sorted(Path(folder).glob(pattern)):
+            figures.update(_seed_figures(path))
     return figures
 
 
@@ -219,9 +250,12 @@ def _load_thresholds(folder):
     figures = load_figures(folder)
     data = validate_schema(load_yaml(path), THRESHOLDS_SCHEMA, path)
     table = {}
+    if AUTO_CLASS in data["classes"]:
+        raise DataError(path, f"classes.{AUTO_CLASS}", "reserved: a partition declaring it has "
+                                                       "its class chosen by `match`")
     for cname, checks in data["classes"].items():
         for kind, by_group in checks.items():
-            if kind == "description":
+            if kind in ("description", "match"):
                 continue
             for group, variables in by_group.items():
                 where = f"classes.{cname}.{kind}.{group}"
@@ -241,6 +275,26 @@ def load_thresholds(folder=paths.REFERENCES):
 def interconnect_classes(folder=paths.REFERENCES):
     """Every class of thresholds.yaml."""
     return sorted(_load_thresholds(folder)[2])
+
+
+@functools.lru_cache(maxsize=None)
+def class_matches(folder=paths.REFERENCES):
+    """{class: its `match`} of the classes a discovered link can select
+    (`interconnect: auto`), in the file's order."""
+    _load_thresholds(folder)          # validated there
+    path = Path(folder) / THRESHOLDS_FILE
+    matches, seen = {}, {}
+    for cname, spec in load_yaml(path)["classes"].items():
+        if "match" not in spec:
+            continue
+        for link in ((layer, float(mbps)) for layer in spec["match"]["link_layer"]
+                     for mbps in spec["match"]["mbps"]):
+            if link in seen:
+                raise DataError(path, f"classes.{cname}.match",
+                                f"the same links as class {seen[link]!r}")
+            seen[link] = cname
+        matches[cname] = spec["match"]
+    return matches
 
 
 def transport_group(transport, folder=paths.REFERENCES):
@@ -325,6 +379,7 @@ class SweepThresholds:
     node_majority: float
     node_min_bad_pairs: int
     line_rate_fraction: float
+    fleet_fraction: float
 
 
 @functools.lru_cache(maxsize=None)
@@ -344,9 +399,11 @@ def validate(folder=paths.REFERENCES, links=LINKS_FILE):
     load_figures.cache_clear()
     _load_thresholds.cache_clear()
     sweep_thresholds.cache_clear()
+    class_matches.cache_clear()
     figures = load_figures(folder)
     table, _ = load_thresholds(folder)
     sweep_thresholds(folder)
+    class_matches(folder)
     classes = interconnect_classes(folder)
     for key, cname in link_classes(links).items():
         if cname not in classes:

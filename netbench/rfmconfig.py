@@ -14,8 +14,10 @@ repository (`.reframe/`, `reports/`).
 """
 
 import functools
+import json
 import os
 import sys
+import time
 
 from . import discovery, paths, sites, vcluster
 
@@ -49,14 +51,22 @@ def register_launchers():
     register_allocation_launcher()
 
 
+def time_limit_flags(job):
+    """`--time-limit S`: netbench.launch ends the whole launch (remote
+    ranks, proxies and ssh sessions included) and says why, before ReFrame's
+    own time limit ends the job script alone with "job timed out"."""
+    return ["--time-limit", f"{job.time_limit:g}"] if job.time_limit else []
+
+
 def register_mpirun_launcher():
     """`netbench-mpirun`: the environment's own launcher (NETBENCH_MPIRUN,
-    set per programming environment), so one partition serves MPICH's
-    mpiexec.hydra and Open MPI's prterun alike."""
-    # expanded by the job script's shell, after the environment's variables
-    # are set; FLAGS is deliberately unquoted to split
+    set per programming environment, with NETBENCH_MPIRUN_FLAGS), so one
+    partition serves MPICH's mpiexec.hydra and Open MPI's prterun alike;
+    through netbench.launch --here, which ends all of the launch when its
+    time is up (Open MPI's ranks have process groups of their own)."""
     return _register_launcher("netbench-mpirun", lambda job: [
-        "$NETBENCH_MPIRUN", "$NETBENCH_MPIRUN_FLAGS", "-np", str(job.num_tasks)])
+        sys.executable, "-m", "netbench.launch", "--here", "-np", str(job.num_tasks),
+        *time_limit_flags(job), "--"])
 
 
 def register_cluster_launcher():
@@ -65,7 +75,7 @@ def register_cluster_launcher():
     and cluster network (data/mpi_families.yaml, `remote_flags`)."""
     return _register_launcher("netbench-ssh", lambda job: [
         sys.executable, "-m", "netbench.launch", "-np", str(job.num_tasks),
-        "--ppn", str(job.num_tasks_per_node or 1), "--"])
+        "--ppn", str(job.num_tasks_per_node or 1), *time_limit_flags(job), "--"])
 
 
 def register_allocation_launcher():
@@ -73,7 +83,7 @@ def register_allocation_launcher():
     (the alternative to srun), through netbench.launch --allocation."""
     return _register_launcher("netbench-alloc", lambda job: [
         sys.executable, "-m", "netbench.launch", "--allocation", "-np", str(job.num_tasks),
-        "--ppn", str(job.num_tasks_per_node or 1), "--"])
+        "--ppn", str(job.num_tasks_per_node or 1), *time_limit_flags(job), "--"])
 
 
 def shell_value(value):
@@ -247,6 +257,48 @@ def refuse_empty_runs():
 EMPTY_RUN = "netbench: no test case matched the filters"
 
 
+def tell_verdicts_apart_in_the_exit_code():
+    """ReFrame exits 1 for any failed case and 0 otherwise; netbench's
+    verdicts are four (report.verdict.exit_code): a loss shown (1), cases
+    that could not run to the end (2), inconclusive (3), pass (0).  ReFrame
+    (4.10) has no option for it and ends its `main` with sys.exit(code):
+    this gives its module a `sys` whose exit refines the code from the run
+    report ReFrame has just written.  Once per interpreter."""
+    import types
+
+    from reframe.frontend import cli
+
+    if getattr(cli.sys, "netbench_refines_exit", False):
+        return
+    started = time.time()
+    real_sys = cli.sys
+
+    def exit(code=0):
+        real_sys.exit(refined_exit_code(code, started))
+
+    proxy = types.ModuleType("sys")
+    proxy.__dict__.update(real_sys.__dict__)
+    proxy.exit = exit
+    proxy.netbench_refines_exit = True
+    cli.sys = proxy
+
+
+def refined_exit_code(code, started):
+    """`code` refined by the run report this session wrote, if it wrote one."""
+    from .report.publish import RAW_REPORTS
+    from .report.verdict import exit_code
+
+    fresh = [p for p in RAW_REPORTS.glob("run-report-*.json")
+             if p.stat().st_mtime >= started]
+    if not fresh or not isinstance(code, int):
+        return code
+    try:
+        with open(max(fresh, key=lambda p: p.stat().st_mtime)) as f:
+            return exit_code(json.load(f), code)
+    except (OSError, ValueError):
+        return code
+
+
 def say_what_was_not_generated():
     """After ReFrame has loaded the check files (for -l, -r and --dry-run
     alike), one line per reason a check generated fewer cases, with the
@@ -306,6 +358,13 @@ def logging_config():
     }]
 
 
+def junit_file(pid=None):
+    """The JUnit XML the ReFrame process `pid` (default: this one) writes:
+    ReFrame expands no session number in `report_junit`, so two sessions
+    that end together need a name each."""
+    return paths.STATE / "reports" / f"junit-{pid or os.getpid()}.xml"
+
+
 #: ReFrame's working folders below paths.STATE
 STATE_FOLDERS = ("logs", "perflogs", "stage", "output", "topology", "reports")
 
@@ -325,7 +384,15 @@ def discovered_mpis():
     discovery starts each MPI's probes, and ReFrame may load the
     configuration more than once."""
     families = discovery.load_families()
-    return families, tuple(discovery.discover(families=families))
+    return families, tuple(discovery.discover(families=families, on_error=say_refused))
+
+
+def say_refused(cand, err):
+    """One line for a folder refused by name (a space in a view's name):
+    the session goes on with the other MPIs.  Other probe failures stay
+    `netbench discover`'s to report."""
+    if isinstance(err, discovery.RefusedName):
+        print(f"netbench: {err}", file=sys.stderr)
 
 
 def site_configuration(mpis=None):
@@ -349,9 +416,16 @@ def site_configuration(mpis=None):
             # ReFrame's own report lands here; netbench.report publishes it
             # with the HTML page as reports/<session>/run-report.json
             "report_file": str(paths.STATE / "reports" / "run-report-{sessionid}.json"),
+            # ReFrame names the JUnit file before it numbers the session:
+            # this process's, renamed beside its run report when it exits
+            # (report.publish.place_junit_beside)
+            "report_junit": str(junit_file()),
             "topology_prefix": str(paths.STATE / "topology"),
             "check_search_path": [str(paths.CHECKS)],
             "purge_environment": False,
         }],
-        "storage": [{"enable": False, "sqlite_db_file": str(paths.STATE / "results.db")}],
+        # ReFrame's results database: every session is stored, so that
+        # --list-stored-sessions and --performance-compare work, and the
+        # report's history and `netbench compare` read it (report/store.py)
+        "storage": [{"enable": True, "sqlite_db_file": str(paths.RESULTS_DB)}],
     }

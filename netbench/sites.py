@@ -70,6 +70,10 @@ SITE_SCHEMA = {
                         "interconnect": _STRING,
                         "nodes": {"type": "integer", "minimum": 1},
                         "line_rate_mbps": {"type": "number", "exclusiveMinimum": 0},
+                        # the link whose rate the job reads (netbench/linerate.py):
+                        # a net device, or an HCA port such as mlx5_0:1
+                        "interface": {"type": "string", "pattern": r"^[\w.:@-]+$",
+                                      "description": "a network interface or HCA port name"},
                     }},
             }}},
     },
@@ -114,10 +118,10 @@ def partition(spec, where, path, env_names, classes):
     name = spec["name"]
     pattern = compiled(spec["environs"], path, f"{where}.environs")
     extras = spec["extras"]
-    if extras["interconnect"] not in classes:
+    if extras["interconnect"] not in classes + [references.AUTO_CLASS]:
         raise DataError(path, f"{where}.extras.interconnect",
                         f"{extras['interconnect']!r} is not a class of thresholds.yaml "
-                        f"({', '.join(classes)})")
+                        f"({', '.join(classes)}) nor {references.AUTO_CLASS!r}")
     part = {
         "name": name,
         "descr": spec.get("descr", name),

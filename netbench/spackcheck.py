@@ -12,11 +12,12 @@ layout netbench's MPI discovery turns into ReFrame environments.
 """
 
 import itertools
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import paths, spackspec
+from . import discovery, paths, spackspec
 from .datafiles import DataError, load_yaml, validate
 from .spackfacts import FACTS, REPO_SCHEMA, is_boolean, load_facts, load_local_repo
 
@@ -300,6 +301,14 @@ def check_views(env, checker, root_specs):
             checker.problem("spack.view", "", f"view folder {folder!r} gets "
                                               f"{len(mpis)} MPI builds: "
                                               f"{'; '.join(t for _, t in mpis)}")
+        # a literal folder right under views/ is an environment (a template
+        # or a nested folder is not discovered as one)
+        literal = not any(c in folder for c in "/{")
+        if mpis and literal and not re.fullmatch(discovery.ENVIRONMENT_NAME, folder):
+            checker.problem("spack.view", "", f"view folder {folder!r} of "
+                                              f"{mpis[0][1]}: an MPI's folder name is its "
+                                              f"ReFrame environment's: letters, digits, _ "
+                                              f"and -, starting with a letter or _")
         for w, t in mpis:
             builds[t] = folder
     parsed = {t: spackspec.parse(t) for t in builds}     # once, not per benchmark

@@ -21,10 +21,29 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from netbench import checks, container, discovery
+from netbench import checks, container, discovery, judgement
 from netbench.results import benchmark
 
 checks.require_netbench_config()
+
+
+def require_readable_run_flags():
+    """One line and exit 1 (SystemExit, which ReFrame lets through) when
+    podman's run flags cannot be read: a malformed NETBENCH_CONTAINER_FLAGS,
+    an unknown NETBENCH_CONTAINER_OPT_IN or a broken container_run.yaml is
+    the session's error, said once before any case starts, not a traceback
+    per case.  Only a system with a podman container partition asks."""
+    from reframe.core.runtime import runtime
+    if not any("container" in part.features
+               and part.extras.get("container_runtime", "podman") != "apptainer"
+               for part in runtime().system.partitions):
+        return
+    problem = container.run_flags_problem()
+    if problem:
+        raise SystemExit(f"netbench: {problem}")
+
+
+require_readable_run_flags()
 
 #: environment variables that choose a transport (mpi_families.yaml)
 TRANSPORT_PREFIXES = ("FI_", "UCX_", "OMPI_MCA_", "MPIR_CVAR_", "MPICH_")
@@ -117,10 +136,11 @@ class ContainerPingPong(ContainerMixin, checks.PingPongBase):
     transport = parameter(checks.configured_transports())
     tags = {"container"}
 
-    def remeasure_bounds(self):
-        # no second sweep in the same job: ReFrame's container platform runs
-        # one command, and the repeat (PingPongBase) would launch the host's
-        # benchmark, which this check has not built (no `executable`)
+    def launch_commands(self):
+        # no second launch in the same job: ReFrame's container platform runs
+        # one command, and a repeat (NetbenchRun) would launch the host's
+        # benchmark, which this check has not built (no `executable`); the
+        # case is decided on its one launch, inconclusive when that cannot
         return {}
 
     @run_before("run")
@@ -158,6 +178,9 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
     #: median of 10 rounds once landed at 1.10 where 21 rounds gave 0.97
     max_rounds = variable(int, value=20)
     max_bytes = 1048576
+    #: up to max_rounds pairs of launches, each container start ~1 s: a busy
+    #: host took 2 minutes for 20 rounds, the default limit
+    time_limit = "10m"
     #: per round: latency and 1 MiB bandwidth, native and in the container
     #: (None for a round that did not finish)
     parity = variable(dict, value={})
@@ -202,14 +225,15 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         # one noisy round on busy cores must not fail the check: while the
         # pair is over the bound, `rounds` more interleaved launches, up to
         # max_rounds; the median of every round's ratio counts
-        holds = (f"PYTHONPATH={shlex.quote(str(container.paths.REPO))} "
-                 # the netbench this check imported, not whichever the venv names
-                 f"{shlex.quote(sys.executable)} -m netbench.container parity-holds "
-                 f"--max-bytes {self.max_bytes}")
+        undecided = (f"PYTHONPATH={shlex.quote(str(container.paths.REPO))} "
+                     # the netbench this check imported, not whichever the venv names
+                     f"{shlex.quote(sys.executable)} -m netbench.container parity-undecided "
+                     f"--max-bytes {self.max_bytes} --rounds {self.rounds} "
+                     f"--max-rounds {self.max_rounds}")
         for first in range(self.rounds, self.max_rounds, self.rounds):
             again = [cmd for i in range(first, min(first + self.rounds, self.max_rounds))
                      for cmd in self.round_commands(i, native, inside, options)]
-            self.prerun_cmds.append(f"if ! {holds}; then echo '# parity: measuring again'; "
+            self.prerun_cmds.append(f"if {undecided}; then echo '# parity: measuring again'; "
                                     f"{'; '.join(again)}; fi")
         # other work on the same cores is the other cause a failure can name
         self.prerun_cmds.append("cat /proc/loadavg > loadavg")
@@ -223,7 +247,13 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
 
     @run_before("sanity")
     def collect(self):
+        """Everything the sanity and the record need, read once: the
+        rounds' figures, the transport settings each side ran with, and
+        the evidence a failure names."""
         self.measured_rounds()
+        self.seen = {name: self.read(name) for name in (
+            "container.env", "native.env", "container.status", "native.status",
+            "native.0.out", "container.0.out", "loadavg")}
 
     def measured_rounds(self):
         """Every launched round's figures, {side: [(lat, bw) or None]}, read
@@ -258,24 +288,42 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
             launched += 1
         return launched
 
+    #: the judged figures' performance variables
+    PARITY_VARIABLES = {"latency": "latency_slowdown", "bandwidth": "bw_slowdown"}
+
+    def decide_figures(self):
+        """{variable: Decision}: parity by the judging rule's paired form
+        (netbench.judgement.rule.decide_paired), the median of the rounds'
+        ratios and its interval against the bound."""
+        decided = container.parity_decisions(self.parity_runs(), self.rounds, self.max_rounds)
+        return {self.PARITY_VARIABLES[k]: d for k, d in decided.items()}
+
+    def judged_bounds(self):
+        return {var: judgement.Bound("upper", MAX_SLOWDOWN)
+                for var in self.PARITY_VARIABLES.values()}
+
+    def launch_commands(self):
+        # the rounds are the job's own launches (set_command)
+        return {}
+
     def parity_problem(self):
-        """None within the bound, else one line: the figure, how much
-        slower, and the causes the job observed."""
-        runs = self.parity_runs()
-        slow = container.slowdowns(runs)
-        over = {k: v for k, v in slow.items() if v > MAX_SLOWDOWN}
+        """None unless the rule found the container slower (an inconclusive
+        parity is no failure: the record says so), else one line: the
+        figure, how much slower, and the causes the job observed."""
+        decided = container.parity_decisions(self.parity_runs(), self.rounds, self.max_rounds)
+        over = {k: d for k, d in decided.items() if d.verdict == judgement.FAIL}
         if not over:
             return None
         figure = "; ".join(
             f"{'latency' if k == 'latency' else f'{self.max_bytes}-byte bandwidth'} "
-            f"{v:.2f}x the host's" for k, v in over.items())
+            f"{d.value:.2f}x the host's ({d.lo:.2f}-{d.hi:.2f})" for k, d in over.items())
+        seen = self.seen
         causes = container.likely_causes(
-            self.read("container.status"),
-            self.read("native.0.out"), self.read("container.0.out"), self.family,
-            self.read("loadavg"), native_status=self.read("native.status"))
+            seen["container.status"], seen["native.0.out"], seen["container.0.out"],
+            self.family, seen["loadavg"], native_status=seen["native.status"])
         return (f"container slower than the host by more than {MAX_SLOWDOWN - 1:.0%} "
-                f"(median of {len(container.paired_rounds(runs))} interleaved rounds' "
-                f"ratios): {figure}; "
+                f"(median of {len(container.paired_rounds(self.parity_runs()))} interleaved "
+                f"rounds' ratios and its interval): {figure}; "
                 f"likely cause: {'; '.join(causes)}")
 
     @sanity_function
@@ -286,11 +334,14 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
                          msg="not every native run finished its sweep"),
             sn.assert_eq(self.finished_rounds("container"), rounds,
                          msg="not every container run finished its sweep"),
-            sn.assert_eq(self.read("container.env"), self.read("native.env"),
+            sn.assert_eq(self.seen["container.env"], self.seen["native.env"],
                          msg="the container ran with other transport settings than the host: "
                              "{0!r} inside, {1!r} outside")])
         finished.evaluate()  # raises the first unmet assertion's message
         problem = self.parity_problem()
+        # the judgement, for the record: a parity loss is a loss shown, not a
+        # run that failed (report.verdict.exit_code)
+        self.record = {**self.record, "verdict": "fail" if problem else "pass"}
         return sn.assert_true(problem is None, msg=problem or "")
 
     @performance_function("x")

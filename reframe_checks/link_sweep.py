@@ -5,8 +5,10 @@ One rank per node runs the benchmark's sweep mode: the pairs in rounds of
 disjoint pairs, latency at a small message and one-way bandwidth at 1 and
 8 MiB in both directions, the ranks that wait their turn asleep.  Every
 pair is held to the fleet (median and MAD without the worst node) and the
-fleet to the partition's documented references (netbench/fleet/judge.py,
-thresholds.yaml `sweep:`).  Pairs outside the band are measured again in
+fleet's bandwidth to the partition's line rate times the fraction a
+healthy sweep measures (thresholds.yaml `sweep: line_rate_fraction`,
+calibrated by `make bench-sweep-calibration`; never a ping-pong's figure),
+its latency to the class's documented latency (netbench/fleet/judge.py).  Pairs outside the band are measured again in
 the same job before anything is named; then a node bad with most of its
 partners is the suspect, else the pair.  Suspects fail the case, named in
 its reason; the record keeps the pair matrix for the report's heat maps,
@@ -14,15 +16,18 @@ its reason; the record keeps the pair matrix for the report's heat maps,
 
 import json
 import sys
+from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 import reframe.utility.typecheck as typ
 from reframe.core.builtins import performance_function, run_before, sanity_function, variable
 
-from netbench import benchspec, checks
+from netbench import benchspec, checks, references
 from netbench.fleet import judge as fleet
-from netbench.results.sweep import parse_sweep
+from netbench.fleet import reasons
+from netbench.results.sweep import lost_hosts, parse_sweep
+from netbench.textsafe import printable
 
 checks.require_netbench_config()
 
@@ -40,7 +45,8 @@ class LinkSweep(checks.NetbenchRun):
     num_ranks = 0               # one rank on every node of the partition
     procs_per_node = 1
     bench_mode = "sweep"
-    # the fleet's medians are judged by the ping-pong references of the class
+    # the fleet's latency is judged by the ping-pong latency of the class;
+    # its bandwidth by the sweep's own line-rate fraction (sweep_reference)
     kind = "pingpong"
     section = "sweep"
     verifies = False
@@ -67,6 +73,21 @@ class LinkSweep(checks.NetbenchRun):
         if part.extras.get("nodes", 1) < MIN_NODES:
             return f"a fabric sweep needs a partition of {MIN_NODES}+ nodes"
         return super().partition_problem(part)
+
+    @run_before("setup")
+    def refuse_bad_parameters(self):
+        """A bad -S value would reach the benchmark and fail as "did not
+        finish its sweep": refused here, naming the parameter."""
+        problems = {
+            "partners": (self.partners < 0, "0 (every pair) or more partners per node"),
+            "min_samples": (self.min_samples < 1, "1 or more timed batches"),
+            "sizes": (not self.sizes or min(self.sizes) <= 0,
+                      "one or more message sizes above 0 bytes"),
+        }
+        for name, (bad, expected) in problems.items():
+            if bad:
+                raise ValueError(f"LinkSweep.{name}: expected {expected}, got "
+                                 f"{getattr(self, name)!r}")
 
     @run_before("run")
     def set_command(self):
@@ -97,17 +118,63 @@ class LinkSweep(checks.NetbenchRun):
     def measured_series(self):
         return []                # the pairs are the record's `fleet`, not a curve
 
+    def job_texts(self):
+        """The job's stdout, stderr and re-measurement, read once."""
+        texts = self.__dict__.get("_job_texts")
+        if texts is None:
+            texts = self._job_texts = {
+                name: self.read_stage_file(name) for name in
+                (self.job.stdout, self.job.stderr, self.remeasure_output)}
+        return texts
+
     def sweeps(self):
-        first = parse_sweep(self.read_stage_file(self.job.stdout))
-        again_text = self.read_stage_file(self.remeasure_output)
-        return first, (parse_sweep(again_text) if again_text else None)
+        """The sweep and its re-measurement (None without one), parsed once."""
+        parsed = self.__dict__.get("_sweeps")
+        if parsed is None:
+            texts = self.job_texts()
+            again = texts[self.remeasure_output]
+            parsed = self._sweeps = (parse_sweep(texts[self.job.stdout]),
+                                     parse_sweep(again) if again else None)
+        return parsed
 
     def fleet_references(self):
-        """The documented latency and bandwidth of the partition's class."""
-        thresholds = self.thresholds()
-        latency, peak = thresholds.get("latency"), thresholds.get("peak_bw")
+        """The documented latency of the partition's class; the bandwidth
+        comes from the line rate (judge.py), never a ping-pong's figure."""
+        latency = self.thresholds().get("latency")
         return (latency.reference[0] if latency and "latency" not in self.unjudged_figures()
-                else None, peak.reference[0] if peak else None)
+                else None, None)
+
+    #: why the fleet's bandwidth is not judged without a line rate
+    NO_LINE_RATE = ("the sweep's fleet is held to a fraction of the line rate calibrated "
+                    "for what the sweep measures (thresholds.yaml sweep: "
+                    "line_rate_fraction), and the partition has none ({why}); reported, "
+                    "not judged")
+
+    def unjudged_figures(self):
+        unjudged = super().unjudged_figures()
+        rate = self.line_rate()
+        if not rate.mbps:
+            unjudged["peak_bw"] = self.NO_LINE_RATE.format(
+                why=rate.why or "declare extras.line_rate_mbps")
+        return unjudged
+
+    def judged_references(self):
+        """The class's latency; peak bandwidth against the line rate x the
+        sweep's calibrated fraction, failing below fleet_fraction of it, the
+        bound judge.py's fleet finding uses."""
+        judged = super().judged_references()
+        judged.pop("peak_bw", None)
+        rate = self.line_rate()
+        if rate.mbps and "peak_bw" in self.perf_variables:
+            rule = references.sweep_thresholds(Path(self.thresholds_folder))
+            figure = references.Figure(
+                "thresholds#sweep/line_rate_fraction", rate.mbps * rule.line_rate_fraction,
+                "Mbit/s", f"thresholds.yaml sweep: line_rate_fraction {rule.line_rate_fraction:g}"
+                          f" x line rate {rate.mbps:g} Mbit/s ({rate.source})")
+            threshold = references.Threshold("peak_bw", figure, rule.fleet_fraction - 1, None,
+                                             "Mbit/s")
+            judged["peak_bw"] = (threshold.reference, threshold)
+        return judged
 
     @run_before("sanity")
     def judge_the_fleet(self):
@@ -118,13 +185,15 @@ class LinkSweep(checks.NetbenchRun):
         if again is not None:
             measurements = fleet.merge_remeasurement(measurements, again.measurements())
         latency_ref, bw_ref = self.fleet_references()
+        lost = lost_hosts(first, self.launcher_text())
         self.verdict = fleet.judge(
             self.judged_figures(measurements), reference_latency_us=latency_ref,
-            reference_bw_mbps=bw_ref,
-            line_rate_mbps=self.current_partition.extras.get("line_rate_mbps"))
+            reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,
+            rule=references.sweep_thresholds(Path(self.thresholds_folder)), lost=lost)
         found = json.loads(self.verdict.to_json())
         self.record = {**self.record, "fleet": {
-            "hosts": sorted(fleet.hosts_of(measurements)),
+            # every node that ran a rank, measured or lost before it was
+            "hosts": sorted(set(fleet.hosts_of(measurements)) | set(first.hosts.values())),
             "pairs": [{"src": src, "dst": dst, "latency_us": figs.get(fleet.LATENCY),
                        "bw_Mbps": {str(size): value for size, value
                                    in (figs.get(fleet.BANDWIDTH) or {}).items()}}
@@ -132,7 +201,9 @@ class LinkSweep(checks.NetbenchRun):
             "suspects": found["suspects"],
             "findings": [f["text"] for f in found["findings"]],
             "remeasured": [list(p) for p in sorted(again.by_host)] if again else [],
-            "sweep_seconds": first.sweep_seconds}}
+            "sweep_seconds": first.sweep_seconds},
+            # suspects are a loss shown, not a run that failed
+            "verdict": "fail" if self.verdict.suspects else "pass"}
 
     def judged_figures(self, measurements):
         """The figures the fleet is judged on: on links that emulate only
@@ -141,6 +212,26 @@ class LinkSweep(checks.NetbenchRun):
         if "latency" not in self.unjudged_figures():
             return measurements
         return {pair: {**figs, fleet.LATENCY: None} for pair, figs in measurements.items()}
+
+    def launcher_text(self):
+        """The job's stdout and stderr: MPICH's hydra reports on the one,
+        Open MPI and ssh on the other."""
+        texts = self.job_texts()
+        return f"{texts[self.job.stdout]}\n{texts[self.job.stderr]}"
+
+    @sn.deferrable
+    def assert_sweep_finished(self):
+        """The benchmark printed its closing figures; else the reason names
+        the node that stopped answering and what the launcher and the
+        benchmark said (the first assertion: the others would report the
+        symptoms of a cut output)."""
+        first, _ = self.sweeps()
+        if first.finished:
+            return True
+        lost = [s for s in self.verdict.suspects if s.direction == fleet.UNREACHABLE]
+        # job_outcome: the launcher's report, read once before sanity (JobOutcome)
+        raise sn.SanityError(reasons.unfinished(lost, self.job_outcome or None,
+                                                self.job_texts()[self.job.stderr]))
 
     @sn.deferrable
     def assert_every_pair_measured(self):
@@ -152,22 +243,22 @@ class LinkSweep(checks.NetbenchRun):
         missing = [f"{a}->{b}" for x, y in wanted for a, b in ((x, y), (y, x))
                    if (a, b) not in first.by_host]
         if missing:
-            raise sn.SanityError(f"the sweep measured no figure for {', '.join(missing)}")
+            raise sn.SanityError(printable(f"the sweep measured no figure for "
+                                           f"{', '.join(missing)}"))
         return True
 
     @sn.deferrable
     def assert_no_suspects(self):
         if self.verdict.suspects:
             raise sn.SanityError("suspects: " + "; ".join(
-                describe(s) for s in self.verdict.suspects))
+                reasons.describe(s) for s in self.verdict.suspects))
         return True
 
     @sanity_function
     def validate_sweep(self):
         return sn.all([
+            self.assert_sweep_finished(),
             self.assert_ranks_finished(),
-            sn.assert_found(r"^@ sweep_seconds", self.stdout,
-                            msg="the benchmark did not finish its sweep"),
             sn.assert_eq(sn.len(sn.defer(set(self.sweeps()[0].hosts.values()))),
                          self.num_tasks, msg="not one rank on every node"),
             self.assert_every_pair_measured(),
@@ -193,11 +284,3 @@ def pairs_flag():
     """The benchmark's flag for a list of pairs to measure (benchmark.yaml)."""
     return benchspec.load()["options"]["pairs"]["flag"]
 
-
-def describe(suspect):
-    """One suspect in the case's failure reason."""
-    names = "->".join(suspect.names) if suspect.kind == "pair" else suspect.names[0]
-    pairs = ", ".join(f"{e.src}->{e.dst} {e.value:.4g}" for e in suspect.evidence[:6])
-    return (f"{suspect.kind} {names} ({suspect.direction}): {suspect.metric} "
-            f"{suspect.value:.4g} vs fleet median {suspect.fleet_median:.4g} "
-            f"[{pairs}]")

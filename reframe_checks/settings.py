@@ -28,6 +28,9 @@ rfmconfig.register_launchers()
 # a filter that matches no test case exits 1, not `PASSED 0/0` (ReFrame has
 # no option or hook for it: this wraps its runner)
 rfmconfig.refuse_empty_runs()
+# the exit code tells a loss (1) from cases that did not run to the end (2)
+# and inconclusive cases (3): ReFrame exits 1 or 0
+rfmconfig.tell_verdicts_apart_in_the_exit_code()
 # one line per reason a case was not generated (netbench/selection.py),
 # printed once the check files are loaded
 rfmconfig.say_what_was_not_generated()

@@ -9,7 +9,6 @@ from reframe.core.builtins import (parameter, performance_function, run_before,
                                    sanity_function, variable)
 
 from netbench import benchspec, checks
-from netbench.results import benchmark
 
 checks.require_netbench_config()
 
@@ -81,7 +80,7 @@ class TcpStreams(checks.NetbenchRun):
 
     @sn.deferrable
     def every_size_measured(self):
-        rows = benchmark.parse_output(self.read_stage_file(self.job.stdout))[0]
+        rows = self.first_launch()["rows"]
         missing = sorted(set(APPLICATION_BUFFERS) - {int(r["bytes"]) for r in rows})
         if missing:
             raise sn.SanityError(f"no stream figures for buffer sizes {missing}")

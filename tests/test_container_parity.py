@@ -88,6 +88,9 @@ def test_open_mpi_without_ptrace_under_seccomp_names_single_copy():
     found = causes(status=DEFAULT_PODMAN, family="openmpi")
     assert found[0].startswith("single-copy disabled in the container: no CAP_SYS_PTRACE")
     assert found[1].startswith("a seccomp filter inside the container")
+    # dropping the filter is named as the opt-in it is, with what it opens
+    assert "NETBENCH_CONTAINER_OPT_IN=seccomp-unconfined drops it, and opens every " \
+        "system call to the container" in found[1]
     # MPICH's shm does not need the capability: only the filter is named
     assert len(causes(status=DEFAULT_PODMAN)) == 1
 
@@ -102,3 +105,32 @@ def test_the_shipped_flags_parent_the_container_on_its_caller_and_weigh_its_rank
     assert "--cpu-shares=4096" in flags
     monkeypatch.setenv(container.RUN_FLAGS_ENV, "--cpu-shares={cpu_shares}")
     assert container.run_flags(ranks=2) == ["--cpu-shares=2048"]
+
+
+def test_parity_is_decided_by_the_median_ratio_and_its_interval():
+    """The paired form of the judging rule: 20 rounds whose ratios sit at
+    1.12 with little spread fail; at 1.00 they pass; a host whose rounds
+    swing from 0.8 to 1.3 leaves it inconclusive after max_rounds, and
+    undecided before."""
+    from netbench.judgement import FAIL, INCONCLUSIVE, PASS, UNDECIDED
+
+    def runs(ratios):
+        return {"native": [(1.0, 1000.0)] * len(ratios),
+                "container": [(r, 1000.0) for r in ratios]}
+    slower = container.parity_decisions(runs([1.10, 1.12, 1.13, 1.11, 1.12] * 4), 5, 20)
+    assert slower["latency"].verdict == FAIL and slower["bandwidth"].verdict == PASS
+    equal = container.parity_decisions(runs([0.99, 1.0, 1.01, 1.0, 0.98]), 5, 20)
+    assert equal["latency"].verdict == PASS
+    swinging = [0.8, 1.3, 0.9, 1.25, 1.0, 1.2, 0.85, 1.1, 1.3, 0.95]
+    assert container.parity_decisions(runs(swinging), 5, 20)["latency"].verdict == UNDECIDED
+    decided = container.parity_decisions(runs(swinging * 2), 5, 20)["latency"]
+    assert decided.verdict == INCONCLUSIVE and "too noisy to tell" in decided.reason
+    assert decided.launches == 20
+
+
+def test_the_median_interval_is_the_benchmarks_order_statistics():
+    from netbench.judgement.rule import median_interval
+    five = median_interval([3, 1, 2, 5, 4])                     # 5 values: the range
+    assert (five.value, five.lo, five.hi) == (3, 1, 5)
+    est = median_interval(list(range(1, 21)))                    # 20: x(6)..x(15)
+    assert (est.lo, est.hi) == (6, 15) and est.value == 10.5

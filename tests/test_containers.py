@@ -5,6 +5,7 @@ ranks, and the parity check against the same wheel MPI on the host."""
 import json
 import os
 import re
+import secrets
 import shutil
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import pytest
 
 from conftest import require
 from netbench import container, paths
-from netbench.session import latest_report, run_reframe
+from netbench.session import NO_FAILURE, latest_report, run_reframe
 
 CONTAINERS = paths.REPO / "containers"
 SHORT = ["-S", "budget=0.01"]
@@ -89,7 +90,7 @@ def test_reframe_runs_the_ping_pong_inside_the_image(image):
                        "-n", "^ContainerPingPong%transport=(shm|ofi-tcp)", *SHORT,
                        "-S", "max_bytes=1048576", timeout=900)
     out = proc.stdout[-5000:] + proc.stderr[-2000:]
-    assert proc.returncode == 0, out
+    assert proc.returncode in NO_FAILURE, out
     cases = [tc for run in latest_report()["runs"] for tc in run["testcases"]
              if tc["name"].startswith("ContainerPingPong")]
     assert {(tc["environ"], tc["transport"]) for tc in cases if tc["result"] == "pass"} == {
@@ -133,21 +134,30 @@ def test_the_parity_check_compares_container_and_host(image):
     assert {tc["environ"] for tc in cases} == {"mpich", "openmpi"}, proc.stdout[-3000:]
     for tc in cases:
         slow = parity_slowdowns(tc)
+        verdicts = tc["record"]["verdicts"]
         print(f"{tc['environ']}: container/host latency x{slow['latency']:.3f}, "
-              f"bandwidth x{slow['bandwidth']:.3f}, {len(tc['parity']['native'])} rounds")
-        # 5 interleaved rounds, 5 more at a time while over the bound, up to 20
+              f"bandwidth x{slow['bandwidth']:.3f}, {len(tc['parity']['native'])} rounds: "
+              f"{ {v: d['verdict'] for v, d in verdicts.items()} }")
+        # 5 interleaved rounds, 5 more at a time while undecided, up to 20
         assert len(tc["parity"]["native"]) == len(tc["parity"]["container"]) in (5, 10, 15, 20)
-        within = max(slow.values()) <= container.MAX_SLOWDOWN
-        # the verdict follows the figures; a failure names figure and cause
-        assert (tc["result"] == "pass") == within, tc["fail_reason"]
-        if not within:
+        # decided by the judging rule's paired form: the median ratio and
+        # its interval; the verdict follows it, and a failure names figure
+        # and cause
+        for var in ("latency_slowdown", "bw_slowdown"):
+            assert verdicts[var]["value"] == pytest.approx(
+                slow["latency" if var == "latency_slowdown" else "bandwidth"])
+        failed = any(d["verdict"] == "fail" for d in verdicts.values())
+        assert (tc["result"] == "fail") == failed, tc["fail_reason"]
+        if failed:
             assert "x the host's" in tc["fail_reason"] and "likely cause" in tc["fail_reason"]
-        # with netbench's run flags both MPIs' shared memory is at parity:
-        # Open MPI's single copy works in the image (1 MiB bandwidth was
-        # 1.36-1.54x the host's time under podman's defaults) and MPICH's
-        # sched_yield loop pays neither a seccomp filter nor a second
-        # cgroup level (latency 1.05-1.16x)
-        assert tc["result"] == "pass", tc["fail_reason"]
+        if tc["environ"] == "openmpi":
+            # Open MPI's single copy works in the image (1 MiB bandwidth was
+            # 1.36-1.54x the host's time under podman's defaults)
+            assert not failed, tc["fail_reason"]
+        elif failed:
+            # MPICH's sched_yield loop pays podman's seccomp filter, which the
+            # shipped flags keep (containers/README.md): the reason says so
+            assert "seccomp" in tc["fail_reason"], tc["fail_reason"]
         assert len(tc["record"]["series"]) == 2, "the report draws both sides"
         assert {s["name"] for s in tc["record"]["series"]} == {"native", "container"}
 
@@ -160,12 +170,98 @@ def inside_the_image(image, flags, path):
     return proc.stdout
 
 
-def test_inside_the_image_the_run_flags_give_ptrace_and_no_seccomp(image):
+def test_inside_the_image_the_run_flags_give_ptrace_under_podmans_filter(image,
+                                                                         monkeypatch):
     def status(flags):
         return container.process_status(inside_the_image(image, flags, "/proc/self/status"))
+    monkeypatch.delenv(container.OPT_IN_ENV, raising=False)
+    assert status(container.run_flags()) == {"ptrace": True, "seccomp": True}
+    # without a filter only when asked for (what it exposes: container_run.yaml)
+    monkeypatch.setenv(container.OPT_IN_ENV, "seccomp-unconfined")
     assert status(container.run_flags()) == {"ptrace": True, "seccomp": False}
     # podman's default: no CAP_SYS_PTRACE, a seccomp filter (what issue #18 met)
     assert status([]) == {"ptrace": False, "seccomp": True}
+
+
+@pytest.fixture
+def host_secret(tmp_path):
+    """A host process holding a secret in its environment, the same secret
+    in a root-only file and in a root-only file of the host's /dev/shm."""
+    secret = secrets.token_hex(16)
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    path = private / "secret"
+    path.write_text(secret)
+    path.chmod(0o600)
+    shm = f"/dev/shm/netbench-test-{secret[:12]}"
+    fd = os.open(shm, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    os.write(fd, secret.encode())
+    os.close(fd)
+    holder = subprocess.Popen(["sleep", "600"], env={"NETBENCH_TEST_SECRET": secret})
+    try:
+        yield {"secret": secret, "pid": holder.pid, "file": str(path), "shm": shm}
+    finally:
+        holder.kill()
+        holder.wait()
+        os.unlink(shm)
+
+
+def what_the_container_reads(image, flags, secret):
+    """Every way the probe knows of reading the host's secret, tried from
+    inside the image started as the checks start it (containers/bin/docker,
+    netbench's containers.conf); its output, and whether a sibling inside
+    could be read (the ranks' own ptrace reach)."""
+    probe = (f"cat /proc/{secret['pid']}/environ /proc/{secret['pid']}/root{secret['file']} "
+             f"/proc/1/root{secret['file']} {secret['shm']}; "
+             # whatever PID the holder has in here, if the container sees it
+             "for p in /proc/[0-9]*; do cat $p/environ $p/root" + secret["file"] + "; done; "
+             # a process of the container: the ranks must still reach each other
+             # (once it runs sleep: an exec in progress shows an empty environ)
+             "sleep 30 & until grep -qx sleep /proc/$!/comm; do :; done; echo; "
+             "tr '\\0' '\\n' < /proc/$!/environ | grep -c '^PATH='; kill $!")
+    proc = subprocess.run([str(CONTAINERS / "bin" / "docker"), "run", "--rm", *flags, image,
+                           "sh", "-c", probe], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout, proc.stdout.strip().splitlines()[-1:] == ["1"]
+
+
+def test_the_shipped_flags_give_the_container_nothing_of_the_hosts(image, host_secret):
+    # issue #23: with the host's PID and IPC namespaces, CAP_SYS_PTRACE and
+    # no seccomp filter, a root container read a host process's environment,
+    # its files through /proc/PID/root and the host's /dev/shm
+    out, sibling_read = what_the_container_reads(image, container.run_flags(ranks=2),
+                                                 host_secret)
+    assert host_secret["secret"] not in out
+    # yet the processes of the container reach each other (Open MPI's CMA
+    # between the ranks: tests/test_containers.py's parity check)
+    assert sibling_read, out
+    # the probe does find the secret where the host's namespaces are handed
+    # in: what the shipped containers.conf did (pidns and ipcns "host")
+    # (podman refuses a /dev/shm size with the host's IPC namespace)
+    flags = [f for f in container.run_flags(ranks=2) if not f.startswith("--shm-size")]
+    out, _ = what_the_container_reads(image, flags + ["--pid=host", "--ipc=host"], host_secret)
+    assert out.count(host_secret["secret"]) >= 3, out
+
+
+def test_the_opt_ins_are_only_added_on_request(monkeypatch):
+    monkeypatch.delenv(container.RUN_FLAGS_ENV, raising=False)
+    monkeypatch.delenv(container.OPT_IN_ENV, raising=False)
+    shipped = container.run_flags(ranks=2)
+    assert "seccomp=unconfined" not in shipped
+    assert not [f for f in shipped if f.startswith(("--pid", "--ipc", "--privileged"))]
+    monkeypatch.setenv(container.OPT_IN_ENV, "seccomp-unconfined")
+    assert container.run_flags(ranks=2) == shipped + ["--security-opt", "seccomp=unconfined"]
+    monkeypatch.setenv(container.OPT_IN_ENV, "seccomp-unconfined,pid-host")
+    with pytest.raises(container.ContainerError) as err:
+        container.run_flags()
+    assert str(err.value) == ("NETBENCH_CONTAINER_OPT_IN: no opt-in 'pid-host' "
+                              "(offered: seccomp-unconfined)")
+
+
+def test_the_shipped_namespaces_are_the_containers_own_but_the_network():
+    conf = (CONTAINERS / "containers.conf").read_text()
+    settings = dict(re.findall(r'^(\w+ns) = "(\w+)"$', conf, re.M))
+    assert settings == {"netns": "host", "pidns": "private", "ipcns": "private"}
 
 
 def test_the_container_runs_one_cgroup_level_below_its_caller(image):
@@ -210,8 +306,11 @@ def test_bad_run_flags_give_one_line_errors(tmp_path, monkeypatch):
     monkeypatch.delenv(container.RUN_FLAGS_ENV, raising=False)
     with pytest.raises(container.DataError) as err:
         container.run_flags(bad)
-    assert str(err.value) == (f"{bad}: run_flags: expected a list of "
-                              "{flags: [...], why: ...}")
+    assert str(err.value) == f"{bad}: run_flags: expected a list, got str '--cap-add=SYS_PTRACE'"
+    bad.write_text("run_flags: []\nopt_in: [{name: x, flags: [--privileged], why: y}]\n")
+    with pytest.raises(container.DataError) as err:
+        container.run_flags(bad)
+    assert str(err.value) == f"{bad}: opt_in[0].exposes: missing"
     monkeypatch.setenv(container.RUN_FLAGS_ENV, "--security-opt 'x")
     with pytest.raises(container.ContainerError) as err:
         container.run_flags()
@@ -219,11 +318,34 @@ def test_bad_run_flags_give_one_line_errors(tmp_path, monkeypatch):
                               "\"--security-opt 'x\"")
 
 
+@pytest.mark.parametrize("variable, value, line", [
+    (container.RUN_FLAGS_ENV, "--security-opt 'x",
+     "netbench: NETBENCH_CONTAINER_FLAGS: No closing quotation in \"--security-opt 'x\""),
+    (container.OPT_IN_ENV, "privileged",
+     "netbench: NETBENCH_CONTAINER_OPT_IN: no opt-in 'privileged' "
+     "(offered: seccomp-unconfined)")])
+def test_a_malformed_flags_variable_stops_the_session_in_one_line(variable, value, line):
+    require(shutil.which("podman") or shutil.which("apptainer"),
+            "a container runtime (the local-container system)")
+    require(not shutil.which("apptainer"), "podman's run flags (Apptainer takes none)")
+    # issue #23: one line, then a traceback per case, from each case's
+    # run hook; now the check file says it once and no case starts
+    proc = run_reframe("local-container:container", "-p", "^(mpich|openmpi)$",
+                       "-n", "^ContainerPingPong%transport=shm", env={variable: value},
+                       timeout=300)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [line]
+    assert "Traceback" not in proc.stdout and "RUN" not in proc.stdout
+
+
 def test_the_shipped_run_flags_each_say_why():
-    entries = container.load_yaml(container.RUN_FLAGS_FILE)["run_flags"]
-    assert [e["flags"] for e in entries] == [["--cap-add=SYS_PTRACE"],
-                                             ["--security-opt", "seccomp=unconfined"],
-                                             ["--cgroup-parent={caller_cgroup}",
-                                              "--cgroups=no-conmon"],
-                                             ["--cpu-shares={cpu_shares}"]]
-    assert all(len(e["why"]) > 80 for e in entries)
+    entries = container.load_yaml(container.RUN_FLAGS_FILE)
+    assert [e["flags"] for e in entries["run_flags"]] == [
+        ["--cap-add=SYS_PTRACE"], ["--shm-size={host_shm_size}"],
+        ["--cgroup-parent={caller_cgroup}", "--cgroups=no-conmon"],
+        ["--cpu-shares={cpu_shares}"]]
+    assert all(len(e["why"]) > 80 for e in entries["run_flags"] + entries["opt_in"])
+    # what widens the container's reach is offered, never shipped on
+    assert [(e["name"], e["flags"]) for e in entries["opt_in"]] == [
+        ("seccomp-unconfined", ["--security-opt", "seccomp=unconfined"])]
+    assert all(len(e["exposes"]) > 80 for e in entries["opt_in"])

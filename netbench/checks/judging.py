@@ -2,13 +2,16 @@
 (thresholds.yaml and the seed files), and writing what judged it into the
 case's record."""
 
+import shlex
+import sys
 from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_before, variable
 
-from .. import paths, references
+from .. import judgement, linerate, paths, references
+from ..judgement import baseline
 from ..results import record as results_record
 
 #: the thresholds class of cases whose ranks share one node
@@ -31,6 +34,50 @@ class Judging(rfm.RegressionTestPlugin):
     #: by (`-S thresholds_folder=DIR` judges by a copy)
     thresholds_folder = variable(str, value=str(paths.REFERENCES))
 
+    #: what each node of the job printed of its line rate (netbench.linerate)
+    line_rate_output = "linerate.out"
+
+    # ---- the line rate: declared, or discovered by the job on its nodes ----
+
+    def needs_line_rate_discovery(self):
+        """Across nodes, when the partition declares no line rate and its
+        class is `auto` or judges some figure relative to the line rate."""
+        extras = self.current_partition.extras
+        if getattr(self, "placement", "internode") == "intranode" or \
+                extras.get("line_rate_mbps"):
+            return False
+        if extras.get("interconnect") == references.AUTO_CLASS:
+            return True
+        kind, transport = self.judged_by()
+        return bool(set(references.thresholds_for(
+            extras.get("interconnect", ""), kind, transport,
+            folder=Path(self.thresholds_folder), line_rate_mbps=1.0))
+            - set(references.thresholds_for(
+                extras.get("interconnect", ""), kind, transport,
+                folder=Path(self.thresholds_folder))))
+
+    @run_before("run")
+    def discover_line_rate(self):
+        """Before the benchmark, one process per node of the job reads its
+        link's rate (`python -m netbench.linerate`, through the job's own
+        launcher); the partition's `interface` extra names the link, else
+        the route to another node of the job does."""
+        if not self.needs_line_rate_discovery():
+            return
+        self.job.num_tasks = self.num_tasks
+        self.job.num_tasks_per_node = self.num_tasks_per_node
+        launch = " ".join(self.job.launcher.run_command(self.job))
+        interface = self.current_partition.extras.get("interface")
+        args = f" --interface {shlex.quote(str(interface))}" if interface else ""
+        self.prerun_cmds.append(f"{launch} {shlex.quote(sys.executable)} -m netbench.linerate"
+                                f"{args} > {self.line_rate_output} 2>&1 || true")
+
+    def line_rate(self):
+        """The partition's netbench.linerate.LineRate: declared (or a
+        virtual cluster's tbf), else the slowest node's discovered one."""
+        discovered = linerate.parse_job_output(self.read_stage_file(self.line_rate_output))
+        return linerate.resolve(self.current_partition.extras, discovered)
+
     # ---- performance, in this order ----
 
     @run_before("performance")
@@ -41,10 +88,14 @@ class Judging(rfm.RegressionTestPlugin):
     @run_before("performance")
     def set_references(self):
         """ReFrame's references, and the same figures in the record: the
-        report draws what judged the case, not today's files."""
+        report draws what judged the case, not today's files.  A figure
+        the rule (netbench.judgement) leaves inconclusive is reported
+        against an unbounded reference, so ReFrame neither passes nor fails
+        it on its own: the record says inconclusive and why."""
         judged = self.judged_references()
-        self.reference = {self.current_partition.fullname: {
-            var: ref for var, (ref, _) in judged.items()}}
+        self.decisions = self.decide_figures()
+        self.judge_the_curve_by_its_baseline()
+        references = {var: self.reframe_reference(var, ref) for var, (ref, _) in judged.items()}
         entries = {}
         for var, ((value, lower, upper, unit), threshold) in judged.items():
             figure = threshold.figure if threshold else None
@@ -53,10 +104,89 @@ class Judging(rfm.RegressionTestPlugin):
                 citation=figure and figure.citation,
                 interconnect=self.interconnect_class() if figure else None,
                 at=self.reference_position(var, figure))
+        if baseline.RATIO in self.decisions:
+            ratio = (1.0, None, 0.0, "x")
+            references[baseline.RATIO] = self.reframe_reference(baseline.RATIO, ratio)
+            entries[baseline.RATIO] = results_record.reference(
+                *ratio, figure="baseline", citation=self.baseline_source())
+        # one assignment: ReFrame scopes the dictionary on assignment
+        self.reference = {self.current_partition.fullname: references}
         self.record = {**self.record, "references": entries}
         unjudged = self.unjudged_figures()
         if unjudged:
             self.record["unjudged"] = unjudged
+        self.record_decisions()
+
+    #: {variable: netbench.judgement.Decision} of the case's judged figures
+    decisions = {}
+    #: the per-size decisions against the learned baseline, for the record
+    baseline_sizes = []
+
+    def judge_the_curve_by_its_baseline(self):
+        """The per-size decisions against the partition's learned baseline
+        (`usec@<bytes>`) become one: performance variable vs_baseline, the
+        worst size's figure over its bound, judged at most 1."""
+        sizes = {var: d for var, d in self.decisions.items() if "@" in var}
+        if not sizes:
+            return
+        combined, self.baseline_sizes = baseline.combine(sizes, self.judged_bounds(),
+                                                         self.baseline_source())
+        failed = [s["bytes"] for s in self.baseline_sizes if s["verdict"] == judgement.FAIL]
+        combined = self.allowing_for_contention(baseline.RATIO, combined, failed)
+        self.decisions = {var: d for var, d in self.decisions.items() if "@" not in var}
+        self.decisions[baseline.RATIO] = combined
+        self.perf_variables[baseline.RATIO] = sn.make_performance_function(
+            sn.defer(combined.value), "x")
+
+    def baseline_source(self):
+        path = baseline.file_for(self.current_partition.fullname,
+                                 Path(self.thresholds_folder) / "baselines")
+        return f"{path.name}, accepted runs of this partition"
+
+    def decide_figures(self):
+        """{variable: Decision} from every launch (checks that launch
+        netbench's benchmark: NetbenchRun); {} where ReFrame's reference
+        alone judges one launch's figure."""
+        return {}
+
+    def reframe_reference(self, var, ref):
+        """ReFrame's reference tuple for `var`: unbounded when the rule left
+        the figure inconclusive (ReFrame knows only pass and fail)."""
+        decision = self.decisions.get(var)
+        if decision is not None and decision.verdict not in (judgement.PASS, judgement.FAIL):
+            return (ref[0], None, None, ref[3])
+        return ref
+
+    def record_decisions(self):
+        """The decisions, their bounds and the runs they rest on, into the
+        record; the case's verdict is the worst of its figures'."""
+        if not self.decisions:
+            return
+        bounds = {**self.judged_bounds(), baseline.RATIO: judgement.Bound("upper", 1.0)}
+        self.record["verdicts"] = {
+            var: {**decision.to_json(), "bound": bounds[var].to_json()}
+            for var, decision in self.decisions.items()}
+        if self.baseline_sizes:
+            self.record["verdicts"][baseline.RATIO]["sizes"] = self.baseline_sizes
+        self.record["verdict"] = judgement.case_verdict(
+            d.verdict for d in self.decisions.values())
+        if self.record["verdict"] == judgement.INCONCLUSIVE:
+            self.record["host"] = self.host_load()
+            load = ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in self.record["host"].items())
+            for var, entry in self.record["verdicts"].items():
+                if entry["verdict"] == judgement.INCONCLUSIVE and load:
+                    entry["reason"] += f"; {load}"
+
+    def judged_bounds(self):
+        return {}
+
+    def allowing_for_contention(self, var, decision, sizes=()):
+        """The decision as the host's contention lets it stand (NetbenchRun)."""
+        return decision
+
+    def host_load(self):
+        """{load, cpu_pressure} the job saw after its launches."""
+        return {}
 
     def judged_references(self):
         """{performance variable: (ReFrame's reference tuple, the Threshold
@@ -102,7 +232,11 @@ class Judging(rfm.RegressionTestPlugin):
         the partition's link class does not describe."""
         if getattr(self, "placement", "internode") == "intranode":
             return INTRANODE_CLASS
-        return self.current_partition.extras.get("interconnect", "")
+        declared = self.current_partition.extras.get("interconnect", "")
+        if declared != references.AUTO_CLASS:
+            return declared
+        return linerate.matching_class(
+            self.line_rate(), references.class_matches(Path(self.thresholds_folder))) or ""
 
     def thresholds(self, line_rate_mbps=None):
         """{variable: Threshold} of the case's interconnect class, scaled to
@@ -110,25 +244,33 @@ class Judging(rfm.RegressionTestPlugin):
         kind, transport = self.judged_by()
         return references.thresholds_for(
             self.interconnect_class(), kind, transport, folder=Path(self.thresholds_folder),
-            line_rate_mbps=line_rate_mbps or self.current_partition.extras.get("line_rate_mbps"))
+            line_rate_mbps=line_rate_mbps or self.line_rate().mbps)
 
     def unjudged_reason(self):
         """Why the case cannot be held to documented thresholds, or None:
         it can, or its kind is informational by design (no class documents
         it).  Without thresholds ReFrame compares with 0, unbounded, and
         passes: such a case must fail instead."""
-        extras = self.current_partition.extras
         kind, transport = self.judged_by()
-        reason = references.missing_thresholds(self.interconnect_class(), kind, transport,
+        rate = self.line_rate()
+        cname = self.interconnect_class()
+        if not cname and self.current_partition.extras.get("interconnect") == \
+                references.AUTO_CLASS:
+            found = (f"{rate.link_layer or 'a'} link at {rate.mbps:g} Mbit/s" if rate.mbps
+                     else f"no line rate ({rate.why})")
+            return (f"interconnect class auto: the nodes discovered {found}, which no class "
+                    f"of thresholds.yaml matches; declare extras.interconnect")
+        reason = references.missing_thresholds(cname, kind, transport,
                                                folder=Path(self.thresholds_folder))
         if reason:
             return reason
-        if not extras.get("line_rate_mbps"):
+        if not rate.mbps:
             relative = sorted(set(self.thresholds(line_rate_mbps=1.0)) - set(self.thresholds()))
             if relative:
                 return (f"the thresholds of {', '.join(relative)} are relative to the line "
                         f"rate, and partition {self.current_partition.fullname} declares "
-                        f"none (extras.line_rate_mbps)")
+                        f"none (extras.line_rate_mbps) and its nodes discovered none "
+                        f"({rate.why or 'not asked'})")
         return None
 
     @sn.deferrable

@@ -13,8 +13,13 @@ the order the hooks depend on:
                select_transport, place_ranks (after select_transport);
                JobOutcome: require_matching_slurm_conf;
                Recording: require_section
-  pre-run      LinkCounters: count_link_traffic (before the checks' own)
-  pre-sanity   LinkCounters: count_link_traffic_after;
+  pre-run      Judging: discover_line_rate (its launch before the counters'
+               first reading); LinkCounters: count_link_traffic (before the
+               checks' own); Recording: capture_node_state (first of the
+               job's commands: the nodes' state before anything runs)
+  pre-sanity   JobOutcome: read_job_outcome (the job's output read once
+               for why a rank did not finish); LinkCounters:
+               count_link_traffic_after;
                Recording: record_measurement (before the checks' sanity)
   pre-perf     Judging: set_perf_variables, then set_references (which
                judges them); LinkCounters: report_link_traffic (after
@@ -24,7 +29,7 @@ the order the hooks depend on:
                after the checks' own init hooks have set ranks and layout)
 
 A check's own hooks come after these; a hook it overrides by name keeps its
-place.  tests/test_checks_hooks.py holds the order.
+place.  tests/test_checks_structure.py holds the order.
 """
 
 from .base import MpiJob

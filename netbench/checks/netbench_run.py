@@ -2,7 +2,9 @@
 build fixture, the run of one mode, and the ping-pong and throughput
 checks' figures."""
 
+import json
 import os
+from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -10,7 +12,10 @@ from reframe.core.builtins import (fixture, performance_function, run_after, run
                                    sanity_function, variable)
 
 from .. import benchspec, paths
+from ..judgement import baseline, decide, figures, remeasure
+from ..judgement.rule import allowing_for_contention, rule_of
 from ..results import benchmark
+from ..textsafe import printable
 from .base import KiB, MiB, RAW_TCP
 from .mpirun import MpiRun
 
@@ -41,6 +46,12 @@ class NetbenchBuild(rfm.CompileOnlyRegressionTest):
                               msg="netbench binary was not produced")
 
 
+#: across nodes, messages up to this size are latency: the CPUs, not the
+#: link, bound them (the benchmark's latency takes sizes under 64 bytes;
+#: 4 KiB is one page, within the eager limit of the TCP transports)
+CPU_BOUND_BYTES = 4096
+
+
 class NetbenchRun(MpiRun):
     """Run one mode of netbench's own benchmark (reframe_checks/src/netbench.c).
 
@@ -66,12 +77,18 @@ class NetbenchRun(MpiRun):
 
     @run_before("sanity")
     def find_stacked_ranks(self):
-        self.stacked_ranks = benchmark.stacked_ranks(self.read_stage_file(self.job.stdout))
+        self.stacked_ranks = benchmark.stacked_placements(self.first_launch()["placements"])
 
     def measured_series(self):
-        name = "tcp" if self.transport == RAW_TCP else "mpi"
-        return [benchmark.series(name, self.read_stage_file(self.job.stdout),
-                                 self.drawn_columns)]
+        return [self.series_of(self.main_run())]
+
+    def series_of(self, run):
+        """The record's series of run `run`: its first launch's table."""
+        return benchmark.rows_series(run, self.first_launch(run)["rows"], self.drawn_columns)
+
+    def measured_runs(self):
+        """Every launch of every run, for the record."""
+        return {name: self.launches(name) for name in self.first_outputs()}
 
     @run_before("run")
     def set_command(self):
@@ -86,17 +103,17 @@ class NetbenchRun(MpiRun):
 
     @sanity_function
     def validate_run(self):
-        hosts = sn.extractall(r"^# rank \d+ host (\S+) cpu", self.stdout, 1)
+        hosts = [p["host"] for p in self.first_launch()["placements"].values()]
         verified = [] if not self.verifies else [
             sn.assert_eq(self.summary("verify_errors", int), 0,
                          msg="received data did not match what was sent")]
         return sn.all([self.assert_ranks_finished()] + verified + [
             self.assert_ranks_not_stacked(),
             self.assert_traffic_crossed_links(hosts),
-            sn.assert_found(r"^@ sweep_seconds", self.stdout,
-                            msg="the benchmark did not finish its sweep"),
-            sn.assert_eq(sn.count(hosts), self.num_tasks, msg="not every rank reported"),
-            sn.assert_eq(sn.len(sn.defer(set(hosts.evaluate()))), self.expected_hosts(),
+            sn.assert_true("sweep_seconds" in self.first_launch()["summary"],
+                           msg="the benchmark did not finish its sweep"),
+            sn.assert_eq(len(hosts), self.num_tasks, msg="not every rank reported"),
+            sn.assert_eq(len(set(hosts)), self.expected_hosts(),
                          msg="ranks ran on the wrong number of hosts"),
             self.assert_judged(),
         ])
@@ -105,130 +122,236 @@ class NetbenchRun(MpiRun):
         # runs with more ranks than CPUs per node are skipped before they
         # start (skip_if_oversubscribed), so a shared pin is the launcher's
         stacked = self.stacked_ranks
-        return sn.assert_false(stacked, msg=f"ranks pinned to one CPU each ({', '.join(stacked)})"
-                                            f": they take turns, so the run measured the "
-                                            f"scheduler; check the launcher's binding flags")
+        # host names as the ranks reported them: escaped (textsafe)
+        return sn.assert_false(stacked, msg=printable(
+            f"ranks pinned to one CPU each ({', '.join(stacked)}): they take turns, so the "
+            f"run measured the scheduler; check the launcher's binding flags"))
 
-    def output_file(self):
-        return str(self.job.stdout)
+    # ---- the launches' outputs, each parsed once (results.benchmark.parse_run) ----
 
-    def summary(self, key, conv=float, output=None):
-        """A `@ key value` line of the benchmark's output (the job's stdout,
-        or `output` in the stage folder)."""
-        return table_summary(self, output or self.output_file(), key, conv)
+    def main_run(self):
+        """The name of the case's own run: its series and figures."""
+        return "tcp" if self.transport == RAW_TCP else "mpi"
 
-    def column_at(self, nbytes, column, output=None):
-        """A column of the table at one message size (ping-pong columns:
-        bytes usec usec_min usec_max mad_pct MBps Mbps samples reps)."""
-        return table_value(self, output or self.output_file(), nbytes, column)
+    def first_outputs(self):
+        """{run name: the stage file of its first launch}: the job's stdout
+        for the case's own run; checks that launch more add theirs."""
+        return {self.main_run(): str(self.job.stdout)}
+
+    def run_files(self, name):
+        """The stage files of every launch of run `name`, in order: the
+        first, then the re-measurements `NAME-2.out`, `NAME-3.out`, ..."""
+        files = [self.first_outputs()[name]]
+        while os.path.exists(os.path.join(self.stagedir, f"{name}-{len(files) + 1}.out")):
+            files.append(f"{name}-{len(files) + 1}.out")
+        return files
+
+    def launches(self, name=None):
+        """Every launch of run `name` (default: the case's own) as parsed
+        once: [{columns, rows, summary, placements, failure, ...}]."""
+        name = name or self.main_run()
+        cache = self.__dict__.setdefault("_parsed_launches", {})
+        if name not in cache:
+            cache[name] = [benchmark.parse_run(self.read_stage_file(f))
+                           for f in self.run_files(name)]
+        return cache[name]
+
+    def first_launch(self, name=None):
+        return self.launches(name)[0]
+
+    def summary(self, key, conv=float, run=None):
+        """A `@ key value` figure of the first launch of `run`."""
+        return launch_summary(self, run or self.main_run(), key, conv)
+
+    def column_at(self, nbytes, column, run=None):
+        """A column of the first launch's table at one message size
+        (ping-pong columns: bytes usec usec_min usec_max mad_pct MBps Mbps
+        samples reps usec_lo usec_hi)."""
+        return launch_value(self, run or self.main_run(), nbytes, column)
+
+    # ---- judged figures: launched again while undecided (netbench.judgement) ----
+
+    #: {performance variable: (run, figure spec of netbench.judgement.figures)}
+    figure_specs = {}
+    #: the job's description of what it judges, for netbench.judgement.remeasure
+    judging_file = "judging.json"
+
+    def launch_commands(self):
+        """{run name: the command line of one launch of it}."""
+        return {self.main_run(): f"{self.launch_prefix()} {self.executable} "
+                                 f"{' '.join(self.executable_opts)}"}
+
+    def launch_prefix(self):
+        # ReFrame copies the task counts into the job only after the pre-run
+        # hooks; the launcher needs them now to build a second command
+        self.job.num_tasks = self.num_tasks
+        self.job.num_tasks_per_node = self.num_tasks_per_node
+        return self.job.launcher.run_command(self.job)
+
+    def judged_bounds(self):
+        """{variable: Bound} of the judged figures: the documented ones
+        that have a spec, and every size of the partition's learned
+        baseline for this case (`usec@<bytes>`)."""
+        bounds = {}
+        for var, ((ref, lower, upper, unit), _) in self.judged_references().items():
+            bound = remeasure.bound_of(ref, lower, upper, unit)
+            if var in self.figure_specs and bound is not None:
+                bounds[var] = bound
+        for nbytes, bound in self.baseline_bounds().items():
+            bounds[baseline.variable(nbytes)] = bound
+        return bounds
+
+    def figure_spec(self, var):
+        """(run, figure spec) of a judged variable."""
+        if var in self.figure_specs:
+            return self.figure_specs[var]
+        nbytes = float(var.split("@", 1)[1])
+        return self.main_run(), baseline.figure_spec(nbytes)
+
+    def baseline_bounds(self):
+        """{bytes: Bound} of this case in its partition's baseline (the
+        references folder's baselines/), {} without one."""
+        learned = baseline.for_partition(self.current_partition.fullname,
+                                         Path(self.thresholds_folder) / "baselines")
+        return baseline.case_bounds(learned, baseline.case_name(
+            {"display_name": self.display_name}), self.current_environ.name)
+
+    @run_before("run")
+    def launch_again_while_undecided(self):
+        """The job launches a run again while a judged figure of it is
+        neither shown within its bound nor beyond it in every launch
+        (netbench.judgement.rule), up to the rule's budget; then it prints
+        the host's load, which an inconclusive verdict names."""
+        commands = self.launch_commands()
+        figures = {var: {"run": self.figure_spec(var)[0], "spec": self.figure_spec(var)[1],
+                         "bound": bound.to_json()}
+                   for var, bound in self.judged_bounds().items()} if commands else {}
+        rule = self.judging_rule()
+        description = {"runs": {name: self.first_outputs()[name] for name in commands},
+                       "figures": figures,
+                       "rule": {"launches": rule.launches,
+                                "min_launches_to_fail": rule.min_launches_to_fail}}
+        with open(os.path.join(self.stagedir, self.judging_file), "w") as f:
+            json.dump(description, f, indent=1)
+        self.postrun_cmds += remeasure.job_lines(commands, self.judging_file,
+                                                 rule.launches) if figures else []
+        self.postrun_cmds += remeasure.HOST_LOAD_LINES
+
+    def judging_rule(self):
+        """judging.yaml of the references the case is judged by."""
+        return rule_of(self.thresholds_folder)
+
+    def judged_value(self, var):
+        """The figure the case reports for `var`: the one its decision
+        rests on (set_references), else its first launch's."""
+        decision = self.decisions.get(var)
+        if decision is not None and decision.launches:
+            return sn.defer(decision.value)
+        run, spec = self.figure_specs[var]
+        return launch_figure(self, run, spec)
+
+    def host_load(self):
+        """How busy the host was after the launches (the job printed it)."""
+        launch = self.first_launch()
+        return {k: launch[k] for k in ("host_load", "cpu_pressure")
+                if launch.get(k) is not None}
+
+    def decide_figures(self):
+        """{variable: Decision} of the judged figures, from every launch."""
+        decisions = {}
+        for var, bound in self.judged_bounds().items():
+            run, spec = self.figure_spec(var)
+            runs = [launch["rows"] for launch in self.launches(run)]
+            if not any(runs):
+                continue        # nothing measured (a dry run): nothing to decide
+            decision = decide(figures.estimates(runs, spec), bound, self.judging_rule())
+            # a curve's sizes keep their evidence; the curve's combined
+            # verdict allows for contention (judge_the_curve_by_its_baseline)
+            decisions[var] = decision if "@" in var else self.allowing_for_contention(
+                var, decision)
+        return decisions
+
+    def allowing_for_contention(self, var, decision, sizes=()):
+        """`decision`, inconclusive instead of failed when the figure is the
+        CPUs' and the host's CPUs were contended (judging.yaml); `sizes`:
+        a curve's failed sizes, CPU-bound when any of them is."""
+        cpu_bound = self.cpu_bound(var) if not sizes else any(
+            self.cpu_bound(baseline.variable(size)) for size in sizes)
+        return allowing_for_contention(decision, self.host_load(), cpu_bound,
+                                       self.judging_rule())
+
+    def cpu_bound(self, var):
+        """Whether the host's CPUs bound the figure: every figure between
+        ranks of one node, and latency (small messages) across nodes; a
+        link bounds bandwidth across nodes."""
+        if getattr(self, "placement", "") != "internode":
+            return True
+        if "@" in var:
+            return float(var.split("@", 1)[1]) <= CPU_BOUND_BYTES
+        return var.endswith("latency")
 
 
 @sn.deferrable
-def table_summary(test, name, key, conv=float):
-    """The summary figure `key` of the benchmark's output `name` in the
-    test's stage folder; a SanityError naming what is missing, not a
-    ValueError on whatever a dying run left there."""
-    _, summary = benchmark.parse_output(test.read_stage_file(name))
+def launch_summary(test, run, key, conv=float):
+    """The summary figure `key` of run `run`'s first launch; a SanityError
+    naming what is missing, not a ValueError on whatever a dying run left."""
     try:
-        return conv(benchmark.summary_figure(summary, key, name))
+        return conv(benchmark.summary_figure(test.first_launch(run)["summary"], key,
+                                             test.run_files(run)[0]))
     except benchmark.MissingFigure as err:
         raise sn.SanityError(str(err)) from err
 
 
 @sn.deferrable
-def table_value(test, name, nbytes, column):
-    """One figure of the benchmark's table in `name` (stage folder), read by
-    the column's name in the `# columns:` header; a SanityError when the
-    table has no such row."""
-    rows, _ = benchmark.parse_output(test.read_stage_file(name))
+def launch_value(test, run, nbytes, column):
+    """One figure of run `run`'s first launch's table, by column name; a
+    SanityError when the table has no such row."""
     try:
-        return benchmark.table_figure(rows, nbytes, column, name)
+        return benchmark.table_figure(test.first_launch(run)["rows"], nbytes, column,
+                                      test.run_files(run)[0])
     except benchmark.MissingFigure as err:
         raise sn.SanityError(str(err)) from err
 
 
-#: judged ping-pong figures a sweep re-measures before it fails:
-#: variable -> (the benchmark's summary key, which bound it can miss)
-REMEASURED = {"latency": ("latency_usec", "upper"), "peak_bw": ("peak_Mbps", "lower")}
-
-
-def out_of_bounds_test(bounds):
-    """An awk program that exits 0 when a `@ key value` line of the
-    benchmark's output is outside its bound: bounds {key: (side, value)}."""
-    tests = [f'($2 == "{key}" && $3 {">" if side == "upper" else "<"} {value!r})'
-             for key, (side, value) in sorted(bounds.items())]
-    return "$1 == \"@\" && (" + " || ".join(tests) + ") {bad = 1} END {exit !bad}"
+@sn.deferrable
+def launch_figure(test, run, spec):
+    """A figure spec's value in run `run`'s first launch."""
+    try:
+        return figures.estimate(test.first_launch(run)["rows"], spec).value
+    except figures.NoFigure as err:
+        raise sn.SanityError(f"{err} in {test.run_files(run)[0]}: the benchmark did not "
+                             f"finish") from err
 
 
 class PingPongBase(NetbenchRun):
     """MPI ping-pong sweep between two ranks (seed 000's NetPIPE runs,
     seed 004's blocking and non-blocking point-to-point).
 
-    Repeat before alarm: when the sweep's latency or peak bandwidth is
-    outside its documented bounds, the job sweeps once more (REMEASURED)
-    and the case is judged by the better of the two, as NetPIPE keeps the
-    best of its repetitions; the record keeps both figures, so the report
-    shows the re-measurement.  A busy 2-core host delays single sweeps by
-    tens of percent now and then; a path that is slow stays slow."""
+    Latency and peak bandwidth are judged launch by launch
+    (netbench.judgement): while neither clearly within nor clearly beyond
+    their bounds, the job sweeps again, up to the rule's budget; every
+    launch is in the record."""
 
     kind = "pingpong"
     bench_mode = "pingpong"
     section = "pingpong"
-    remeasure_output = "remeasure.out"
+    figure_specs = {"latency": ("mpi", {"figure": "latency"}),
+                    "peak_bw": ("mpi", {"figure": "peak", "column": "Mbps"})}
 
-    def remeasure_bounds(self):
-        """{summary key: (side, bound)} of the judged figures."""
-        bounds = {}
-        for var, ((ref, lower, upper, _), _) in self.judged_references().items():
-            if var not in REMEASURED or not ref:
-                continue
-            key, side = REMEASURED[var]
-            fraction = upper if side == "upper" else lower
-            if fraction is not None:
-                bounds[key] = (side, ref * (1 + fraction))
-        return bounds
-
-    @run_before("run")
-    def remeasure_out_of_bounds(self):
-        """After set_command: the same launcher runs the same sweep again,
-        only when a judged figure of the first is out of bounds."""
-        bounds = self.remeasure_bounds()
-        if not bounds:
-            return
-        # ReFrame copies the task counts into the job only after this hook
-        self.job.num_tasks = self.num_tasks
-        self.job.num_tasks_per_node = self.num_tasks_per_node
-        launch = self.job.launcher.run_command(self.job)
-        command = f"{launch} {self.executable} {' '.join(self.executable_opts)}"
-        self.postrun_cmds.append(
-            f"if awk '{out_of_bounds_test(bounds)}' {self.job.stdout}; then "
-            f"echo 'netbench: a judged figure is out of bounds: sweeping again' >&2; "
-            f"{command} > {self.remeasure_output}; fi")
-
-    def best_summary(self, key, pick):
-        """The better of the sweep's and the re-measurement's figure."""
-        first = self.summary(key)
-        if not self.read_stage_file(self.remeasure_output):
-            return first
-        return sn.defer(pick(first.evaluate(), self.summary(key, output=self.remeasure_output)
-                             .evaluate()))
-
-    @run_before("performance")
-    def record_remeasurement(self):
-        if not self.read_stage_file(self.remeasure_output):
-            return
-        self.record = {**self.record, "remeasured": {
-            var: [float(self.summary(key).evaluate()),
-                  float(self.summary(key, output=self.remeasure_output).evaluate())]
-            for var, (key, _) in REMEASURED.items()}}
+    @run_after("init")
+    def figures_of_the_main_run(self):
+        # raw TCP checks measure run "tcp"
+        if self.transport == RAW_TCP:
+            self.figure_specs = {var: ("tcp", spec)
+                                 for var, (_, spec) in type(self).figure_specs.items()}
 
     @performance_function("us")
     def latency(self):
-        return self.best_summary("latency_usec", min)
+        return self.judged_value("latency")
 
     @performance_function("Mbit/s")
     def peak_bw(self):
-        return self.best_summary("peak_Mbps", max)
+        return self.judged_value("peak_bw")
 
     @performance_function("Mbit/s")
     def bw_64KiB(self):

@@ -6,9 +6,10 @@ import re
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import run_after
+from reframe.core.builtins import run_after, run_before
 
 from ..results import benchmark
+from ..textsafe import printable
 
 #: how Slurm says it ended a job early, in the job's stderr: the controller's
 #: cancellation (slurmstepd), then srun's errors, the cause first: a node
@@ -32,15 +33,27 @@ def slurm_failure(stderr_text):
     return "; ".join(m.group(1).strip() for m in (cancelled, cause) if m) or None
 
 
+#: netbench.launch's line when it ended a launch that ran out of time or was
+#: cancelled (netbench/supervise.py): what it saw, before the MPI launcher's
+#: words about the ranks it killed
+LAUNCH_STOPPED = r"^netbench\.launch: (stopped the job .*)$"
+
+
 def job_failure(stdout_text, stderr_text):
     """Why the job's ranks did not all finish, from its output: Slurm's
     reason when Slurm ended the job (the ranks it killed are no cause),
     else the rank the MPI launcher saw die and how (`rank 1 (pid N on
-    host) was killed by signal 9 (Killed)`); None when neither."""
+    host) was killed by signal 9 (SIGKILL)`), or netbench.launch's own
+    reason when it ended a launch that ran out of time; None when none."""
     reason = slurm_failure(stderr_text)
     if reason:
-        return f"Slurm ended the job: {reason}"
-    return benchmark.launcher_failure(f"{stdout_text}\n{stderr_text}")
+        return printable(f"Slurm ended the job: {reason}")
+    stopped = re.search(LAUNCH_STOPPED, stderr_text, re.MULTILINE)
+    if stopped:
+        return printable(stopped[1])
+    # host names in it are what the launcher printed: escaped (textsafe)
+    failure = benchmark.launcher_failure(f"{stdout_text}\n{stderr_text}")
+    return printable(failure) if failure else None
 
 
 class JobOutcome(rfm.RegressionTestPlugin):
@@ -58,18 +71,32 @@ class JobOutcome(rfm.RegressionTestPlugin):
                              f"{conf}, but SLURM_CONF={os.environ.get('SLURM_CONF', '')!r}: "
                              f"export SLURM_CONF={conf}")
 
+    #: why the job's ranks did not all finish (job_failure), read once
+    #: before the sanity stage; "" when they did
+    job_outcome = ""
+
+    def outcome_outputs(self):
+        """Further files of the stage folder that a launcher wrote to
+        besides the job's stdout (MpiVsTcp's second run)."""
+        return ()
+
+    @run_before("sanity")
+    def read_job_outcome(self):
+        """The job's stdout, those outputs and its stderr, read once for
+        the reason a rank did not finish."""
+        stdout = "\n".join(self.read_stage_file(f)
+                           for f in (self.job.stdout, *self.outcome_outputs()))
+        self.job_outcome = job_failure(stdout, self.read_stage_file(self.job.stderr)) or ""
+
     @sn.deferrable
-    def assert_ranks_finished(self, *outputs):
+    def assert_ranks_finished(self):
         """Every rank finished: neither Slurm ended the job or a step early
         (time limit, node failure, a task killed; ReFrame's squeue scheduler
         sees only that the job left the queue), nor did the MPI launcher
         report a rank that died (`rank 1 (pid N on host) was killed by
-        signal 9 (Killed)`).  First of the sanity assertions: the output
+        signal 9 (SIGKILL)`).  First of the sanity assertions: the output
         of such a run is cut short, and the other assertions and the
-        figures would report its symptoms.  `outputs`: further files of
-        the stage folder that a launcher wrote to (MpiVsTcp's second run)."""
-        stdout = "\n".join(self.read_stage_file(f) for f in (self.job.stdout, *outputs))
-        reason = job_failure(stdout, self.read_stage_file(self.job.stderr))
-        if reason:
-            raise sn.SanityError(reason)
+        figures would report its symptoms."""
+        if self.job_outcome:
+            raise sn.SanityError(self.job_outcome)
         return True

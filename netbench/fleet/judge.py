@@ -26,9 +26,12 @@ The rule (parameters and their reasons: thresholds.yaml `sweep:`):
   whose pairs are bad with more than ``node_majority`` of its partners, in
   at least ``node_min_bad_pairs`` pairs, is a suspect of kind ``node``;
   bad pairs no suspect node explains are suspects of kind ``pair``.
-- The fleet's median against the partition's documented figures (or its
-  line rate x ``line_rate_fraction``) by the same fraction and factor: a
-  uniformly slow fleet has no outlier, so this is a fleet-level finding.
+- The fleet's median against a reference of what the sweep itself
+  measures: a figure given for it (``reference_bw_mbps``), else the line
+  rate x ``line_rate_fraction`` (calibrated on healthy sweeps; never a
+  ping-pong's figure), bad below ``fleet_fraction`` of it; latency against
+  the documented latency by ``latency_factor``.  A uniformly slow fleet
+  has no outlier, so this is a fleet-level finding.
 
 Repeat before alarm: `pairs_to_remeasure` gives the bad directions; the
 check measures them again and `merge_remeasurement` keeps the better figure
@@ -52,12 +55,21 @@ read back with `read_suspects`)::
 
 A node's direction: ``egress`` when only the directions from it are bad,
 ``ingress`` only those to it; a pair's ``a->b`` when only that direction is.
+
+A node that stopped answering mid-sweep (its rank killed, its sshd gone:
+`lost`, found by netbench.results.sweep.lost_hosts) is the first suspect:
+kind ``node``, direction ``unreachable``, metric ``answered_pairs``, its
+value the pairs measured with it before it went silent, fleet_median the
+other nodes' median count, and as evidence the figures those pairs had.
+
+Every value is finite: suspects.json is strict JSON (no NaN, no Infinity).
 """
 
 import dataclasses
 import json
 import math
 import operator
+import re
 import statistics
 
 import numpy as np
@@ -67,6 +79,14 @@ from ..datafiles import load_json, validate
 
 LATENCY = "latency_us"
 BANDWIDTH = "bw_Mbps"
+#: a lost node's metric and direction (the module docstring)
+ANSWERED = "answered_pairs"
+UNREACHABLE = "unreachable"
+#: the closed vocabularies of a suspect (SUSPECTS_SCHEMA; drain.sh writes
+#: nothing else): kinds, a node's directions, metrics
+KINDS = ("node", "pair")
+NODE_DIRECTIONS = ("both", "egress", "ingress", UNREACHABLE)
+METRIC = re.compile(rf"(?:{LATENCY}|{BANDWIDTH}@[0-9]{{1,15}}|{ANSWERED})\Z")
 #: MAD times this estimates a normal distribution's standard deviation
 MAD_TO_SIGMA = 1.4826
 SCHEMA_VERSION = 1
@@ -122,14 +142,32 @@ class FleetVerdict:
     measurements: dict        # the input, for re-measurement
 
     def to_json(self):
-        """The content of suspects.json (schema: the module docstring)."""
-        return json.dumps({
+        """The content of suspects.json (schema: the module docstring):
+        strict JSON, a figure that is not finite is null."""
+        return strict_json({
             "version": SCHEMA_VERSION,
             "suspects": [_suspect_json(s) for s in self.suspects],
             "bad_pairs": [dataclasses.asdict(e) for e in self.bad_pairs],
             "fleet": {m: _stat_json(s) for m, s in self.stats.items()},
             "findings": [dataclasses.asdict(f) for f in self.findings],
-        }, indent=2) + "\n"
+        })
+
+
+def finite_or_null(data):
+    """`data` with every NaN or infinity replaced by None (JSON's null)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: finite_or_null(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite_or_null(v) for v in data]
+    return data
+
+
+def strict_json(data):
+    """JSON text that every JSON parser reads: NaN and Infinity, which
+    Python's json writes by default, become null."""
+    return json.dumps(finite_or_null(data), indent=2, allow_nan=False) + "\n"
 
 
 def _suspect_json(suspect):
@@ -531,9 +569,13 @@ def evidence_by_suspect(bad, nodes):
 # -- the fleet against the partition's documented figures -------------------
 
 def fleet_references(stats, reference_latency_us, reference_bw_mbps, line_rate_mbps, rule):
-    """{metric: reference}: latency, and bandwidth at the largest size
-    (the documented figure, else the line rate times line_rate_fraction)."""
+    """{metric: reference}: latency, and bandwidth at the largest size (a
+    figure of the sweep's own, else the line rate times the sweep's
+    calibrated line_rate_fraction)."""
     out = {}
+    reference_latency_us, reference_bw_mbps, line_rate_mbps = (
+        figure if is_positive_figure(figure) else None
+        for figure in (reference_latency_us, reference_bw_mbps, line_rate_mbps))
     if reference_latency_us and LATENCY in stats:
         out[LATENCY] = float(reference_latency_us)
     sizes = [m for m in stats if metric_size(m) is not None]
@@ -544,14 +586,21 @@ def fleet_references(stats, reference_latency_us, reference_bw_mbps, line_rate_m
     return out
 
 
+def is_positive_figure(value):
+    """A reference worth holding a fleet to: a finite number above 0 (a
+    NaN from a partition's extras would judge nothing)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and value > 0
+
+
 def fleet_findings(stats, refs, rule):
     findings = []
     for metric, reference in refs.items():
         median = stats[metric].fleet_median
         if higher_is_better(metric):
-            bound = rule.bandwidth_fraction * reference
+            bound = rule.fleet_fraction * reference
             text = f"the whole fleet's {metric} is {median:g}, below {bound:g} " \
-                   f"({rule.bandwidth_fraction:g} x the reference {reference:g})"
+                   f"({rule.fleet_fraction:g} x the reference {reference:g})"
         else:
             bound = rule.latency_factor * reference
             text = f"the whole fleet's {metric} is {median:g}, above {bound:g} " \
@@ -561,12 +610,40 @@ def fleet_findings(stats, refs, rule):
     return findings
 
 
+# -- nodes that stopped answering ---------------------------------------------
+
+def answered_metric(by_metric):
+    """The figure a lost node's evidence shows: bandwidth at the largest
+    size, else latency."""
+    sizes = [m for m in by_metric if metric_size(m) is not None]
+    return max(sizes, key=metric_size) if sizes else (LATENCY if by_metric else None)
+
+
+def lost_suspect(host, lost, hosts, partners, by_metric, stats, rule):
+    """The suspect of a node that went silent mid-sweep: how many pairs
+    answered with it against the others' median (`partners`:
+    measured_partners), and their figures."""
+    others = [partners.get(h, 0) for h in hosts if h not in lost]
+    metric = answered_metric(by_metric)
+    evidence = ()
+    if metric and host in by_metric[metric].hosts:
+        figures = by_metric[metric]
+        i = figures.hosts.index(host)
+        bound = pair_bound(stats[metric], rule)
+        evidence = tuple(Evidence(*figures.pair(k), metric, float(figures.values[k]), bound)
+                         for k in np.flatnonzero((figures.src == i) | (figures.dst == i)))
+    return Suspect("node", (host,), ANSWERED, float(partners.get(host, 0)),
+                   float(statistics.median(others)) if others else 0.0, None, UNREACHABLE,
+                   evidence)
+
+
 # -- the entry points ----------------------------------------------------------
 
 def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
-          line_rate_mbps=None, rule=None):
+          line_rate_mbps=None, rule=None, lost=()):
     """The FleetVerdict of one sweep; `rule`: references.SweepThresholds
-    (default: thresholds.yaml's)."""
+    (default: thresholds.yaml's); `lost`: hosts that stopped answering
+    mid-sweep, the first suspects, whatever their pairs measured."""
     rule = rule or references.sweep_thresholds()
     hosts = hosts_of(measurements)
     codes = pair_codes(measurements, hosts)
@@ -576,7 +653,11 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
            for e in bad_pairs_of(m, figs, stats[m], rule)]
     refs = fleet_references(stats, reference_latency_us, reference_bw_mbps,
                             line_rate_mbps, rule)
-    suspects = attribute(bad, hosts, stats, rule, refs.get, measured_partners(codes, hosts))
+    partners = measured_partners(codes, hosts)
+    every_host = sorted(set(hosts) | set(lost))
+    suspects = [lost_suspect(host, set(lost), every_host, partners, by_metric, stats, rule)
+                for host in sorted(set(lost))]
+    suspects += attribute(bad, hosts, stats, rule, refs.get, partners)
     return FleetVerdict(suspects, bad, stats, fleet_findings(stats, refs, rule),
                         measurements)
 
@@ -618,29 +699,41 @@ def merge_remeasurement(first, again):
 
 _NUMBER = {"type": "number"}
 _OPTIONAL_NUMBER = {"type": ["number", "null"]}
+_METRIC = {"type": "string", "pattern": "^" + METRIC.pattern.replace("\\Z", "$"),
+           "description": f"expected {LATENCY}, {BANDWIDTH}@<bytes> or {ANSWERED}"}
+_DIRECTION = {"type": "string",
+              "pattern": f"^(?:{'|'.join(NODE_DIRECTIONS)}|[^\\s]+->[^\\s]+)$",
+              "description": f"expected one of {', '.join(NODE_DIRECTIONS)} or <host>-><host>"}
 _EVIDENCE = {
     "type": "object", "additionalProperties": False,
     "required": ["src", "dst", "metric", "value", "bound"],
     "properties": {"src": {"type": "string"}, "dst": {"type": "string"},
-                   "metric": {"type": "string"}, "value": _NUMBER, "bound": _NUMBER},
+                   "metric": _METRIC, "value": _NUMBER, "bound": _NUMBER},
+}
+#: one suspect, as suspects.json and a LinkSweep record (results.record)
+#: hold it: evidence is required, but a node that went silent before any of
+#: its pairs was measured has none
+SUSPECT_SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "required": ["kind", "names", "metric", "value", "fleet_median", "reference",
+                 "direction", "evidence"],
+    "properties": {
+        "kind": {"enum": list(KINDS)},
+        "names": {"type": "array", "items": {"type": "string"},
+                  "minItems": 1, "maxItems": 2},
+        "metric": _METRIC, "value": _NUMBER, "fleet_median": _NUMBER,
+        "reference": _OPTIONAL_NUMBER, "direction": _DIRECTION,
+        "evidence": {"type": "array", "items": _EVIDENCE},
+    },
+    "if": {"properties": {"direction": {"const": UNREACHABLE}}},
+    "else": {"properties": {"evidence": {"minItems": 1}}},
 }
 SUSPECTS_SCHEMA = {
     "type": "object", "additionalProperties": False,
     "required": ["version", "suspects", "bad_pairs", "fleet", "findings"],
     "properties": {
         "version": {"const": SCHEMA_VERSION},
-        "suspects": {"type": "array", "items": {
-            "type": "object", "additionalProperties": False,
-            "required": ["kind", "names", "metric", "value", "fleet_median", "reference",
-                         "direction", "evidence"],
-            "properties": {
-                "kind": {"enum": ["node", "pair"]},
-                "names": {"type": "array", "items": {"type": "string"},
-                          "minItems": 1, "maxItems": 2},
-                "metric": {"type": "string"}, "value": _NUMBER, "fleet_median": _NUMBER,
-                "reference": _OPTIONAL_NUMBER, "direction": {"type": "string"},
-                "evidence": {"type": "array", "items": _EVIDENCE, "minItems": 1},
-            }}},
+        "suspects": {"type": "array", "items": SUSPECT_SCHEMA},
         "bad_pairs": {"type": "array", "items": _EVIDENCE},
         "fleet": {"type": "object", "additionalProperties": {
             "type": "object", "additionalProperties": False,

@@ -58,11 +58,6 @@ def case_rows(tc):
     return rows
 
 
-#: the earlier sessions a page's history reads at most (the newest): publish
-#: runs after every session, and must not read every session ever published
-HISTORY_SESSIONS = 8
-
-
 def headline_values(tc):
     """[(headline key, value)] of a case's measured figures: what its
     history needs of an earlier session (its perfvalues and names, which

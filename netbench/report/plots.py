@@ -30,6 +30,10 @@ def pyplot():
         "font.size": 9,
         "axes.grid": True,
         "grid.alpha": 0.3,
+        # every label is plain text: a host name such as `$\foo$` or an
+        # MPI's version string is shown as it is, never parsed as math text
+        # (which fails on it and took the whole page with it)
+        "text.parse_math": False,
     })
     return plt
 

@@ -3,9 +3,11 @@
 A session folder `reports/YYYYMMDDTHHMMSS-<8 hex of the uuid>/` holds
 `run-report.json` (ReFrame's), `provenance.json` (this machine at the end of
 the session) and `index.html` (verdicts, curves, fits, provenance, history).
-`reports/latest` points at the newest session; `reports/index.html` lists
-every session folder on disk.  Every file is written to a temporary name and
-renamed into place, so a reader never sees half a page.
+`reports/latest` points at the session published last; `reports/index.html`
+lists every session folder on disk.  A page's history (the trend of each
+headline figure) reads ReFrame's results database (store.py), not reports/.
+Every file is written to a temporary name and renamed into place, so a
+reader never sees half a page.
 
 netbench runs as root on shared machines, so folder names are built from
 parsed values, never taken from input, and nothing is removed that netbench
@@ -30,7 +32,7 @@ from pathlib import Path
 from .. import paths
 from ..datafiles import DataError
 from ..fleet import drain, judge as fleet_judge
-from . import page, sweep
+from . import page, store, sweep
 from .provenance import collect_provenance
 from .sessions import load_session, published_sessions
 
@@ -39,6 +41,8 @@ RAW_REPORTS = paths.STATE / "reports"
 
 #: the files netbench writes into a session folder: all it ever removes there
 SESSION_FILES = ("run-report.json", "provenance.json", "index.html",
+                 # ReFrame's JUnit XML of the session (junit_beside)
+                 "run-report.junit.xml",
                  # a session that swept a fabric (LinkSweep): what it named
                  "suspects.json", "drain.sh")
 
@@ -102,8 +106,16 @@ def sweep_files(session):
     if found is None:
         return {}
     suspects = [fleet_judge.suspect_from_json(s) for sw in found["sweeps"] for s in sw["suspects"]]
-    return {"suspects.json": json.dumps(found, indent=2) + "\n",
+    # the records' suspects are validated (results.record): strict JSON
+    return {"suspects.json": fleet_judge.strict_json(found),
             "drain.sh": drain.drain_script(suspects)}
+
+
+def junit_beside(run_report):
+    """The JUnit XML beside a run report: `run-report-7.json` ->
+    `run-report-7.junit.xml`."""
+    run_report = Path(run_report)
+    return run_report.with_name(run_report.name.removesuffix(".json") + ".junit.xml")
 
 
 def stage_session(reports_dir, raw_report, provenance, html, extra=None):
@@ -112,6 +124,9 @@ def stage_session(reports_dir, raw_report, provenance, html, extra=None):
     staging = Path(tempfile.mkdtemp(dir=reports_dir, prefix=".session-"))
     try:
         shutil.copyfile(raw_report, staging / "run-report.json")
+        junit = junit_beside(raw_report)
+        if junit.is_file() and not junit.is_symlink():
+            shutil.copyfile(junit, staging / "run-report.junit.xml")
         (staging / "provenance.json").write_text(json.dumps(provenance, indent=2))
         (staging / "index.html").write_text(html)
         for name, text in (extra or {}).items():
@@ -171,24 +186,38 @@ def point_latest(reports_dir, target):
         raise
 
 
-def update_index_and_latest(reports_dir):
+def update_index_and_latest(reports_dir, published):
     """The index lists the session folders on disk, and `latest` points at
-    the one that started last: publishers finishing in any order agree, and
-    `latest` never moves back.  Under reports_lock."""
-    sessions = published_sessions(reports_dir, summary=True)
-    if sessions:
-        point_latest(reports_dir, sessions[-1].name)
-    atomic_write(Path(reports_dir) / "index.html", page.render_index(sessions))
+    `published`, the session just placed: `latest` follows the order in
+    which sessions were published (publishers take turns on the lock),
+    never a date read from a run report, which anyone can set years
+    ahead.  Under reports_lock."""
+    point_latest(reports_dir, published)
+    atomic_write(Path(reports_dir) / "index.html",
+                 page.render_index(published_sessions(reports_dir, summary=True)))
 
 
-def publish(raw_report, reports_dir=paths.REPORTS):
+def history_sessions(session, results_db=paths.RESULTS_DB):
+    """The sessions a session's trends go back over: those ReFrame stored
+    before it on its systems (store.stored_sessions).  A database netbench
+    cannot read costs the page its trends, said in one line, not the page."""
+    try:
+        return store.stored_sessions(results_db, systems=session.systems,
+                                     before=session.started)
+    except DataError as err:
+        print(f"netbench: no trends on the page: {err}", file=sys.stderr)
+        return []
+
+
+def publish(raw_report, reports_dir=paths.REPORTS, results_db=paths.RESULTS_DB):
     """Make `raw_report` a published session: reports/<name>/ with the run
     report, provenance and page, then the index and `latest`.  Returns the
     session folder.
 
     <name> is `YYYYMMDDTHHMMSS-<8 hex>`, built from the parsed start time
     and uuid; a report that does not validate is refused (DataError, one
-    line) before anything is written.
+    line) before anything is written.  The page's trends read ReFrame's
+    results database `results_db` (history_sessions).
 
     The same session published again replaces its folder, but only one
     netbench wrote: a real folder holding run-report.json and nothing but
@@ -198,8 +227,9 @@ def publish(raw_report, reports_dir=paths.REPORTS):
     `latest` symlink, publish removes only its own temporary files.
 
     Concurrent publishers take turns (reports/.lock) from the rename on:
-    the index lists the session folders on disk, and `latest` moves only
-    forward, to the session that started last.
+    the index lists the session folders on disk, and `latest` points at the
+    session published last (not the one whose report claims the latest
+    start).
     """
     reports_dir = Path(reports_dir)
     session = load_session(raw_report)
@@ -208,16 +238,15 @@ def publish(raw_report, reports_dir=paths.REPORTS):
         reports_dir.mkdir(exist_ok=True)        # its parent must exist: no tree from a typo
         session.provenance = collect_provenance(session.report)
         # the page is drawn outside the lock: matplotlib takes seconds
-        earlier = [s for s in published_sessions(reports_dir, newest=page.HISTORY_SESSIONS + 1,
-                                                 summary=True) if s.name != name]
-        staging = stage_session(reports_dir, raw_report, session.provenance,
-                                page.render_report([session], earlier), sweep_files(session))
+        html = page.render_report([session], history_sessions(session, results_db))
+        staging = stage_session(reports_dir, raw_report, session.provenance, html,
+                                sweep_files(session))
         try:
             with reports_lock(reports_dir):
                 check_latest(reports_dir / "latest")
                 final = place_session(reports_dir, staging, name)
                 staging = None
-                update_index_and_latest(reports_dir)
+                update_index_and_latest(reports_dir, name)
         finally:
             if staging is not None:
                 with contextlib.suppress(OSError):
@@ -239,14 +268,17 @@ def check_output_folder(outdir):
         raise DataError(outdir, "--output", f"no folder {outdir.parent} to create it in")
 
 
-def write_report(run_reports, outdir):
-    """`netbench report`: one session's page, or a comparison of several, as
-    DIR/index.html."""
+def write_report(run_reports, outdir, results_db=paths.RESULTS_DB):
+    """`netbench report`: one session's page (its trends from ReFrame's
+    results database), or a comparison of several, as DIR/index.html.  An
+    empty DIR is refused: Path('') is the current folder, which the user did
+    not name."""
+    if not str(outdir).strip():
+        raise DataError(repr(str(outdir)), "--output", "empty: name the folder to write into")
     sessions = sorted((load_session(p) for p in run_reports), key=lambda s: s.started)
     outdir = Path(outdir)
     check_output_folder(outdir)
-    earlier = published_sessions(newest=page.HISTORY_SESSIONS, summary=True) \
-        if len(sessions) == 1 else []
+    earlier = history_sessions(sessions[0], results_db) if len(sessions) == 1 else []
     html = page.render_report(sessions, earlier)
     created = False
     try:
@@ -264,6 +296,17 @@ def write_report(run_reports, outdir):
 
 # ---- after every ReFrame session -------------------------------------------
 
+def place_junit_beside(run_report, start, pid=None):
+    """Rename the JUnit XML this ReFrame process wrote (rfmconfig's
+    `report_junit`, named by process) beside its run report
+    (junit_beside), so each session keeps its own."""
+    from ..rfmconfig import junit_file
+    junit = junit_file(pid)
+    with contextlib.suppress(FileNotFoundError):
+        if os.path.getmtime(junit) >= start:
+            os.replace(junit, junit_beside(run_report))
+
+
 def publish_after_session():
     """Publish the session's report when the ReFrame process exits (ReFrame
     has no post-session hook; its run report is written just before exit).
@@ -280,13 +323,17 @@ def publish_after_session():
 def _after_session(start):
     fresh = [p for p in glob.glob(str(RAW_REPORTS / "run-report-*.json"))
              if os.path.getmtime(p) >= start]
-    if not fresh or "--dry-run" in sys.argv:
-        return            # listing, --show-config, dry runs: nothing ran
+    if not fresh:
+        return            # listing, --show-config: nothing ran
+    run_report = max(fresh, key=os.path.getmtime)
+    place_junit_beside(run_report, start)
+    if "--dry-run" in sys.argv:
+        return            # nothing ran: no session to publish
     # a fresh interpreter: ReFrame's, at exit, is half torn down.  Started
     # in this checkout, so that it publishes with this netbench, whichever
     # folder ReFrame ran in and whichever netbench the venv installed
     proc = subprocess.run([sys.executable, "-m", "netbench.cli", "publish",
-                           max(fresh, key=os.path.getmtime)], capture_output=True, text=True,
+                           run_report], capture_output=True, text=True,
                           cwd=paths.REPO)
     sys.stdout.write(proc.stdout)
     if proc.returncode != 0:   # the run's own exit code stands; say why loudly

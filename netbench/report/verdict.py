@@ -20,18 +20,46 @@ HEADLINE_NEEDS = {"latency", "peak_bw"}
 
 def perf_entry(tc, var):
     """{value, reference, lower, upper, unit, verdict} of one performance
-    variable as ReFrame judged it; None when the case has none."""
+    variable as judged; None when the case has none.  A figure the judging
+    rule left inconclusive went to ReFrame unbounded: its bound and
+    verdict are the record's (`verdicts`)."""
+    decision = (case_record(tc).get("verdicts") or {}).get(var)
     for key, entry in (tc.get("perfvalues") or {}).items():
         if key.split(":")[-1] == var:
             value, ref, lower, upper, unit, result = entry[:6]
             judged = ref not in (None, 0) and (lower is not None or upper is not None)
-            return {"value": value, "unit": unit,
-                    "reference": ref if judged else None,
-                    "lower": ref * (1 + lower) if judged and lower is not None else None,
-                    "upper": ref * (1 + upper) if judged and upper is not None else None,
-                    "verdict": result if judged else "not judged", "why_not_judged": "",
-                    "remeasured": None}
+            figure = {"value": value, "unit": unit,
+                      "reference": ref if judged else None,
+                      "lower": ref * (1 + lower) if judged and lower is not None else None,
+                      "upper": ref * (1 + upper) if judged and upper is not None else None,
+                      "verdict": result if judged else "not judged", "why_not_judged": "",
+                      "remeasured": None,
+                      "launches": decision["launches"] if decision else None,
+                      "decision": decision["reason"] if decision else ""}
+            if decision and decision["verdict"] == "inconclusive" and ref:
+                bound = decision.get("bound") or {}
+                figure.update(reference=ref, verdict="inconclusive",
+                              lower=bound.get("value") if bound.get("side") == "lower"
+                              else None,
+                              upper=bound.get("value") if bound.get("side") == "upper"
+                              else None)
+            return figure
     return None
+
+
+def case_result(tc):
+    """pass, fail, skip or inconclusive: ReFrame's result, unless the
+    judging rule could not tell (ReFrame knows only pass and fail)."""
+    if tc.get("result") == "pass" and case_record(tc).get("verdict") == "inconclusive":
+        return "inconclusive"
+    return tc.get("result", "?")
+
+
+def inconclusive_reason(tc):
+    """Why a case is inconclusive: its undecided figures' reasons."""
+    return "; ".join(f"{var}: {d['reason']}"
+                     for var, d in (case_record(tc).get("verdicts") or {}).items()
+                     if d.get("verdict") == "inconclusive")
 
 
 def readable(value, unit):
@@ -77,12 +105,16 @@ def failures(sessions):
     """Failed cases, each with its reason in one line."""
     rows = []
     for tc in judged_cases(sessions):
-        if tc.get("result") == "fail":
+        result = case_result(tc)
+        if result in ("fail", "inconclusive"):
             rows.append({"case": tc.get("display_name", tc.get("name", "")).split(" /")[0],
                          "environ": tc.get("environ", ""),
                          "partition": f"{tc.get('system')}:{tc.get('partition')}",
-                         "stage": tc.get("fail_phase") or "",
-                         "reason": one_line(tc.get("fail_reason"))})
+                         "stage": tc.get("fail_phase") or "" if result == "fail"
+                         else "inconclusive",
+                         "reason": one_line(tc.get("fail_reason") if result == "fail"
+                                            else inconclusive_reason(tc), limit=400)})
+    rows.sort(key=lambda r: r["stage"] == "inconclusive")
     return rows
 
 
@@ -90,6 +122,7 @@ def overall(sessions):
     """The verdict of the run: does the network perform as documented?"""
     cases = judged_cases(sessions)
     failed = [tc for tc in cases if tc.get("result") == "fail"]
+    unsure = [tc for tc in cases if case_result(tc) == "inconclusive"]
     figures = [e for tc in cases for e in (perf_entry(tc, v) for v in sorted(HEADLINE_NEEDS))
                if e and e["reference"] is not None]
     if not cases:
@@ -97,12 +130,19 @@ def overall(sessions):
     elif failed:
         word = "fail"
         text = (f"Not as it should be: {len(failed)} of {len(cases)} cases failed "
-                f"(below, each with its reason).")
+                f"(below, each with its reason)"
+                + (f"; {len(unsure)} inconclusive." if unsure else "."))
+    elif unsure:
+        word = "inconclusive"
+        text = (f"Could not tell: {len(unsure)} of {len(cases)} cases inconclusive, the host "
+                f"too noisy for their evidence to meet or miss the bound (below, each with "
+                f"the launches' spread and the host's load); no case failed.")
     else:
         word = "pass"
         text = (f"As it should be: all {len(cases)} cases passed; {len(figures)} headline "
                 f"figures within the bounds of their documented references.")
-    return {"word": word, "text": text, "cases": len(cases), "failed": len(failed)}
+    return {"word": word, "text": text, "cases": len(cases), "failed": len(failed),
+            "inconclusive": len(unsure)}
 
 
 def line_rate_share(tc, peak):
@@ -116,6 +156,7 @@ def headline_row(tc):
     record = case_record(tc)
     prov = record.get("provenance") or {}
     figures = {var: perf_entry(tc, var) for var, _ in HEADLINE}
+    # records of version 1: [first sweep, re-measurement]
     for var, figures_of_sweeps in (record.get("remeasured") or {}).items():
         if figures.get(var):
             figures[var]["remeasured"] = figures_of_sweeps
@@ -132,7 +173,7 @@ def headline_row(tc):
             "what": " ".join(w for w in record.get("label", "").split()
                              if w not in (tc.get("environ"), prov.get("placement"))),
             "interconnect": prov.get("interconnect", ""),
-            "result": tc.get("result", "?"), "figures": figures,
+            "result": case_result(tc), "figures": figures,
             "line_rate_share": line_rate_share(tc, figures["peak_bw"])}
 
 
@@ -166,3 +207,32 @@ def skipped_by_reason(sessions):
                           or "no reason recorded")
                 counts[reason] = counts.get(reason, 0) + 1
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+#: netbench's exit codes for a session that ran (README, "Exit codes"):
+#: ReFrame's own are 0 and 1 only
+EXIT_PASS, EXIT_LOSS, EXIT_NOT_RUN, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+
+
+def shows_a_loss(tc):
+    """A failed case that failed on its evidence: ReFrame's performance
+    check, or the case's own judgement (record `verdict`: a sweep's
+    suspects, a container's parity), not a run that did not finish."""
+    return tc.get("fail_phase") == "performance" or case_record(tc).get("verdict") == "fail"
+
+
+def exit_code(run_report, reframe_code):
+    """The session's exit code from its run report: a loss shown (a case
+    failed on its judged figures) stays 1; cases that failed only before
+    they could be judged (they did not run to the end) give 2; no failure
+    but an inconclusive case gives 3.  `reframe_code` is what ReFrame
+    would return: anything but 0 or 1 stands."""
+    if reframe_code not in (0, 1):
+        return reframe_code
+    cases = [tc for run in run_report.get("runs") or [] for tc in run.get("testcases") or []]
+    failed = [tc for tc in cases if tc.get("result") == "fail"]
+    if failed:
+        return EXIT_LOSS if any(shows_a_loss(tc) for tc in failed) else EXIT_NOT_RUN
+    if reframe_code == 0 and any(case_result(tc) == "inconclusive" for tc in cases):
+        return EXIT_INCONCLUSIVE
+    return reframe_code

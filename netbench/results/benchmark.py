@@ -20,6 +20,7 @@ from . import record
 #: the unit of each column the benchmark prints (seen in its `# columns:`
 #: headers); a column not named here has no unit ("")
 COLUMN_UNITS = {"bytes": "B", "usec": "us", "usec_min": "us", "usec_max": "us",
+                "usec_lo": "us", "usec_hi": "us",
                 "mad_pct": "%", "MBps": "MB/s", "MBps_low": "MB/s", "MBps_high": "MB/s",
                 "MBps_mean": "MB/s", "Mbps": "Mbit/s", "samples": "", "reps": "",
                 "connections": "", "runs": ""}
@@ -82,7 +83,12 @@ def table_figure(rows, nbytes, column, name="the output"):
 def series(name, text, y_columns):
     """One measured series of a per-case record (netbench.results.record):
     the table of `text` against message size, with the `y_columns` it has."""
-    return record.make_series(name, parse_output(text)[0], y_columns, COLUMN_UNITS)
+    return rows_series(name, parse_output(text)[0], y_columns)
+
+
+def rows_series(name, rows, y_columns):
+    """The same series from rows already parsed (parse_run)."""
+    return record.make_series(name, rows, y_columns, COLUMN_UNITS)
 
 
 # How MPI launchers say that a rank died.  MPICH's hydra prints a banner on
@@ -90,15 +96,26 @@ def series(name, text, y_columns):
 # by rank); Open MPI's mpirun (4.x) and prterun (5.x) say it on stderr, rank
 # first.  Messages wrap across lines, hence the \s+ between words.
 _HYDRA_RANK = re.compile(
-    r"^=\s+RANK (\d+) PID (\d+) RUNNING AT (\S+)\s*\n=\s+KILLED BY SIGNAL: (\d+)"
-    r"(?: \(([^)\n]*)\))?", re.MULTILINE)
+    r"^=\s+RANK (\d+) PID (\d+) RUNNING AT (\S+)\s*\n=\s+KILLED BY SIGNAL: (\d+)", re.MULTILINE)
+# hydra prints this banner only for a process that did not exit (!WIFEXITED),
+# and its EXIT CODE is then the raw wait status: the signal's number, plus
+# 128 with a core dump.  Its "EXIT STRING ... (signal N)" line follows only
+# when the launch itself succeeded: not when a proxy across nodes lost its
+# rank, so the code alone must say it
 _HYDRA_PID = re.compile(
     r"^=\s+PID (\d+) RUNNING AT (\S+)\s*\n=\s+EXIT CODE: (\d+)", re.MULTILINE)
-_HYDRA_EXIT_STRING = re.compile(
-    r"TERMINATED WITH THE EXIT STRING: ([^(\n]*?)\s*\(signal (\d+)\)")
 _OMPI_SIGNAL = re.compile(
     r"\bnoticed\s+that\s+process\s+rank\s+(\d+)\s+with\s+PID\s+(\d+)\s+on\s+node\s+(\S+)"
-    r"\s+exited\s+on\s+signal\s+(\d+)(?:\s+\(([^)]*)\))?")
+    r"\s+exited\s+on\s+signal\s+(\d+)")
+# Open MPI's ranks say when a peer's connection dropped (the peer died); the
+# rank that saw it then aborts, and prterun blames that survivor when its
+# abort arrives before the dead rank's status
+_OMPI_PEER_LOST = re.compile(
+    r"\bpeer\s+process\s+has\s+unexpectedly\s+disconnected.*?Local\s+host:\s*(\S+)\s*\n"
+    r"\s*Local\s+PID:\s*(\d+)\s*\n\s*Peer\s+host:\s*(\S+)", re.DOTALL)
+# ... or only that its socket closed, naming itself alone
+_OMPI_SOCKET_CLOSED = re.compile(
+    r"\*\*\* An error occurred in Socket closed\s*\n.*?\*\*\* reported by process \[\d+,(\d+)\]")
 # a rank that called MPI_Abort, or whose MPI call failed (the default error
 # handler aborts): MPICH says it per rank, Open MPI's error handler names the
 # call and rank ("reported by process [job,rank]"), then its launcher
@@ -118,73 +135,135 @@ _OMPI_EXIT = re.compile(
     r".*?Process\s+name:\s+\[\S*?(\d+)\]\s+Exit\s+code:\s+(\d+)", re.DOTALL)
 
 
-def _signal_name(number, name):
-    name = " ".join((name or "").split())
-    if not name:
-        try:
-            name = signal.strsignal(int(number)) or ""
-        except ValueError:
-            name = ""
-    return f"signal {number}" + (f" ({name})" if name else "")
+def _signal_name(number):
+    """`signal 9 (SIGKILL)`: the number and its symbolic name, the same on
+    every platform (launchers print strsignal's text, "Killed")."""
+    number = int(number)
+    core = " and dumped core" if number & 0x80 else ""
+    number &= 0x7F
+    try:
+        return f"signal {number} ({signal.Signals(number).name}){core}"
+    except ValueError:
+        return f"signal {number}{core}"
 
 
-def _process(rank, pid, host):
-    where = " ".join(p for p in (f"pid {pid}" if pid and pid != "0" else "",
-                                 f"on {host}" if host else "") if p)
-    who = f"rank {rank}" if rank is not None else "a rank"
-    return f"{who} ({where})" if where else who
+class _Ranks:
+    """Where each rank ran, by the benchmark's own header (`# rank N host
+    H ... pid P`): names the rank behind a PID or host that a launcher
+    reports (hydra names a PID and the hostfile's address, Open MPI a
+    peer's host)."""
+
+    def __init__(self, text):
+        self.hosts, by_pid = {}, {}
+        for m in PLACEMENT.finditer(text):
+            self.hosts[int(m[1])] = m[2]
+            if m[4]:
+                by_pid.setdefault(m[4], []).append(int(m[1]))
+        # PIDs of ranks on different hosts may collide: only a unique one names a rank
+        self.by_pid = {pid: ranks[0] for pid, ranks in by_pid.items() if len(ranks) == 1}
+
+    def process(self, rank=None, pid=None, host=None):
+        """`rank 1 (pid 4242 on node1)`, as much of it as is known."""
+        if rank is None and pid in self.by_pid:
+            rank = self.by_pid[pid]
+        if rank is not None and int(rank) in self.hosts:
+            host = self.hosts[int(rank)]        # its name, not the hostfile's address
+        where = " ".join(p for p in (f"pid {pid}" if pid and pid != "0" else "",
+                                     f"on {host}" if host else "") if p)
+        who = f"rank {rank}" if rank is not None else "a rank"
+        return f"{who} ({where})" if where else who
+
+    def on_host(self, host):
+        """`rank 1 (on node2)`, or the ranks that host ran."""
+        ranks = sorted(r for r, h in self.hosts.items() if h == host)
+        if len(ranks) == 1:
+            return self.process(ranks[0], None, host)
+        if ranks:
+            return f"a rank on {host} (one of ranks {', '.join(map(str, ranks))})"
+        return f"a rank on {host}"
+
+    def of(self, pid, host):
+        """The rank number behind a PID (or the only rank of a host), or None."""
+        if pid in self.by_pid:
+            return self.by_pid[pid]
+        ranks = [r for r, h in self.hosts.items() if h == host]
+        return ranks[0] if len(ranks) == 1 else None
+
+
+def _deaths(text, ranks):
+    """(position, reason) of each rank the launcher reports dead: killed by a
+    signal or exited with a code."""
+    for m in _HYDRA_RANK.finditer(text):
+        yield m.start(), f"{ranks.process(m[1], m[2], m[3])} was killed by {_signal_name(m[4])}"
+    for m in _HYDRA_PID.finditer(text):
+        yield m.start(), f"{ranks.process(None, m[1], m[2])} was killed by {_signal_name(m[3])}"
+    for m in _OMPI_SIGNAL.finditer(text):
+        yield m.start(), f"{ranks.process(m[1], m[2], m[3])} was killed by {_signal_name(m[4])}"
+    for m in _OMPI_EXIT.finditer(text):
+        yield m.start(), f"{ranks.process(m[1])} exited with code {m[2]}"
+
+
+def _aborts(text, ranks):
+    """(position, rank, reason) of each rank that aborted or whose MPI call failed."""
+    for m in _MPICH_ABORT.finditer(text):
+        yield m.start(), int(m[2]), f"rank {m[2]} aborted (code {m[1]}): {m[3].strip()}"
+    for m in _OMPI_ERRHANDLER.finditer(text):
+        yield m.start(), int(m[2]), f"rank {m[2]} failed in {m[1]}: {m[3]} ({m[4].strip()})"
+    for m in _OMPI_MPI_ABORT.finditer(text):
+        code = m[2] or m[3]
+        yield m.start(), int(m[1]), (f"rank {m[1]} called MPI_Abort"
+                                     + (f" (code {code})" if code else ""))
+    for m in _OMPI_ABORTED.finditer(text):
+        yield m.start(), int(m[1]), f"{ranks.process(m[1], m[2], m[3])} called MPI_Abort"
+
+
+def _lost_peers(text, ranks):
+    """(position, the rank that saw it, reason) of each rank whose peer's
+    connection dropped (Open MPI): the peer is the cause, named by its host
+    when Open MPI says it, else as the only other rank of a 2-rank job."""
+    for m in _OMPI_PEER_LOST.finditer(text):
+        survivor = ranks.of(m[2], m[1])
+        yield (m.start(), survivor, f"{ranks.on_host(m[3])} ended unexpectedly: "
+               f"{ranks.process(survivor, m[2], m[1])} lost its connection to it")
+    for m in _OMPI_SOCKET_CLOSED.finditer(text):
+        survivor = int(m[1])
+        others = sorted(set(ranks.hosts) - {survivor})
+        peer = ranks.process(others[0]) if len(others) == 1 else f"a peer of rank {survivor}"
+        yield (m.start(), survivor, f"{peer} ended unexpectedly: "
+               f"{ranks.process(survivor)} lost its connection to it")
 
 
 def launcher_failure(text):
     """How the MPI launcher (or library) says a rank died, from the job's
     output (stdout and stderr: hydra writes to stdout, Open MPI to stderr),
-    e.g. `rank 1 (pid 4242 on node1) was killed by signal 9 (Killed)`, or
+    e.g. `rank 1 (pid 4242 on node1) was killed by signal 9 (SIGKILL)`, or
     that it aborted (MPI_Abort, or an MPI call's error); None when nothing
-    reported a dead rank.  The first report is the cause: the
-    ranks that died after it were taken down with the job.
+    reported a dead rank.  The first report is the cause: the ranks that
+    died after it were taken down with the job.
 
-    MPICH's hydra names no rank, only a PID: the first of a node's ranks
-    that did not exit, which is the killed one unless hydra's cleanup ended
-    another rank of that node before it collected the statuses."""
-    found = []
-    for m in _HYDRA_RANK.finditer(text):
-        found.append((m.start(), f"{_process(m[1], m[2], m[3])} was killed by "
-                                 f"{_signal_name(m[4], m[5])}"))
-    for m in _HYDRA_PID.finditer(text):
-        # hydra's EXIT CODE is the signal's number when a signal ended the
-        # rank, which its EXIT STRING says
-        sig = _HYDRA_EXIT_STRING.search(text, m.end())
-        if sig:
-            how = f"was killed by {_signal_name(sig[2], sig[1])}"
-        else:
-            how = f"exited with code {m[3]}"
-        found.append((m.start(), f"{_process(None, m[1], m[2])} {how}"))
-    for m in _OMPI_SIGNAL.finditer(text):
-        found.append((m.start(), f"{_process(m[1], m[2], m[3])} was killed by "
-                                 f"{_signal_name(m[4], m[5])}"))
-    for m in _OMPI_EXIT.finditer(text):
-        found.append((m.start(), f"{_process(m[1], None, None)} exited with code {m[2]}"))
-    for m in _MPICH_ABORT.finditer(text):
-        found.append((m.start(), f"rank {m[2]} aborted (code {m[1]}): {m[3].strip()}"))
-    for m in _OMPI_ERRHANDLER.finditer(text):
-        found.append((m.start(), f"rank {m[2]} failed in {m[1]}: {m[3]} ({m[4].strip()})"))
-    for m in _OMPI_MPI_ABORT.finditer(text):
-        code = m[2] or m[3]
-        found.append((m.start(), f"rank {m[1]} called MPI_Abort"
-                                 + (f" (code {code})" if code else "")))
-    for m in _OMPI_ABORTED.finditer(text):
-        found.append((m.start(), f"{_process(m[1], m[2], m[3])} called MPI_Abort"))
+    The benchmark's header names the rank behind a PID (MPICH's hydra names
+    no rank) and each rank's host.  A rank that saw its peer's connection
+    drop (Open MPI) and aborted is no cause: its lost peer is, with how the
+    launcher says that peer ended if it does."""
+    ranks = _Ranks(text)
+    lost = list(_lost_peers(text, ranks))
+    survivors = {rank for _, rank, _ in lost}
+    found = list(_deaths(text, ranks))
+    found += [(at, why) for at, rank, why in _aborts(text, ranks) if rank not in survivors]
+    if lost and not found:
+        found = [(at, why) for at, _, why in lost]
     return min(found)[1] if found else None
 
 
-PLACEMENT = re.compile(r"^# rank (\d+) host (\S+) cpu \d+(?: allowed (\S+))?", re.MULTILINE)
+PLACEMENT = re.compile(
+    r"^# rank (\d+) host (\S+) cpu \d+(?: allowed (\S+))?(?: pid (\d+))?", re.MULTILINE)
 
 
 def rank_placements(text):
     """{rank: (host, CPUs the rank may run on)} from a run's header; an
     empty tuple where the benchmark did not say."""
     return {int(rank): (host, tuple(int(c) for c in allowed.split(",")) if allowed else ())
-            for rank, host, allowed in PLACEMENT.findall(text)}
+            for rank, host, allowed, _pid in PLACEMENT.findall(text)}
 
 
 def stacked_ranks(text):
@@ -194,3 +273,39 @@ def stacked_ranks(text):
     pinned = Counter(placement for placement in rank_placements(text).values()
                      if len(placement[1]) == 1)
     return sorted(f"{host}:cpu{cpus[0]}" for (host, cpus), n in pinned.items() if n > 1)
+
+
+def stacked_placements(placements):
+    """stacked_ranks of a parsed run's placements ({rank: {host, cpus}})."""
+    pinned = Counter((p["host"], p["cpus"][0]) for p in placements.values()
+                     if len(p["cpus"]) == 1)
+    return sorted(f"{host}:cpu{cpu}" for (host, cpu), n in pinned.items() if n > 1)
+
+
+#: `# host load 1.23 0.90 0.55 ...` (/proc/loadavg) and `# host cpu_pressure
+#: some avg10=3.21 ...` (/proc/pressure/cpu), which the job prints after
+#: its launches: how busy the host was while it measured
+_HOST_LOAD = re.compile(r"^# host load (\S+)", re.MULTILINE)
+_HOST_PRESSURE = re.compile(r"^# host cpu_pressure some avg10=(\S+)", re.MULTILINE)
+
+
+def _last_float(pattern, text):
+    found = pattern.findall(text)
+    try:
+        return float(found[-1]) if found else None
+    except ValueError:
+        return None
+
+
+def parse_run(text):
+    """Everything one launch of the benchmark says, read once: the table
+    (every column of every whole row), the `@` summaries, where each rank
+    ran, how the launcher said a rank died, and the host's load.  The
+    record keeps this (record.run_entry); nothing reads the file again."""
+    rows, summary = parse_output(text)
+    return {"columns": table_columns(text), "rows": rows, "summary": summary,
+            "placements": {str(rank): {"host": host, "cpus": list(cpus)}
+                           for rank, (host, cpus) in rank_placements(text).items()},
+            "failure": launcher_failure(text),
+            "host_load": _last_float(_HOST_LOAD, text),
+            "cpu_pressure": _last_float(_HOST_PRESSURE, text)}

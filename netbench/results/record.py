@@ -17,7 +17,23 @@ reference files.
                  is drawn (`at`: series, y column, message size)
     provenance   where and how it ran: MPI family, version, source,
                  transport, placement, ranks, ranks per node, partition,
-                 interconnect class, line rate
+                 interconnect class, line rate and its source
+    runs         (version 2) every launch of every run of the job, as the
+                 benchmark's output was parsed once: {run name: [{columns,
+                 rows (every column), summary (the `@` lines), placements,
+                 failure (the launcher's), host_load, cpu_pressure}]}; the
+                 first launch of a run is its series, the later ones are
+                 the re-measurements the judging rule asked for
+    verdicts     (version 2) per judged variable, the rule's decision
+                 (netbench.judgement): verdict, value, lo, hi, launches,
+                 reason, and the bound it was held to
+    verdict      (version 2) the case's: pass, fail or inconclusive
+    host         (version 2, inconclusive cases) the host's load and CPU
+                 pressure after the launches
+    node_state   (version 2) per host, the settings the tuning profiles touch
+                 as the node had them when the job ran (netbench.nodestate);
+                 provenance also carries netbench's commit and spack.lock's
+                 hash as the run had them
 
 Pure data: built by the checks (netbench.checks), read by the report.
 """
@@ -26,9 +42,10 @@ import copy
 import math
 
 from ..datafiles import DataError, dotted, validate
+from ..fleet.judge import SUSPECT_SCHEMA
 
 #: the format of the record; readers refuse a newer one
-VERSION = 1
+VERSION = 2
 
 #: every section the report draws, and what it draws of a case there
 SECTIONS = {
@@ -45,6 +62,9 @@ SECTIONS = {
     "sweep": "every pair of nodes: heat maps of latency and bandwidth, the suspects "
              "(record field `fleet`)",
 }
+
+#: a judged figure's and a case's verdicts (netbench.judgement.rule)
+VERDICTS = ("pass", "fail", "undecided", "inconclusive")
 
 #: the sections whose cases are points of the scaling plot, on the line
 #: their `group` names
@@ -98,7 +118,8 @@ SCHEMA = {
                                "latency_us": _NUMBER_OR_NULL,
                                "bw_Mbps": {"type": "object",
                                            "additionalProperties": _NUMBER}}}},
-            "suspects": {"type": "array", "items": {"type": "object"}},
+            # as suspects.json holds them: publish writes drain.sh from them
+            "suspects": {"type": "array", "items": SUSPECT_SCHEMA},
             "findings": {"type": "array", "items": _STRING},
             "remeasured": {"type": "array", "items": {"type": "array", "items": _STRING}},
             "sweep_seconds": _NUMBER_OR_NULL,
@@ -109,12 +130,40 @@ SCHEMA = {
             "type": "array", "items": _NUMBER, "minItems": 2}},
         # variable -> why it was measured but deliberately not judged
         "unjudged": {"type": "object", "additionalProperties": _STRING},
+        "runs": {"type": "object", "additionalProperties": {"type": "array", "items": {
+            "type": "object", "required": ["columns", "rows", "summary"],
+            "properties": {
+                "columns": {"type": "array", "items": _STRING},
+                "rows": {"type": "array", "items": {
+                    "type": "object", "additionalProperties": _NUMBER}},
+                "summary": {"type": "object", "additionalProperties": _NUMBER},
+                "placements": {"type": "object", "additionalProperties": {"type": "object"}},
+                "failure": _STRING_OR_NULL,
+                "host_load": _NUMBER_OR_NULL, "cpu_pressure": _NUMBER_OR_NULL}}}},
+        "verdicts": {"type": "object", "additionalProperties": {
+            "type": "object", "required": ["verdict", "value", "lo", "hi", "launches", "reason"],
+            "properties": {
+                "verdict": {"enum": list(VERDICTS)},
+                "value": _NUMBER_OR_NULL, "lo": _NUMBER_OR_NULL, "hi": _NUMBER_OR_NULL,
+                "launches": {"type": "integer"}, "reason": _STRING,
+                "bound": {"type": "object"}, "sizes": {"type": "array"}}}},
+        "verdict": {"enum": list(VERDICTS)},
+        "host": {"type": "object", "additionalProperties": _NUMBER_OR_NULL},
+        # host -> the tuning-relevant settings it ran under (netbench.nodestate)
+        "node_state": {"type": "object", "additionalProperties": {
+            "type": "object", "required": ["host"], "properties": {
+                "host": _STRING, "sysctl": {"type": "object"}, "interfaces": {"type": "object"},
+                "modules": {"type": "object"}, "governor": _STRING_OR_NULL,
+                "ucx": {"type": "object"}}}},
         "provenance": {"type": "object", "additionalProperties": False, "properties": {
             "mpi_family": _STRING, "mpi_version": _STRING, "mpi_source": _STRING,
             "transport": _STRING, "placement": _STRING,
             "ranks": {"type": "integer"}, "ranks_per_node": {"type": "integer"},
             "partition": _STRING, "interconnect": _STRING,
             "line_rate_mbps": _NUMBER_OR_NULL,
+            "netbench_commit": _STRING, "spack_lock_sha256": _STRING_OR_NULL,
+            # where the line rate came from (netbench/linerate.py SOURCES)
+            "line_rate_source": _STRING,
         }},
     },
 }
@@ -189,13 +238,28 @@ def reference(value, lower, upper, unit, figure=None, citation=None, interconnec
     return entry
 
 
-def make(section, label, series, provenance, references=None, group=""):
+def make(section, label, series, provenance, references=None, group="", runs=None,
+         node_state=None):
     """A record, checked against SCHEMA (a check that writes a malformed one
     fails at once, naming the key)."""
     record = {"version": VERSION, "section": section, "label": label, "group": group,
               "series": list(series), "references": dict(references or {}),
               "provenance": {k: v for k, v in provenance.items() if v is not None}}
+    if runs:
+        record["runs"] = {name: [finite_run(launch) for launch in launches]
+                          for name, launches in runs.items()}
+    if node_state:
+        record["node_state"] = node_state
     return check(record, "<record>")
+
+
+def finite_run(launch):
+    """A parsed launch without NaN or infinite figures (a dying run can
+    print them; JSON cannot hold them)."""
+    def finite(mapping):
+        return {k: v for k, v in mapping.items() if math.isfinite(v)}
+    return {**launch, "rows": [finite(r) for r in launch["rows"]],
+            "summary": finite(launch["summary"])}
 
 
 def make_series(name, rows, y_columns, units):

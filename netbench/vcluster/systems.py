@@ -24,7 +24,10 @@ def reframe_system(state):
               "set_mtu": [sys.executable, "-m", "netbench.cli", "vcluster", "mtu",
                           "--name", state["name"]]}
     if link["rate_mbps"]:
+        # the token bucket's rate is the line rate: the veth under it
+        # reports 10000 Mb/s whatever it carries (netbench/linerate.py)
         extras["line_rate_mbps"] = link["rate_mbps"]
+        extras["line_rate_source"] = "tbf"
         # a token bucket on a veth emulates the line's rate, not its wire:
         # small messages never wait in the bucket (links.yaml), so their
         # latency is this host's scheduler's (checks/judging.py)

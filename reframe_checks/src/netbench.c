@@ -81,6 +81,7 @@ struct options {
 
 struct stats {
     double median, min, max, mad;
+    double lo, hi;          /* distribution-free ~95 % interval of the median */
     int samples;
     long reps;
 };
@@ -334,6 +335,26 @@ static double median_of(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
+/* The rank j (1-based) of the order statistics x(j) and x(n+1-j) that
+ * bound the median with at least 95 % confidence whatever the samples'
+ * distribution: the largest j whose binomial tail P(B(n, 1/2) < j) is at
+ * most 2.5 %.  Fewer than 6 samples cannot reach 95 %: their interval is
+ * the whole range (93.75 % with 5).  A busy host's delays are not normal,
+ * so no normal-theory interval is used. */
+static int median_interval_rank(int n)
+{
+    double term = pow(0.5, n), tail = 0;    /* P(B = k), P(B < j) */
+    int j = 1;
+    for (int k = 0; k < n / 2; k++) {
+        tail += term;                       /* now P(B <= k) = P(B < k + 1) */
+        if (tail > 0.025)
+            break;
+        j = k + 1;
+        term = term * (n - k) / (k + 1);
+    }
+    return j < 1 ? 1 : j;
+}
+
 static struct stats summarize(const double *samples, int n, long reps)
 {
     double *v = malloc(n * sizeof(double)), *dev = malloc(n * sizeof(double));
@@ -342,6 +363,9 @@ static struct stats summarize(const double *samples, int n, long reps)
     st.median = median_of(v, n);
     st.min = v[0];
     st.max = v[n - 1];
+    int j = median_interval_rank(n);
+    st.lo = v[j - 1];
+    st.hi = v[n - j];
     for (int i = 0; i < n; i++)
         dev[i] = fabs(v[i] - st.median);
     st.mad = median_of(dev, n);
@@ -747,11 +771,13 @@ static void print_header(struct bench *b)
         *nl = 0;
     MPI_Get_processor_name(host, &len);
     /* each rank's host, CPU and the CPUs it may run on let checks verify
-     * the placement: two busy-polling ranks on one CPU cost milliseconds */
-    char line[MPI_MAX_PROCESSOR_NAME + 64 + CPU_LIST_MAX];
+     * the placement: two busy-polling ranks on one CPU cost milliseconds;
+     * its PID names the rank when a launcher reports a dead process by
+     * PID only (MPICH's hydra) */
+    char line[MPI_MAX_PROCESSOR_NAME + 96 + CPU_LIST_MAX];
     char allowed[CPU_LIST_MAX];
-    snprintf(line, sizeof line, "# rank %d host %s cpu %d allowed %s", b->rank, host, cpu,
-             allowed_cpus(allowed, sizeof allowed));
+    snprintf(line, sizeof line, "# rank %d host %s cpu %d allowed %s pid %ld", b->rank, host,
+             cpu, allowed_cpus(allowed, sizeof allowed), (long)getpid());
     char *all = NULL;
     if (b->rank == 0)
         all = calloc((size_t)b->size, sizeof line);
@@ -839,7 +865,8 @@ static int run_sweep(struct bench *b, batch_fn fn, int tcp)
     long bad = 0;
     double start = MPI_Wtime();
     if (b->rank == 0)
-        printf("# columns: bytes usec usec_min usec_max mad_pct MBps Mbps samples reps\n");
+        printf("# columns: bytes usec usec_min usec_max mad_pct MBps Mbps samples reps "
+               "usec_lo usec_hi\n");
     for (int i = 0; i < nsizes; i++) {
         size_t n = sizes[i];
         if (b->opt->verify)
@@ -850,9 +877,10 @@ static int run_sweep(struct bench *b, batch_fn fn, int tcp)
             continue;
         double mbps = mbytes_per_s(b, n, st.median);
         pts[i] = (struct point){n, st.median * 1e6, mbps};
-        printf("%10zu %12.4f %12.4f %12.4f %8.3f %12.3f %12.3f %4d %9ld\n", n, st.median * 1e6,
-               st.min * 1e6, st.max * 1e6, st.median > 0 ? 100 * st.mad / st.median : 0, mbps,
-               8 * mbps, st.samples, st.reps);
+        printf("%10zu %12.4f %12.4f %12.4f %8.3f %12.3f %12.3f %4d %9ld %12.4f %12.4f\n", n,
+               st.median * 1e6, st.min * 1e6, st.max * 1e6,
+               st.median > 0 ? 100 * st.mad / st.median : 0, mbps, 8 * mbps, st.samples,
+               st.reps, st.lo * 1e6, st.hi * 1e6);
         fflush(stdout);
     }
     long total_bad = 0;

@@ -1,0 +1,272 @@
+"""Learned baselines: what this system's own accepted runs measured, per
+message size, as the band a later run is held to.
+
+`accept` builds one baseline file per system:partition from at least
+`baseline.min_runs` (judging.yaml) accepted sessions.  For every case (its
+check and parameters, on one environment) and every message size, each
+run gives the time per message of its best launch (the judging rule's
+pick: a busy host only adds time).  The band keeps all of them, the fast
+and the slow mode of a bimodal host alike:
+
+    centre   the median of the runs' figures
+    low      the fastest run's figure
+    high     the slowest run's figure
+    upper    the bound a later run fails beyond: the slowest run, and never
+             less than `min_band` above the centre (three runs understate a
+             host's run-to-run noise)
+
+Judging time per message at every size covers latency and bandwidth
+alike: at one size, bandwidth is the message over its time.
+
+A baseline file, `reframe_checks/references/baselines/<system>-<partition>
+.yaml`, carries its provenance (sessions, commits, MPI builds, tuning state,
+date) and is data a site commits.  Pure: reads records and files.
+"""
+
+import datetime
+import re
+import statistics
+from pathlib import Path
+
+import yaml
+
+from .. import datafiles, paths
+from ..datafiles import DataError
+from . import figures
+from .rule import Bound, load_rule
+
+BASELINES = paths.REFERENCES / "baselines"
+VERSION = 1
+#: the column a baseline holds: time per message (usec), and its unit
+COLUMN, UNIT = "usec", "us"
+
+_NUMBER = {"type": "number", "exclusiveMinimum": 0}
+SIZE_SCHEMA = {
+    "type": "object", "required": ["bytes", "centre", "low", "high", "upper"],
+    "additionalProperties": False,
+    "properties": {"bytes": {"type": "number", "minimum": 0}, "centre": _NUMBER,
+                   "low": _NUMBER, "high": _NUMBER, "upper": _NUMBER}}
+SCHEMA = {
+    "type": "object", "required": ["version", "system", "partition", "accepted", "cases"],
+    "additionalProperties": False,
+    "properties": {
+        "version": {"type": "integer", "minimum": 1, "maximum": VERSION,
+                    "description": f"expected a baseline version up to {VERSION}"},
+        "system": {"type": "string"}, "partition": {"type": "string"},
+        "accepted": {"type": "string"},
+        "min_band": {"type": "number", "minimum": 0, "maximum": 1},
+        "sessions": {"type": "array", "items": {"type": "object"}},
+        "cases": {"type": "array", "items": {
+            "type": "object", "required": ["case", "environ", "column", "unit", "runs",
+                                           "sizes"],
+            "additionalProperties": False,
+            "properties": {
+                "case": {"type": "string"}, "environ": {"type": "string"},
+                "column": {"enum": [COLUMN]}, "unit": {"enum": [UNIT]},
+                "runs": {"type": "integer", "minimum": 1},
+                "mpi": {"type": "string"}, "transport": {"type": "string"},
+                "sizes": {"type": "array", "minItems": 1, "items": SIZE_SCHEMA}}}},
+    },
+}
+
+
+def case_name(tc):
+    """A case as a baseline names it: its display name without ReFrame's
+    hash (`PingPong %variant=blocking %transport=shm %placement=intranode`)."""
+    return re.sub(r"\s*/[0-9a-f]{8}$", "", tc.get("display_name") or tc.get("name", ""))
+
+
+def partition_of(tc):
+    return f"{tc.get('system')}:{tc.get('partition')}"
+
+
+def file_for(partition, folder=BASELINES):
+    system, _, part = partition.partition(":")
+    return Path(folder) / f"{system}-{part}.yaml"
+
+
+def best_launch_times(record):
+    """{bytes: usec} of a case's record: at each size the best (fastest)
+    launch of its own run (the first series), or {} without launches."""
+    series = record.get("series") or []
+    runs = record.get("runs") or {}
+    launches = runs.get(series[0]["name"]) if series else None
+    if not launches:
+        return {}
+    best = {}
+    for launch in launches:
+        for row in launch["rows"]:
+            if COLUMN in row and row[COLUMN] > 0:
+                size = row["bytes"]
+                best[size] = min(best.get(size, row[COLUMN]), row[COLUMN])
+    return best
+
+
+def band(values, min_band):
+    """A size's band from the runs' figures (see the module's docstring)."""
+    centre = statistics.median(values)
+    return {"centre": centre, "low": min(values), "high": max(values),
+            "upper": max(max(values), centre * (1 + min_band))}
+
+
+def build(partition, sessions, rule=None):
+    """The baseline of `partition` from `sessions` (report.sessions.Session,
+    oldest first); DataError-free: ValueError saying what is missing."""
+    rule = rule or load_rule()
+    per_case = {}
+    for session in sessions:
+        for tc in session.testcases:
+            if partition_of(tc) != partition or tc.get("result") != "pass":
+                continue
+            times = best_launch_times(tc.get("record") or {})
+            if times:
+                key = (case_name(tc), tc.get("environ", ""))
+                per_case.setdefault(key, []).append((tc, times))
+    cases = []
+    for (name, environ), runs in sorted(per_case.items()):
+        if len(runs) < rule.baseline_min_runs:
+            continue
+        sizes = sorted(set.intersection(*(set(t) for _, t in runs)))
+        prov = (runs[-1][0].get("record") or {}).get("provenance") or {}
+        cases.append({
+            "case": name, "environ": environ, "column": COLUMN, "unit": UNIT,
+            "runs": len(runs),
+            "mpi": " ".join(str(prov.get(k, "")) for k in ("mpi_family", "mpi_version",
+                                                           "mpi_source")).strip(),
+            "transport": str(prov.get("transport", "")),
+            "sizes": [{"bytes": size, **band([t[size] for _, t in runs], rule.baseline_min_band)}
+                      for size in sizes]})
+    if not cases:
+        raise ValueError(f"no case of {partition} passed in {rule.baseline_min_runs} or more "
+                         f"of the {len(sessions)} sessions given")
+    system, _, part = partition.partition(":")
+    return {"version": VERSION, "system": system, "partition": part,
+            "accepted": datetime.datetime.now(datetime.timezone.utc).strftime(
+                "%Y-%m-%dT%H:%M:%SZ"),
+            "min_band": rule.baseline_min_band,
+            "sessions": [session_provenance(s) for s in sessions],
+            "cases": cases}
+
+
+def session_provenance(session):
+    prov = session.provenance or {}
+    return {"uuid": session.uuid, "name": session.name,
+            "commit": prov.get("netbench_commit"),
+            "spack_lock_sha256": prov.get("spack_lock_sha256"),
+            "tuning_state": prov.get("tuning_state"),
+            "mpis": sorted(f"{name} {info.get('version', '')}".strip()
+                           for name, info in (prov.get("mpis") or {}).items())}
+
+
+def write(baseline, folder=BASELINES):
+    """Write the baseline file (to a temporary name, then renamed: a
+    reader never sees half of one); its path."""
+    path = file_for(f"{baseline['system']}:{baseline['partition']}", folder)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = ("# netbench baseline (netbench baseline accept): what this partition's own\n"
+            "# accepted runs measured; a site commits it.  netbench/judgement/baseline.py\n"
+            + yaml.safe_dump(baseline, sort_keys=False, default_flow_style=None, width=100))
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
+    return path
+
+
+def load(path):
+    """A baseline file, checked: DataError naming the file and key (a band
+    whose low, centre, high and upper are out of order is malformed)."""
+    data = datafiles.validate(datafiles.load_yaml(path), SCHEMA, path)
+    for i, case in enumerate(data["cases"]):
+        for j, size in enumerate(case["sizes"]):
+            if not size["low"] <= size["centre"] <= size["high"] <= size["upper"]:
+                raise DataError(path, datafiles.dotted(("cases", i, "sizes", j)),
+                                "a band needs low <= centre <= high <= upper")
+    return data
+
+
+def for_partition(partition, folder=BASELINES):
+    """The loaded baseline of `partition`, or None when it has none."""
+    path = file_for(partition, folder)
+    return load(path) if path.exists() else None
+
+
+def case_bounds(baseline, name, environ):
+    """{bytes: Bound} the case `name` on `environ` is held to, {} when the
+    baseline has no such case."""
+    for case in (baseline or {}).get("cases", []):
+        if case["case"] == name and case["environ"] == environ:
+            return {s["bytes"]: Bound("upper", s["upper"]) for s in case["sizes"]}
+    return {}
+
+
+def figure_spec(nbytes):
+    return {"figure": "at", "column": COLUMN, "bytes": nbytes}
+
+
+def variable(nbytes):
+    """The judged variable of one size: `usec@<bytes>`."""
+    return f"{COLUMN}@{int(nbytes)}"
+
+
+def estimates_at(launch_rows, nbytes):
+    return figures.estimates(launch_rows, figure_spec(nbytes))
+
+
+def show(baseline):
+    """Lines for `netbench baseline show`."""
+    lines = [f"{baseline['system']}:{baseline['partition']}: accepted {baseline['accepted']} "
+             f"from {len(baseline.get('sessions', []))} sessions "
+             f"({', '.join(s.get('name', '') for s in baseline.get('sessions', []))})"]
+    for case in baseline["cases"]:
+        lines.append(f"  {case['case']} @ {case['environ']} ({case.get('mpi', '')}; "
+                     f"{case['runs']} runs)")
+        for s in case["sizes"]:
+            lines.append(f"    {int(s['bytes']):>9} B  {s['centre']:.4g} {case['unit']}  "
+                         f"band {s['low']:.4g}-{s['high']:.4g}, fails above {s['upper']:.4g}")
+    return lines
+
+
+#: the performance variable a case's per-size baseline verdict is reported by:
+#: its worst size's figure over the band's bound (above 1: slower)
+RATIO = "vs_baseline"
+
+
+def size_words(nbytes):
+    for factor, unit in ((1 << 20, "MiB"), (1 << 10, "KiB")):
+        if nbytes >= factor:
+            return f"{nbytes / factor:g} {unit}"
+    return f"{nbytes:g} B"
+
+
+def combine(size_decisions, bounds, source):
+    """One Decision on a case's curve from its per-size ones ({`usec@N`:
+    Decision}, with their Bounds): the worst verdict, reported as the ratio
+    of a size's figure to its bound (the worst failed size's, else the
+    largest passed one's), and the sizes named; also the per-size list for
+    the record."""
+    from .rule import FAIL, INCONCLUSIVE, PASS, Decision, case_verdict
+
+    sizes = []
+    for var, decision in sorted(size_decisions.items(), key=lambda kv: float(kv[0][5:])):
+        bound = bounds[var].value
+        sizes.append({"bytes": float(var.split("@", 1)[1]), "verdict": decision.verdict,
+                      "value": decision.value, "lo": decision.lo, "hi": decision.hi,
+                      "upper": bound, "launches": decision.launches})
+    verdict = case_verdict(s["verdict"] for s in sizes)
+    pick = [s for s in sizes if s["verdict"] == verdict] or sizes
+    worst = max(pick, key=lambda s: s["value"] / s["upper"])
+    ratio = worst["value"] / worst["upper"]
+    launches = max(s["launches"] for s in sizes)
+    if verdict == FAIL:
+        named = ", ".join(f"{size_words(s['bytes'])} ({s['value'] / s['upper']:.2f}x: "
+                          f"{s['value']:.4g} us, band up to {s['upper']:.4g})"
+                          for s in pick)
+        reason = f"slower than the baseline ({source}) in every launch at {named}"
+    elif verdict == INCONCLUSIVE:
+        reason = (f"too noisy to tell against the baseline ({source}) at "
+                  + ", ".join(size_words(s["bytes"]) for s in pick))
+    else:
+        reason = f"within the baseline's band ({source}) at all {len(sizes)} sizes"
+        verdict = PASS if verdict == PASS else verdict
+    return Decision(verdict, ratio, worst["lo"] / worst["upper"], worst["hi"] / worst["upper"],
+                    launches, reason), sizes

@@ -1,0 +1,126 @@
+"""`python -m netbench.judgement.remeasure JUDGING_JSON`: the runs a job
+must launch again, one name a line, or nothing when every judged figure is
+decided (netbench.judgement.rule).  The job script runs it between
+launches (job_lines), in its stage folder, so the next launch follows
+within the same job and allocation; the checks decide the same way after
+the job from the same files.
+
+JUDGING_JSON (written by the check before the job):
+
+    {"runs": {run name: the first launch's output file},
+     "figures": {variable: {"run": run name, "spec": figure spec
+                            (figures.py), "bound": {"side", "value"}}},
+     "rule": {"launches", "min_launches_to_fail"} (judging.yaml's, as the
+              check loaded it)}
+
+A run's later launches are `NAME-2.out`, `NAME-3.out`, ... beside it.
+"""
+
+import json
+import os
+import shlex
+import sys
+
+from ..results.benchmark import parse_run
+from . import figures
+from .rule import UNDECIDED, Bound, Rule, decide, load_rule
+
+#: what the job prints after its launches: how busy the host was (an
+#: inconclusive verdict names it); /proc/pressure exists from Linux 4.20
+HOST_LOAD_LINES = [
+    'echo "# host load $(cat /proc/loadavg 2>/dev/null)"',
+    '[ -r /proc/pressure/cpu ] && echo "# host cpu_pressure $(head -n 1 /proc/pressure/cpu)" '
+    '|| true',
+]
+
+
+def bound_of(ref, lower, upper, unit):
+    """The Bound of ReFrame's reference tuple (value, lower, upper as
+    fractions): the side a figure fails on; None when unbounded.  A
+    reference bounded on both sides is judged on the side its unit makes
+    worse (a time above, a rate below)."""
+    if not ref:
+        return None
+    upper_bound = Bound("upper", ref * (1 + upper)) if upper is not None else None
+    lower_bound = Bound("lower", ref * (1 + lower)) if lower is not None else None
+    if upper_bound and lower_bound:
+        return upper_bound if unit in ("us", "s", "ms", "ns") else lower_bound
+    return upper_bound or lower_bound
+
+
+def _later(folder, name):
+    n = 2
+    while os.path.exists(os.path.join(folder, f"{name}-{n}.out")):
+        yield f"{name}-{n}.out"
+        n += 1
+
+
+def undecided_runs(description, folder="."):
+    """The names of the runs with a figure still undecided."""
+    launches = {}
+    for run, first in description["runs"].items():
+        files = [first] + list(_later(folder, run))
+        launches[run] = [parse_run(_read(os.path.join(folder, f)))["rows"] for f in files]
+    rule = description_rule(description)
+    again = set()
+    for figure in description["figures"].values():
+        run = figure["run"]
+        if run not in launches:
+            continue
+        bound = Bound(figure["bound"]["side"], float(figure["bound"]["value"]))
+        decision = decide(figures.estimates(launches[run], figure["spec"]), bound, rule)
+        if decision.verdict == UNDECIDED:
+            again.add(run)
+    return sorted(again)
+
+
+def description_rule(description):
+    """The rule the check judges by (its judging.yaml), else the default."""
+    given = description.get("rule")
+    if not given:
+        return load_rule()
+    default = load_rule()
+    return Rule(int(given["launches"]), int(given["min_launches_to_fail"]),
+                default.baseline_min_runs, default.baseline_min_band)
+
+
+def _read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def job_lines(commands, judging_file, launches):
+    """The job script's lines that launch each run again while it has an
+    undecided figure, up to `launches` launches in all: `commands` {run
+    name: its command line}."""
+    if launches < 2 or not commands:
+        return []
+    tool = f"{shlex.quote(sys.executable)} -m netbench.judgement.remeasure {judging_file}"
+    cases = " ".join(f"{name}) {command} > {name}-$n.out ;;"
+                     for name, command in sorted(commands.items()))
+    return [f"for n in $(seq 2 {launches}); do "
+            f'again=$({tool}) || break; [ -n "$again" ] || break; '
+            f'echo "netbench: launching again, undecided: $again" >&2; '
+            f"for run in $again; do case $run in {cases} esac; done; done"]
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.exit("usage: python -m netbench.judgement.remeasure JUDGING_JSON")
+    try:
+        with open(argv[0]) as f:
+            description = json.load(f)
+        runs = undecided_runs(description, os.path.dirname(os.path.abspath(argv[0])))
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        # the job goes on without another launch; the check decides from
+        # what it has and says so
+        sys.exit(f"netbench.judgement.remeasure: {argv[0]}: {err}")
+    print("\n".join(runs))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""`netbench compare`'s outputs: the Comparison (compare.py) as text for
+the terminal and as an HTML page, reports/compare-<A>-<B>/index.html, in
+the report's style (templates/compare.html.j2)."""
+
+import contextlib
+import datetime
+import os
+from pathlib import Path
+
+from .. import paths
+from ..datafiles import DataError
+from . import compare, page, verdict
+from .publish import atomic_write, check_output_folder
+
+#: the ANSI colour of each call in a terminal (NO_COLOR: none)
+COLOURS = {compare.WORSE: "\033[31m", compare.BETTER: "\033[32m"}
+RESET = "\033[0m"
+#: the factor of each unit verdict.readable shows a figure in
+SHOWN_AS = {("Mbit/s", "Gbit/s"): 1e-3, ("B", "KiB"): 1 / 1024, ("B", "MiB"): 1 / (1 << 20)}
+
+
+def size_text(nbytes):
+    return "" if nbytes is None else verdict.readable(nbytes, "B").replace(".0 ", " ")
+
+
+def css_class(change):
+    """better, worse, noise or plain: what the page colours a row by."""
+    call = change.call
+    if call in (compare.WORSE, compare.BETTER):
+        return call
+    if change.significance == compare.NO_INTERVAL and change.direction in (compare.WORSE,
+                                                                           compare.BETTER):
+        return f"{change.direction}-maybe"
+    return "noise"
+
+
+def interval_text(e, unit):
+    """"0.35 us (0.349-0.363)": the figure and its interval in the unit a
+    person reads it in (verdict.readable)."""
+    shown = verdict.readable(e.value, unit)
+    if compare.is_point(e):
+        return shown
+    number, _, shown_unit = shown.partition(" ")
+    scale = SHOWN_AS.get((unit, shown_unit), 1.0)
+    return f"{number} ({e.lo * scale:.3g}-{e.hi * scale:.3g}) {shown_unit}".rstrip()
+
+
+def change_line(change, colour):
+    pct = "" if change.pct is None else f"{change.pct:+.1f} %"
+    call = change.call
+    if colour and change.direction in COLOURS and call != compare.NOISE:
+        call = f"{COLOURS[change.direction]}{call}{RESET}"
+    return (f"  {change.figure:12} {size_text(change.bytes):>8}  "
+            f"{interval_text(change.a, change.unit):>28}  "
+            f"{interval_text(change.b, change.unit):>28}  {pct:>9}  {call}")
+
+
+def text(comparison, every_size=False, colour=False):
+    """The comparison as lines for the terminal: per case its figures, and
+    the sizes whose change is more than noise (every size: `every_size`)."""
+    lines = [f"netbench compare: A {comparison.a}  ->  B {comparison.b}"]
+    for case in comparison.cases:
+        lines.append("")
+        lines.append(case.key)
+        lines.append(f"  {'figure':12} {'size':>8}  {'A (interval)':>28}  "
+                     f"{'B (interval)':>28}  {'change':>9}  call")
+        shown = case.sizes if every_size else [
+            c for c in case.sizes if c.significance == compare.SIGNIFICANT]
+        lines.extend(change_line(c, colour) for c in case.figures + shown)
+        left = len(case.sizes) - len(shown)
+        if left:
+            lines.append(f"  ... and {left} sizes within noise or without an interval "
+                         f"(--all shows them)")
+    for label, keys in (("only in A", comparison.only_a), ("only in B", comparison.only_b)):
+        lines.extend(f"{label}: {key}" for key in keys)
+    counts = comparison.counts()
+    lines.append("")
+    lines.append("netbench compare: " + (", ".join(
+        f"{n} {call}" for call, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+        or "no case in common"))
+    return lines
+
+
+def render(comparison):
+    env = page.environment()
+    env.filters["size"] = size_text
+    env.filters["interval"] = interval_text
+    env.filters["css"] = css_class
+    return env.get_template("compare.html.j2").render(
+        comparison=comparison, counts=comparison.counts(),
+        generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+
+
+def default_folder(comparison, reports_dir=paths.REPORTS):
+    """reports/compare-<A>-<B>: the sessions' folder names, built from parsed
+    values (sessions.session_folder_name), never from the command line."""
+    return Path(reports_dir) / f"compare-{comparison.a}-{comparison.b}"
+
+
+def write(comparison, outdir):
+    """The page as OUTDIR/index.html (OUTDIR: a folder, or a new one in an
+    existing folder); nothing else is written or removed."""
+    outdir = Path(outdir)
+    if outdir.is_symlink():
+        raise DataError(outdir, None, "is a symlink: not written through")
+    check_output_folder(outdir)
+    created = False
+    try:
+        if not outdir.is_dir():
+            outdir.mkdir()
+            created = True
+        atomic_write(outdir / "index.html", render(comparison))
+    except OSError as err:
+        if created:
+            with contextlib.suppress(OSError):
+                outdir.rmdir()
+        raise DataError(outdir, None, f"cannot write: {err.strerror}") from err
+    return outdir / "index.html"
+
+
+def colour_wanted(stream):
+    """Colours in a terminal, unless NO_COLOR is set (no-color.org)."""
+    return stream.isatty() and not os.environ.get("NO_COLOR")

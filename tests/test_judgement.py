@@ -1,0 +1,199 @@
+"""The judging rule (netbench/judgement/) on recorded launches of the
+benchmark with known answers: a clear pass, a clear fail, undecided after
+one launch, inconclusive when the budget is spent; and the job's own
+re-measurement loop, run by a real shell on those files.
+
+The recordings (tests/data/judgement/): Debian's Open MPI 4.1.4 ping-pong on
+this 2-core machine, over shared memory on a quiet moment
+(shm-openmpi-debian.*) and over TCP loopback with one core kept busy by a
+spinning process (tcp-openmpi-debian-loaded.*: batches from 5 us to 24 ms).
+"""
+
+import json
+import math
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from netbench.datafiles import DataError
+from netbench.judgement import (FAIL, INCONCLUSIVE, PASS, UNDECIDED, Bound, Estimate,
+                                case_verdict, decide, figures, load_rule, remeasure)
+from netbench.judgement.rule import Rule
+from netbench.results.benchmark import parse_run
+
+DATA = Path(__file__).parent / "data" / "judgement"
+RULE = Rule(launches=4, min_launches_to_fail=2, baseline_min_runs=3, baseline_min_band=0.05)
+LATENCY = {"figure": "latency"}
+PEAK = {"figure": "peak", "column": "Mbps"}
+
+
+def rows(name):
+    return parse_run((DATA / f"{name}.txt").read_text())["rows"]
+
+
+SHM = [rows("shm-openmpi-debian.1"), rows("shm-openmpi-debian.2")]
+LOADED = [rows("tcp-openmpi-debian-loaded.1"), rows("tcp-openmpi-debian-loaded.2")]
+
+
+def test_the_benchmark_prints_an_interval_around_each_median():
+    for launch in SHM + LOADED:
+        for row in launch:
+            assert row["usec_lo"] <= row["usec"] <= row["usec_hi"], row
+            assert row["usec_min"] <= row["usec_lo"] and row["usec_hi"] <= row["usec_max"]
+
+
+def test_latency_is_the_smallest_median_under_64_bytes_with_its_interval():
+    est = figures.estimate(SHM[0], LATENCY)
+    assert est.value == pytest.approx(parse_run(
+        (DATA / "shm-openmpi-debian.1.txt").read_text())["summary"]["latency_usec"])
+    assert est.lo <= est.value <= est.hi
+
+
+def test_a_rate_interval_follows_from_its_time():
+    row = {"bytes": 1024, "usec": 2.0, "usec_lo": 1.0, "usec_hi": 4.0, "Mbps": 4096.0}
+    est = figures.row_estimate(row, "Mbps")
+    assert (est.lo, est.value, est.hi) == (2048.0, 4096.0, 8192.0)
+
+
+def test_a_stream_interval_is_its_runs_range():
+    row = {"bytes": 65536, "MBps": 100.0, "MBps_low": 90.0, "MBps_high": 110.0, "Mbps": 800.0}
+    assert figures.row_estimate(row, "Mbps") == Estimate(800.0, 720.0, 880.0)
+
+
+def test_clear_pass_on_the_first_launch():
+    """Shared memory at 0.15 us against seed 000's 2.1 us bound."""
+    decision = decide(figures.estimates(SHM[:1], LATENCY), Bound("upper", 2.1), RULE)
+    assert decision.verdict == PASS and decision.launches == 1
+    assert decision.value == pytest.approx(0.1502)
+
+
+def test_clear_fail_needs_two_launches_beyond_the_bound():
+    bound = Bound("upper", 0.05)          # a bound no launch can meet
+    assert decide(figures.estimates(SHM[:1], LATENCY), bound, RULE).verdict == UNDECIDED
+    decision = decide(figures.estimates(SHM, LATENCY), bound, RULE)
+    assert decision.verdict == FAIL and decision.launches == 2
+    assert "all 2 launches beyond" in decision.reason
+
+
+def test_a_bandwidth_fails_below_and_passes_above():
+    low, high = Bound("lower", 1e9), Bound("lower", 1.0)
+    assert decide(figures.estimates(SHM, PEAK), low, RULE).verdict == FAIL
+    assert decide(figures.estimates(SHM, PEAK), high, RULE).verdict == PASS
+
+
+def test_a_loaded_launch_straddling_the_bound_is_undecided_then_inconclusive():
+    """TCP loopback with a core kept busy: the 1st launch's latency
+    interval spans 5-326 us around the 17.3 us bound (2x seed 000)."""
+    bound = Bound("upper", 17.32)
+    one = figures.estimates(LOADED[:1], LATENCY)
+    assert one[0].lo < bound.value < one[0].hi
+    assert decide(one, bound, RULE).verdict == UNDECIDED
+    decision = decide(one * 4, bound, RULE)
+    assert decision.verdict == INCONCLUSIVE and decision.launches == 4
+    assert "too noisy to tell" in decision.reason
+
+
+def test_one_launch_within_the_bound_passes_whatever_the_others():
+    """Interference only adds time: one launch shown within the bound is
+    evidence the system can; others slowed by the host do not undo it."""
+    bound = Bound("upper", 1.0)
+    slowed = Estimate(5.0, 4.0, 6.0)
+    quick = Estimate(0.5, 0.4, 0.6)
+    assert decide([slowed, quick], bound, RULE).verdict == PASS
+    assert decide([slowed, slowed], bound, RULE).verdict == FAIL
+
+
+def test_no_launch_gave_the_figure():
+    decision = decide([Estimate(math.nan, math.nan, math.nan)], Bound("upper", 1.0), RULE)
+    assert decision.verdict == INCONCLUSIVE and "no launch" in decision.reason
+
+
+def test_a_case_takes_its_worst_figure():
+    assert case_verdict([PASS, INCONCLUSIVE]) == INCONCLUSIVE
+    assert case_verdict([INCONCLUSIVE, FAIL, PASS]) == FAIL
+    assert case_verdict([]) == PASS
+
+
+def test_a_reference_tuple_becomes_the_side_it_fails_on():
+    assert remeasure.bound_of(8.66, None, 1.0, "us") == Bound("upper", 17.32)
+    assert remeasure.bound_of(788.0, 0.0, None, "Mbit/s") == Bound("lower", 788.0)
+    assert remeasure.bound_of(100.0, -0.1, 0.1, "Mbit/s") == Bound("lower", 90.0)
+    assert remeasure.bound_of(0, None, None, "us") is None
+
+
+def test_the_rule_file_is_checked(tmp_path):
+    bad = tmp_path / "judging.yaml"
+    bad.write_text("launches: 0\nmin_launches_to_fail: 2\nbaseline: {min_runs: 3, "
+                   "min_band: 0.05}\ncontended_cpu_pressure: 25\n")
+    with pytest.raises(DataError, match=r"judging.yaml.*launches"):
+        load_rule.__wrapped__(bad)
+    assert load_rule().launches >= load_rule().min_launches_to_fail
+
+
+def write_job(folder, first, again, bound):
+    """A stage folder: the first launch's output, the next launch's, and
+    the judging description the check would write."""
+    (folder / "rfm_job.out").write_text((DATA / f"{first}.txt").read_text())
+    (folder / "next.txt").write_text((DATA / f"{again}.txt").read_text())
+    (folder / "judging.json").write_text(json.dumps({
+        "runs": {"mpi": "rfm_job.out"},
+        "figures": {"latency": {"run": "mpi", "spec": LATENCY, "bound": bound}}}))
+
+
+def run_job_lines(folder, launches=4):
+    lines = remeasure.job_lines({"mpi": "cat next.txt"}, "judging.json", launches)
+    return subprocess.run(["sh", "-c", "\n".join(lines)], cwd=folder, capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(
+                              Path(__file__).resolve().parent.parent)})
+
+
+def test_the_job_launches_again_only_while_undecided(tmp_path):
+    write_job(tmp_path, "shm-openmpi-debian.1", "shm-openmpi-debian.2",
+              {"side": "upper", "value": 2.1})
+    run_job_lines(tmp_path)
+    assert not (tmp_path / "mpi-2.out").exists()        # passed on the first
+
+    write_job(tmp_path, "shm-openmpi-debian.1", "shm-openmpi-debian.2",
+              {"side": "upper", "value": 0.05})
+    proc = run_job_lines(tmp_path)
+    # beyond in the first: one more launch, then beyond in both: decided
+    assert (tmp_path / "mpi-2.out").exists(), proc.stderr
+    assert not (tmp_path / "mpi-3.out").exists(), proc.stderr
+    assert remeasure.undecided_runs(json.loads((tmp_path / "judging.json").read_text()),
+                                    tmp_path) == []
+
+
+def test_the_job_stops_at_the_budget(tmp_path):
+    write_job(tmp_path, "tcp-openmpi-debian-loaded.1", "tcp-openmpi-debian-loaded.1",
+              {"side": "upper", "value": 17.32})
+    proc = run_job_lines(tmp_path, launches=3)
+    assert (tmp_path / "mpi-3.out").exists(), proc.stderr
+    assert not (tmp_path / "mpi-4.out").exists()
+
+
+def test_a_broken_description_stops_the_loop_with_one_line(tmp_path):
+    (tmp_path / "judging.json").write_text("{")
+    proc = subprocess.run([os.sys.executable, "-m", "netbench.judgement.remeasure",
+                           str(tmp_path / "judging.json")], capture_output=True, text=True)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert len(proc.stderr.strip().splitlines()) == 1 and "judging.json" in proc.stderr
+
+
+def test_a_cpu_bound_failure_on_a_contended_host_is_inconclusive():
+    """Loopback TCP latency beyond its bound in every launch, while other
+    work waited for a CPU 98 % of the time: the evidence cannot tell the
+    path from the contention.  A link's bandwidth is not the CPUs': it
+    fails as it is; and a quiet host's failure stands."""
+    from netbench.judgement.rule import allowing_for_contention
+    bound = Bound("upper", 0.05)
+    failed = decide(figures.estimates(SHM, LATENCY), bound, RULE)
+    busy = {"cpu_pressure": 98.0, "host_load": 3.2}
+    unsure = allowing_for_contention(failed, busy, True, RULE)
+    assert unsure.verdict == INCONCLUSIVE
+    assert "waited for a CPU 98 %" in unsure.reason and "load 3.2" in unsure.reason
+    assert allowing_for_contention(failed, busy, False, RULE).verdict == FAIL
+    quiet = {"cpu_pressure": 2.0, "host_load": 0.3}
+    assert allowing_for_contention(failed, quiet, True, RULE).verdict == FAIL
+    assert allowing_for_contention(failed, {}, True, RULE).verdict == FAIL

