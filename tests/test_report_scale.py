@@ -175,7 +175,7 @@ def test_the_raster_of_600_nodes_keeps_the_slow_nodes_row(tmp_path):
     assert len(page) < 4 * 2**20
 
 
-# -- earlier sessions: read as summaries, the newest few ----------------------
+# -- earlier sessions: read as summaries -------------------------------------
 
 def published(tmp_path, days):
     """reports/ with one 30-case session per day of `days` in its folder, as
@@ -211,13 +211,6 @@ def test_history_from_summaries_equals_history_from_whole_sessions(tmp_path):
     # a summary keeps the index's and the history's fields, not the curves
     case = summaries[0].testcases[0]
     assert set(case) == set(sessions.SUMMARY_KEYS) and "record" not in case
-
-
-def test_the_newest_sessions_only_are_read_for_a_history(tmp_path):
-    reports, _ = published(tmp_path, [0, 3, 1, 2])
-    newest = sessions.published_sessions(reports, newest=2, summary=True)
-    assert [s.started for s in newest] == sorted(s.started for s in
-                                                 sessions.published_sessions(reports))[-2:]
 
 
 def test_a_summary_names_a_bad_figure_of_an_earlier_session(tmp_path):

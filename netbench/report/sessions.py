@@ -272,23 +272,18 @@ def read_summary(path):
     return Session(slim, {}, str(path))
 
 
-def published_sessions(reports_dir=paths.REPORTS, newest=None, summary=False):
+def published_sessions(reports_dir=paths.REPORTS, summary=False):
     """The sessions on disk, oldest first: real folders named like a session
     whose run report loads and names that folder.  Anything else in
     reports/ (latest, tune-demo/, a half-published staging folder, a broken
-    session) is not a session and is left alone.
-
-    newest: only the newest that many (by folder name, which starts with
-    the start time), for a history that must not read every session ever
-    published; summary: each as load_summary reads it (the index)."""
-    folders = [folder for folder in (Path(reports_dir).iterdir()
-                                     if Path(reports_dir).is_dir() else ())
-               if SESSION_NAME.fullmatch(folder.name) and not folder.is_symlink()
-               and folder.is_dir()]
+    session) is not a session and is left alone.  summary: each as
+    load_summary reads it (the index: their parsing, not their validation
+    or their memory)."""
     found = []
-    for folder in sorted(folders, key=lambda f: f.name, reverse=True):
-        if newest is not None and len(found) >= newest:
-            break
+    for folder in Path(reports_dir).iterdir() if Path(reports_dir).is_dir() else ():
+        if not SESSION_NAME.fullmatch(folder.name) or folder.is_symlink() \
+                or not folder.is_dir():
+            continue
         try:
             session = (load_summary if summary else load_session)(folder / "run-report.json")
         except DataError:
