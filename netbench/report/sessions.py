@@ -212,8 +212,8 @@ def check_records(report, path):
                                    (*where, key))
 
 
-#: what the index and a later session's history read of a published
-#: session: its session_info, and each case's names and perfvalues
+#: what the index reads of a published session (and a page's trends
+#: need): its session_info, and each case's names and perfvalues
 SUMMARY_KEYS = ("name", "display_name", "unique_name", "system", "partition", "environ",
                 "perfvalues")
 _SUMMARY_CASE = {"type": "object", "properties": {
@@ -225,10 +225,9 @@ SUMMARY_SCHEMA = {"type": "object", "required": ["session_info", "runs"], "prope
     "runs": {"type": "array", "items": {"type": "object", "properties": {
         "testcases": {"type": "array"}}}},
 }}
-#: summaries read in this process, by the identity of their file: publish
-#: reads the earlier sessions for the history, then for the index; a
-#: published run report is never rewritten in place (publish renames a
-#: new folder in)
+#: summaries read in this process, by the identity of their file (a
+#: published run report is never rewritten in place: publish renames a new
+#: folder in), so a process that lists reports/ twice parses each once
 _SUMMARIES = {}
 
 
@@ -240,9 +239,8 @@ def plain_summary_case(tc):
 
 
 def load_summary(path):
-    """A published session as the index and a later page's history read
-    it: its session_info and each case's SUMMARY_KEYS, checked against
-    SUMMARY_SCHEMA; the rest of the run report (curves, records, a fleet's
+    """A published session as the index reads it: its session_info and
+    each case's SUMMARY_KEYS, checked against SUMMARY_SCHEMA; the rest of the run report (curves, records, a fleet's
     million pairs) is neither checked nor kept, so reading many large
     sessions costs their parsing, not their validation or their memory."""
     path = Path(path)
