@@ -240,8 +240,9 @@ def plain_summary_case(tc):
 
 def load_summary(path):
     """A published session as the index reads it: its session_info and
-    each case's SUMMARY_KEYS, checked against SUMMARY_SCHEMA; the rest of the run report (curves, records, a fleet's
-    million pairs) is neither checked nor kept, so reading many large
+    each case's SUMMARY_KEYS, checked against SUMMARY_SCHEMA; the rest of
+    the run report (curves, records, a fleet's million pairs) is neither
+    checked nor kept, so reading many large
     sessions costs their parsing, not their validation or their memory."""
     path = Path(path)
     try:
