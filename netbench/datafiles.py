@@ -26,12 +26,17 @@ class DataError(Exception):
         super().__init__(f"{where}: {problem}")
 
 
-def _read_text(path):
+def read_bytes(path):
+    """The bytes of `path`, or DataError."""
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            return f.read()
     except OSError as err:
         raise DataError(path, None, f"cannot read: {err.strerror}") from err
+
+
+def _read_text(path, raw=None):
+    raw = read_bytes(path) if raw is None else raw
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -53,9 +58,10 @@ def load_yaml(path, top=dict):
     return _top_level(data, top, path)
 
 
-def load_json(path, top=dict):
-    """The parsed JSON document in `path`, or DataError."""
-    text = _read_text(path)
+def load_json(path, top=dict, raw=None):
+    """The parsed JSON document in `path` (or in `raw`, its bytes as read
+    already), or DataError."""
+    text = _read_text(path, raw)
     try:
         data = json.loads(text)
     except ValueError as err:

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import stat
+import statistics
 import subprocess
 
 import pytest
@@ -357,6 +358,71 @@ def test_a_partial_sweep_names_a_node_bad_with_its_measured_partners():
                                         "bw_Mbps": {1048576: 320.0 if slow else 950.0}}
     result = judge.judge(measurements)
     assert [(s.kind, s.names) for s in result.suspects] == [("node", ("n3",))]
+
+
+# -- scale (#23): the same verdicts from columns and one sort ----------------
+
+def brute_force_leave_one_out(figures):
+    """{host index: statistics.median of the figures without its pairs}, the
+    O(n^3) way the judgement used to take it."""
+    pairs = list(zip(figures.src.tolist(), figures.dst.tolist(), figures.values.tolist()))
+    out = {}
+    for i in range(len(figures.hosts)):
+        rest = [v for a, b, v in pairs if i not in (a, b)]
+        if rest:
+            out[i] = statistics.median(rest)
+    return out
+
+
+def test_leave_one_out_medians_are_the_medians_of_the_rest():
+    """Ties, partial sweeps, odd and even counts, hosts without figures."""
+    rng = random.Random(23)
+    for trial in range(150):
+        n = rng.randint(2, 11)
+        hosts = [f"h{i}" for i in range(n)]
+        tied = trial % 3 == 0
+        measurements = {}
+        for a in hosts:
+            for b in hosts:
+                if a != b and rng.random() < 0.7:
+                    value = rng.choice([1.0, 2.0, 3.0]) if tied else rng.uniform(0, 100)
+                    measurements[(a, b)] = {"bw_Mbps": {64: value}}
+        if not measurements:
+            continue
+        figures = judge.figures_by_metric(measurements)["bw_Mbps@64"]
+        assert dict(judge.leave_one_out_medians(figures)) == \
+            brute_force_leave_one_out(figures), trial
+
+
+def test_the_verdict_does_not_depend_on_the_order_of_the_pairs():
+    """Latency measured both ways (the lower is the pair's), pairs in any
+    order: the verdict is that of the sorted input."""
+    rng = random.Random(7)
+    measurements = make_fleet(9, 4, slow=["node05"], bad_cables=[("node01", "node03")])
+    for (src, dst), figures in measurements.items():
+        if src > dst:
+            figures["latency_us"] = LATENCY_US * rng.uniform(1.2, 1.5)
+    shuffled = list(measurements.items())
+    rng.shuffle(shuffled)
+    verdict = judge.judge(dict(shuffled))
+    assert verdict.to_json() == judge.judge(dict(sorted(measurements.items()))).to_json()
+    assert named(verdict) == [("node", ("node05",)), ("pair", ("node01", "node03"))]
+    assert verdict.stats["latency_us"].n == 9 * 8 // 2
+
+
+def test_a_latency_that_is_no_figure_is_refused_naming_its_measured_direction():
+    measurements = make_fleet(3, 1)
+    measurements[("node02", "node01")]["latency_us"] = float("nan")
+    with pytest.raises(ValueError, match="node02->node01: latency_us: expected"):
+        judge.judge(measurements)
+
+
+def test_a_large_fleet_names_its_slow_node_and_cable_only():
+    """192 nodes (the issue's 7.8 s): one slow node, one bad cable."""
+    measurements = make_fleet(192, 3, slow=["node100"], bad_cables=[("node007", "node042")],
+                              hosts=[f"node{i:03d}" for i in range(192)])
+    verdict = judge.judge(measurements)
+    assert named(verdict) == [("node", ("node100",)), ("pair", ("node007", "node042"))]
 
 
 # -- drain.sh against hostile text in every field of a suspect (#23) -------------

@@ -198,7 +198,7 @@ def update_index_and_latest(reports_dir, published):
     ahead.  Under reports_lock."""
     point_latest(reports_dir, published)
     atomic_write(Path(reports_dir) / "index.html",
-                 page.render_index(published_sessions(reports_dir)))
+                 page.render_index(published_sessions(reports_dir, summary=True)))
 
 
 def history_sessions(session, results_db=paths.RESULTS_DB):
