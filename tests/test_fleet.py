@@ -7,6 +7,7 @@ are safe and round-trip."""
 import dataclasses
 import json
 import os
+import random
 import shutil
 import stat
 import statistics
