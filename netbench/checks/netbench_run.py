@@ -268,17 +268,17 @@ class NetbenchRun(MpiRun):
             # a curve's sizes keep their evidence; the curve's combined
             # verdict allows for contention (judge_the_curve_by_its_baseline)
             decisions[var] = decision if "@" in var else self.allowing_for_contention(
-                var, decision)
+                var, decision, bound)
         return decisions
 
-    def allowing_for_contention(self, var, decision, sizes=()):
+    def allowing_for_contention(self, var, decision, bound, sizes=()):
         """`decision`, inconclusive instead of failed when the figure is the
         CPUs' and the host's CPUs were contended (judging.yaml); `sizes`:
         a curve's failed sizes, CPU-bound when any of them is."""
         cpu_bound = self.cpu_bound(var) if not sizes else any(
             self.cpu_bound(baseline.variable(size)) for size in sizes)
         return allowing_for_contention(decision, self.host_load(), cpu_bound,
-                                       self.judging_rule())
+                                       self.judging_rule(), bound)
 
     def cpu_bound(self, var):
         """Whether the host's CPUs bound the figure: every figure between
