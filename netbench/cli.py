@@ -75,14 +75,31 @@ def cmd_report(args):
 def cmd_compare(args):
     from .report import compare, compare_page, store
     a = store.find_session(args.a)       # DataError: main, exit 2
-    b = store.find_session(args.b)
-    comparison = compare.compare_sessions(a, b)
+    if args.baseline:
+        comparison = compare.compare_with_baseline(a, baselines_of(a))
+    elif args.b:
+        comparison = compare.compare_sessions(a, store.find_session(args.b))
+    else:
+        raise DataError(args.a, None, "compare it with a session B or with --baseline")
     for line in compare_page.text(comparison, every_size=args.all,
                                   colour=compare_page.colour_wanted(sys.stdout)):
         print(line)
     folder = args.output or compare_page.default_folder(comparison)
     print(f"netbench compare: HTML {compare_page.write(comparison, folder)}")
     return 0
+
+
+def baselines_of(session):
+    """The learned baselines of the session's partitions; DataError when
+    none has one."""
+    from .judgement import baseline
+    partitions = sorted({baseline.partition_of(tc) for tc in session.testcases})
+    found = [b for b in (baseline.for_partition(p) for p in partitions) if b]
+    if not found:
+        raise DataError(baseline.BASELINES, None,
+                        f"no baseline of {', '.join(partitions)}: `netbench baseline "
+                        f"accept` makes one from 3 runs")
+    return found
 
 
 def cmd_publish(args):
@@ -321,7 +338,11 @@ def build_parser():
     p.add_argument("a", metavar="A", help="a run report, a session folder of reports/ "
                                           "(or `latest`), or a uuid of ReFrame's results "
                                           "database (`reframe --list-stored-sessions`)")
-    p.add_argument("b", metavar="B", help="the same for the session compared with A")
+    p.add_argument("b", metavar="B", nargs="?",
+                   help="the same for the session compared with A")
+    p.add_argument("--baseline", action="store_true",
+                   help="compare A with the learned baselines of its partitions "
+                        "(netbench baseline accept) instead of a session B")
     p.add_argument("--all", action="store_true",
                    help="print every message size, not only the significant changes")
     p.add_argument("-o", "--output", metavar="DIR",

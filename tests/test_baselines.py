@@ -87,6 +87,14 @@ def test_a_slowed_shared_memory_path_fails_at_the_sizes_it_touches(accepted):
     # messages of one fragment cross as before: no failure at 256 bytes or less
     assert not [b for b in failed if b <= 256], verdict["sizes"]
     assert "slower than the baseline" in verdict["reason"] and "1 MiB" in verdict["reason"]
+    # netbench compare SESSION --baseline: the slowed sizes worse beyond noise
+    from netbench.report import compare, load_session
+    learned = baseline.load(references / "baselines" / "local-node.yaml")
+    session_now = load_session(paths.REPORTS / "latest" / "run-report.json")
+    comparison = compare.compare_with_baseline(session_now, [learned])
+    (case,) = [c for c in comparison.cases if "| openmpi |" in c.key]
+    at_1mib = next(c for c in case.sizes if c.bytes == 1 << 20)
+    assert at_1mib.call == "worse", at_1mib
 
 
 def test_the_healthy_path_passes_its_baseline(accepted):
