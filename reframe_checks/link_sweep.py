@@ -270,7 +270,7 @@ class LinkSweep(checks.NetbenchRun):
 
     @sn.deferrable
     def assert_partition_held(self):
-        refused = exclusive.refusal(self.read_stage_file(self.job.stderr))
+        refused = exclusive.refusal(self.job_texts()[self.job.stderr])
         if refused:
             raise sn.SanityError(refused)
         return True
