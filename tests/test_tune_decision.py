@@ -1,0 +1,92 @@
+"""`netbench tune`'s decision (netbench/tuning/decision.py), pure, on real
+recorded sessions before and after ethernet_1g (tests/data/tune/) and on
+sessions made slower from them."""
+
+import json
+from pathlib import Path
+
+from test_compare import scaled
+
+from netbench.report import compare, sessions
+from netbench.tuning import decision
+
+DATA = Path(__file__).parent / "data" / "tune" / "gige-jumbo"
+
+
+def side(*names):
+    return decision.pooled_side([compare.session_side(sessions.load_session(DATA / f"{n}.json"))
+                                 for n in names])
+
+
+def test_one_session_a_side_mistakes_a_busy_hosts_noise_for_a_change():
+    # the same settings twice: one launch's intervals call most sizes changed,
+    # the reason sessions are pooled
+    comparison = compare.compare(side("before1"), side("before2"))
+    improved, worse = decision.evidence(comparison)
+    assert len(improved) >= 5 and len(worse) >= 5
+
+
+def test_the_same_settings_pooled_change_nothing_and_are_not_kept():
+    decided = decision.decide(compare.compare(side("before1", "before2"),
+                                              side("before1", "before2")))
+    assert not decided.kept and not decided.improved and not decided.worse
+    assert decided.reason == "no figure changed beyond the noise"
+
+
+def test_jumbo_frames_on_emulated_gige_are_kept_with_the_sizes_that_gained():
+    decided = decision.decide(compare.compare(side("before1", "before2"),
+                                              side("after1", "after2")))
+    assert decided.kept and not decided.overridden and decided.worse == ()
+    gained = {(e.figure, e.bytes) for e in decided.improved}
+    assert ("usec", 2 << 20) in gained
+    assert "usec at 2 MiB (-23.3 %)" in decided.reason and "nothing worse" in decided.reason
+
+
+def slower(name, factor, tmp_path):
+    report = scaled(json.loads((DATA / f"{name}.json").read_text()), factor,
+                    uuid=f"{name[0]}{name[-1]}000000-0000-4000-8000-000000000000")
+    path = tmp_path / f"{name}-slower.json"
+    path.write_text(json.dumps(report))
+    return compare.session_side(sessions.load_session(path))
+
+
+def test_a_tuning_that_makes_it_slower_is_reverted_naming_the_sizes(tmp_path):
+    after = decision.pooled_side([slower("before1", 20, tmp_path),
+                                  slower("before2", 20, tmp_path)])
+    decided = decision.decide(compare.compare(side("before1", "before2"), after))
+    assert not decided.kept and decided.worse and not decided.improved
+    worse = {(e.figure, e.bytes) for e in decided.worse}
+    assert ("usec", 8 << 20) in worse
+    assert decided.reason.startswith("worse beyond the noise: ") and "8 MiB (+1900.0 %)" in decided.reason
+
+
+def test_keep_overrides_and_says_so(tmp_path):
+    after = decision.pooled_side([slower("before1", 20, tmp_path),
+                                  slower("before2", 20, tmp_path)])
+    decided = decision.decide(compare.compare(side("before1", "before2"), after), keep=True)
+    assert decided.kept and decided.overridden
+    assert decided.reason.startswith("kept by --keep, although the measurement says revert: "
+                                     "worse beyond the noise")
+
+
+def test_nothing_in_common_is_not_kept():
+    decided = decision.decide(compare.compare(side("before1"), {}))
+    assert not decided.kept
+    assert decided.reason == "no case was measured both before and after the tuning"
+
+
+def test_a_figure_without_an_interval_stays_a_point_when_pooled():
+    a = decision.pooled([decision.Estimate(1, 1, 1), decision.Estimate(3, 2, 4)])
+    assert (a.value, a.lo, a.hi) == (2, 2, 2)
+    b = decision.pooled([decision.Estimate(1, 0.5, 1.5), decision.Estimate(3, 2, 4),
+                         decision.Estimate(2, 1.8, 2.2)])
+    assert (b.value, b.lo, b.hi) == (2, 0.5, 4)
+
+
+def test_state_differences_name_the_host_setting():
+    before = {"sysctl": {"net.ipv4.tcp_rmem": "4096 131072 6291456"},
+              "links": {"eth0": {"mtu": 1500}}}
+    after = {"sysctl": {"net.ipv4.tcp_rmem": "4096 131072 6291456"},
+             "links": {"eth0": {"mtu": 9000}}}
+    assert decision.state_differences(before, after) == ["links.eth0.mtu: 1500 -> 9000"]
+    assert decision.state_differences(before, before) == []
