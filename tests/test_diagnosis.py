@@ -158,3 +158,13 @@ def test_tune_proposes_the_profile_values_that_address_a_diagnosis():
     lines = diagnosis.proposals(found, loop.profile_data("ethernet_1g", None))
     assert "sysctl.net.ipv4.tcp_rmem = 4096 131072 16777216 (socket_buffer_plateau)" in lines
     assert "sysctl.net.core.rmem_max = 16777216 (socket_buffer_plateau)" in lines
+
+
+def test_the_report_shows_the_diagnoses_beside_the_verdict():
+    from netbench.report import page
+    html = page.render_report([sessions.load_session(TUNE / "diagnosis" / "sockbuf-capped.json")])
+    verdict, diagnoses = html.index('id="verdict"'), html.index('id="diagnoses"')
+    assert verdict < diagnoses < html.index('class="headline"')
+    assert "TCP socket buffers too small for the bandwidth-delay product" in html
+    healthy = page.render_report([sessions.load_session(TUNE / "gige-jumbo" / "after1.json")])
+    assert 'id="diagnoses"' not in healthy

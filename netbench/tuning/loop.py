@@ -29,7 +29,7 @@ from pathlib import Path
 from .. import paths, session
 from ..datafiles import DataError, load_yaml
 from ..report import compare, sessions
-from . import decision, record
+from . import decision, diagnosis, record
 
 BIN = Path(sys.executable).parent
 PROFILES = paths.REPO / "playbooks" / "profiles"
@@ -192,6 +192,13 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
         say(f"netbench tune: reading the hosts' settings ({inventory})")
         rec["baseline_state"] = read_back(inventory, profiles)
         measure_side(rec, "before", system, checks, repeats, folder, say)
+        rec["diagnoses"] = diagnoses_of(rec["before"], folder, profile_data(profile, flavour,
+                                                                            profiles), flavour)
+        for found in rec["diagnoses"]:
+            say(f"netbench tune: diagnosis: {found['case']}: {found['cause']}: "
+                f"{found['evidence']}; setting: {found['setting']}"
+                + (f"; {profile} proposes {', '.join(found['proposal'])}"
+                   if found["proposal"] else ""))
         say(f"netbench tune: applying {profile}" + (f" ({flavour})" if flavour else ""))
         tuned = True
         try:
@@ -231,6 +238,18 @@ def measure_side(rec, label, system, checks, repeats, folder, say):
         shutil.copyfile(run_report, copy)
         side.setdefault("sessions", []).append(
             {"session": run_report.parent.name, "run_report": copy.name, "exit_code": code})
+
+
+def diagnoses_of(side, folder, data, flavour):
+    """The diagnoses every session of a side names (one session's noise
+    names nothing), each with what the profile sets against it."""
+    named = None
+    for s in side["sessions"]:
+        found = {(d.rule, d.case): d for d in
+                 diagnosis.diagnose(sessions.load_session(Path(folder) / s["run_report"]))}
+        named = found if named is None else {k: v for k, v in named.items() if k in found}
+    return [{**d.as_dict(), "proposal": diagnosis.proposals([d], data, flavour)}
+            for d in (named or {}).values()]
 
 
 def side_of(side, folder):

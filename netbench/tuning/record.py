@@ -67,7 +67,14 @@ SCHEMA = {
                     "required": ["stage", "message"],
                     "properties": {"stage": {"enum": ["failed", "interrupted"]},
                                    "message": {"type": "string"}}},
-        "diagnoses": {"type": "array", "items": {"type": "object"}},
+        # diagnosis.py's Diagnoses of the sessions before, with the profile's
+        # values against each
+        "diagnoses": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["rule", "case", "cause", "evidence", "setting", "source", "proposal"],
+            "properties": {k: {"type": "string"} for k in
+                           ("rule", "case", "cause", "evidence", "setting", "source")}
+            | {"proposal": {"type": "array", "items": {"type": "string"}}}}},
     },
 }
 
