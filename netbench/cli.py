@@ -132,7 +132,8 @@ def cmd_tune(args):
             return 2
         return 0
     code, _ = loop.run(args.profile, args.flavour, args.inventory, args.system, checks,
-                       keep=args.keep, repeats=args.repeats, profiles=profiles)
+                       keep=args.keep, repeats=args.repeats, profiles=profiles,
+                       reports_dir=args.reports_dir or loop.paths.REPORTS)
     return code
 
 
@@ -149,6 +150,8 @@ def add_tune_parser(sub):
                         "focused default set)")
     p.add_argument("--repeats", type=int, default=2, metavar="N",
                    help="sessions before and after the tuning, pooled (default: 2)")
+    p.add_argument("--reports-dir", metavar="DIR",
+                   help="write the tuning session's folder into DIR (default: reports/)")
     p.add_argument("--profile-dir", metavar="DIR",
                    help="a folder of your own profiles (default: playbooks/profiles/)")
     p.add_argument("--dry-run", action="store_true",

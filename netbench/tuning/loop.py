@@ -72,14 +72,17 @@ def sysctl_keys(profiles=PROFILES):
     return sorted(keys)
 
 
-def ansible(tool, inventory, *args, timeout=PLAYBOOK_TIMEOUT):
+def ansible(tool, inventory, *args, timeout=PLAYBOOK_TIMEOUT, detached=False):
+    """`detached`: in a session of its own, so that a Ctrl-C at the
+    terminal does not stop a revert half-way."""
     return subprocess.run([str(BIN / tool), "-i", str(inventory), *args], cwd=paths.REPO,
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout,
+                          start_new_session=detached)
 
 
-def playbook(inventory, name, *args):
+def playbook(inventory, name, *args, detached=False):
     """Run a playbook; TuneError with the end of its output if it fails."""
-    proc = ansible("ansible-playbook", inventory, name, *args)
+    proc = ansible("ansible-playbook", inventory, name, *args, detached=detached)
     if proc.returncode != 0:
         tail = " | ".join(line.strip() for line in
                           (proc.stdout + proc.stderr).splitlines()
@@ -88,13 +91,13 @@ def playbook(inventory, name, *args):
     return proc
 
 
-def read_back(inventory, profiles=PROFILES):
+def read_back(inventory, profiles=PROFILES, detached=False):
     """{host: settings} of every host (readback.py through Ansible's script
     module; each host's result in a tree folder)."""
     with tempfile.TemporaryDirectory(prefix="netbench-readback-") as tree:
         proc = ansible("ansible", inventory, "all", "--become", "-m", "ansible.builtin.script",
                        "-a", " ".join([str(READBACK), *sysctl_keys(profiles)]), "--tree", tree,
-                       timeout=300)
+                       timeout=300, detached=detached)
         found = {}
         for path in Path(tree).iterdir():
             result = json.loads(path.read_text())
@@ -272,8 +275,9 @@ def revert(inventory, state_file, rec, profiles, say):
     entry = rec["revert"] = {"ran": True, "exact": None, "differences": []}
     with interrupts_deferred():
         try:
-            playbook(inventory, "revert.yml", "-e", f"tune_record_file={state_file}")
-            now = read_back(inventory, profiles)
+            playbook(inventory, "revert.yml", "-e", f"tune_record_file={state_file}",
+                     detached=True)
+            now = read_back(inventory, profiles, detached=True)
         except (TuneError, subprocess.TimeoutExpired) as err:
             entry["error"] = str(err)
             entry["exact"] = False
