@@ -90,3 +90,28 @@ def test_state_differences_name_the_host_setting():
              "links": {"eth0": {"mtu": 9000}}}
     assert decision.state_differences(before, after) == ["links.eth0.mtu: 1500 -> 9000"]
     assert decision.state_differences(before, before) == []
+
+
+def test_a_size_counts_once_per_series_not_once_per_case():
+    from netbench.judgement.rule import Estimate
+    slow, fast = Estimate(10, 9, 11), Estimate(5, 4.5, 5.5)
+    sizes = [compare.Change("a usec", "us", 1024, slow, fast),
+             compare.Change("a Mbps", "Mbit/s", 1024, Estimate(1, 0.9, 1.1), Estimate(2, 1.9, 2.1)),
+             compare.Change("b usec", "us", 1024, slow, fast)]
+    comparison = compare.Comparison("A", "B", [compare.CaseComparison("case", [], sizes)], [], [])
+    improved, worse = decision.evidence(comparison)
+    assert [e.figure for e in improved] == ["a usec", "b usec"] and worse == ()
+
+
+def test_the_dry_run_lists_each_hosts_tasks_that_would_change():
+    from netbench.tuning import loop
+    output = "\n".join([
+        "TASK [tune_sysctl : Write the sysctl.d file] ***********************************",
+        "--- before", "+++ after: /etc/sysctl.d/90-netbench.conf", "@@ -0,0 +1,2 @@",
+        "+net.ipv4.tcp_rmem = 4096 4096 4096",
+        "changed: [n1]", "ok: [n2]",
+        "TASK [tune_nic : Set the MTU] **************************************************",
+        "changed: [n1] => (item=eth0)", "changed: [n1] => (item=eth1)", "changed: [n2]"])
+    assert loop.would_change(output) == {
+        "n1": ["tune_sysctl : Write the sysctl.d file", "tune_nic : Set the MTU"],
+        "n2": ["tune_nic : Set the MTU"]}

@@ -107,9 +107,11 @@ def evidence(comparison):
             if change.significance != compare.SIGNIFICANT:
                 continue
             if change.bytes is not None:
-                if change.bytes in seen_sizes:
+                # "usec", or "SERIES usec" where a case has several series
+                series = change.figure.rpartition(" ")[0]
+                if (series, change.bytes) in seen_sizes:
                     continue
-                seen_sizes.add(change.bytes)
+                seen_sizes.add((series, change.bytes))
             if change.direction not in (compare.BETTER, compare.WORSE):
                 continue
             found = Evidence(case.key, change.figure, change.unit, change.bytes,
