@@ -97,24 +97,30 @@ def test_a_profile_that_hurts_is_reverted_exactly_and_so_is_an_interrupted_run(
         assert "netbench tune: reverted exactly" in out
 
 
-def test_jumbo_frames_on_emulated_gige_are_kept_with_the_gain_per_size(tmp_path,
-                                                                      host_untouched):
-    # the switch carries jumbo frames; ethernet_1g raises the nodes to 9000
-    # (measured here: 1-8 MiB 21-38 % faster, tests/data/tune/README.md)
+def test_jumbo_frames_kept_by_keep_with_the_change_per_size(tmp_path, host_untouched):
+    # The switch carries jumbo frames; ethernet_1g raises the nodes to 9000.
+    # Whether that is a gain beyond this host's noise varies from run to run
+    # here (README, "Does it help?": kept in 4 of 8 runs, 1-8 MiB 9-38 %
+    # faster when it shows), so the decision on its measured gain is tested
+    # on recorded sessions (test_tune_decision.py); this test runs the real
+    # loop with --keep, which keeps the tuning whatever the measurement says
+    # and records whether that overrode it.
     with cluster("s9tj", nodes=2, rate="1gbit", switch_mtu=9000) as state:
         assert {v["mtu"] for v in views(state).values()} == {1500}
-        proc = tune_cli(state, tmp_path, "--profile", "ethernet_1g")
+        proc = tune_cli(state, tmp_path, "--profile", "ethernet_1g", "--keep")
         out, _ = proc.communicate(timeout=3000)
         (folder,) = tmp_path.glob("tune-*-ethernet_1g")
         rec = record.load(folder)
         assert proc.returncode == 0, out
-        assert rec["decision"]["kept"] and rec["decision"]["worse"] == []
-        assert "revert" not in rec
-        # the gain, per size, at the sizes a jumbo frame carries
-        gained = [e for e in rec["decision"]["improved"] if (e["bytes"] or 0) >= 1 << 20]
-        assert gained, rec["decision"]
-        assert all(e["after"] < e["before"] for e in gained)
+        decided = rec["decision"]
+        assert decided["kept"] and "revert" not in rec
+        measured_keep = bool(decided["improved"]) and not decided["worse"]
+        assert decided["overridden"] == (not measured_keep)
+        assert decided["reason"].startswith("kept by --keep, although the measurement says "
+                                            "revert: ") == decided["overridden"]
         assert {v["mtu"] for v in views(state).values()} == {9000}
-        page = (folder / "index.html").read_text()
-        assert "kept: the tuning helped" in page and 'class="better"' in page
         assert json.loads((folder / "tune.json").read_text())["changes"]["state"] == "tuned"
+        page = (folder / "index.html").read_text()
+        assert "Change per figure and size" in page and "8 MiB" in page
+        assert ("kept by --keep (overridden)" in page) == decided["overridden"]
+        print(decided["reason"])
