@@ -5,6 +5,8 @@ sessions made slower from them."""
 import json
 from pathlib import Path
 
+import pytest
+
 from test_compare import scaled
 
 from netbench.report import compare, sessions
@@ -115,3 +117,21 @@ def test_the_dry_run_lists_each_hosts_tasks_that_would_change():
     assert loop.would_change(output) == {
         "n1": ["tune_sysctl : Write the sysctl.d file", "tune_nic : Set the MTU"],
         "n2": ["tune_nic : Set the MTU"]}
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--profile", "nope"], "playbooks/profiles/nope.yml: no such profile; use one of "),
+    (["--profile", "../ethernet_1g"], "no such profile"),
+    (["--profile", "ethernet_1g", "--flavour", "fast"],
+     "ethernet_1g.yml: flavours: no flavour 'fast'; use one of throughput, latency"),
+    (["--profile", "ethernet_1g", "-i", "/nonexistent/inventory.ini"],
+     "/nonexistent/inventory.ini: no such inventory"),
+    (["--profile", "ethernet_1g", "--checks=-n 'PingPong"], "netbench tune: --checks: "),
+    (["--profile", "ethernet_1g", "--repeats", "0"], "netbench tune: --repeats: at least 1"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(args, message, tmp_path, capsys):
+    from netbench import cli
+    assert cli.main(["tune", *args, "--reports-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert message in err and len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
