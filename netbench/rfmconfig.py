@@ -19,7 +19,7 @@ import os
 import sys
 import time
 
-from . import discovery, paths, sites, vcluster
+from . import benchspec, discovery, paths, sites, vcluster
 
 SYSTEM = "local"
 PARTITION = "node"
@@ -96,11 +96,14 @@ def shell_value(value):
 
 
 def environment(mpi, families):
+    """A ReFrame environment per MPI: its mpicc and the benchmark's build
+    flags (data/benchmark.yaml, the one place they are spelled)."""
+    build = benchspec.recipe()
     return {
         "name": mpi.name,
         "cc": mpi.cc,
-        "cflags": ["-O2"],
-        "ldflags": ["-lm", "-lpthread"],
+        "cflags": list(build["cflags"]),
+        "ldflags": list(build["ldflags"]),
         "features": mpi.features,
         "env_vars": [[k, shell_value(v)]
                      for k, v in discovery.environment_variables(mpi, families).items()],

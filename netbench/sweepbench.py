@@ -1,16 +1,22 @@
 """`make bench-sweep`: what the fabric sweep (LinkSweep) costs, measured on
 virtual clusters of 3 to 8 nodes at 1 Gbit/s, and what the measured cost
 per pair predicts for fleets of 256 and 1024 nodes (README: the cost
-model).  Needs root (virtual clusters); each cluster is taken down after
-its sweep, even on failure.  Prints figures; asserts nothing.
+model); and what its analysis costs for fleets of 192 to 1024 nodes, on
+synthetic measurements with one slow node: judging them (netbench.fleet)
+and the page's sweep section (heat maps, per-node table).  The clusters
+need root; each is taken down after its sweep, even on failure
+(`--analysis-only` skips them).  Prints figures; asserts nothing.
 """
 
 import argparse
+import json
+import random
+import resource
 import sys
 import time
 
 from . import session, vcluster
-from .fleet.judge import partner_pairs
+from .fleet.judge import judge, partner_pairs
 
 CLUSTER = "bsweep"
 #: the fleets the model predicts for, and the partners of a partial sweep
@@ -36,6 +42,64 @@ def one_sweep(nodes, concurrent=False):
     finally:
         if created:
             vcluster.down(CLUSTER)
+
+
+#: the fleets the analysis is timed on (#23: 192 nodes took 7.8 s to judge)
+ANALYSED = (192, 512, 1024)
+SIZES = (1 << 20, 8 << 20)
+
+
+def synthetic_measurements(n, slow, seed=23):
+    """Every ordered pair of n hosts as LinkSweep measures them: bandwidth
+    at two sizes each way, latency one way, +-8 % noise; `slow` at a third
+    of the rate."""
+    rng = random.Random(seed)
+    hosts = [f"node{i:04d}" for i in range(n)]
+    out = {}
+    for a in hosts:
+        for b in hosts:
+            if a != b:
+                rate = 900.0 / (3 if slow in (a, b) else 1)
+                out[(a, b)] = {"latency_us": 20 * rng.uniform(0.92, 1.08) if a < b else None,
+                               "bw_Mbps": {s: rate * rng.uniform(0.92, 1.08) for s in SIZES}}
+    return out
+
+
+def sweep_page(measurements, verdict):
+    """(seconds, bytes) of the page's sweep section for one LinkSweep case
+    of these measurements, its record as the check writes it."""
+    from .report import sweep
+    found = json.loads(verdict.to_json())
+    fleet = {"hosts": sorted({h for pair in measurements for h in pair}), "findings": [],
+             "suspects": found["suspects"], "remeasured": [], "sweep_seconds": None,
+             "pairs": [{"src": a, "dst": b, "latency_us": f["latency_us"],
+                        "bw_Mbps": {str(s): v for s, v in f["bw_Mbps"].items()}}
+                       for (a, b), f in sorted(measurements.items())]}
+    case = {"system": "site", "partition": "fabric", "environ": "mpich", "result": "fail",
+            "record": {"section": "sweep", "label": "mpich", "fleet": fleet}}
+    started = time.process_time()
+    sections = sweep.sweep_sections([type("Session", (), {"testcases": [case]})])
+    seconds = time.process_time() - started
+    markup = sum(len(str(v)) for v in sections[0].values())
+    return seconds, markup
+
+
+def analysis_costs(fleets):
+    """Print, per fleet size, the CPU seconds of judging and of the page's
+    sweep section, its size, and this process's peak RSS."""
+    print(f"{'nodes':>5} {'pairs':>8} {'judge (CPU s)':>13} {'named':>10} "
+          f"{'page (CPU s)':>12} {'section':>8} {'peak RSS':>9}")
+    for n in fleets:
+        slow = f"node{n // 3:04d}"
+        measurements = synthetic_measurements(n, slow)
+        started = time.process_time()
+        verdict = judge(measurements)
+        judged = time.process_time() - started
+        named = ",".join(s.names[0] for s in verdict.suspects) or "nobody"
+        drawn, size = sweep_page(measurements, verdict)
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"{n:5} {len(measurements):8} {judged:13.2f} {named:>10} {drawn:12.2f} "
+              f"{size / 2**20:5.1f} MB {peak:6.0f} MB")
 
 
 def rounds(n):
@@ -68,7 +132,15 @@ def hours(seconds):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, nargs="+", default=[3, 4, 5, 6, 7, 8])
+    parser.add_argument("--analysed", type=int, nargs="+", default=list(ANALYSED),
+                        help="fleet sizes whose judging and page are timed")
+    parser.add_argument("--analysis-only", action="store_true",
+                        help="time the analysis only: no virtual cluster, no root")
     args = parser.parse_args(argv)
+    analysis_costs(args.analysed)
+    if args.analysis_only:
+        return 0
+    print()
     print(f"{'nodes':>5} {'pairs':>5} {'session (s)':>11} {'sweep (s)':>9} {'per pair (s)':>12}")
     per_pair = []
     for n in args.nodes:

@@ -12,7 +12,10 @@ its latency to the class's documented latency (netbench/fleet/judge.py).  Pairs 
 the same job before anything is named; then a node bad with most of its
 partners is the suspect, else the pair.  Suspects fail the case, named in
 its reason; the record keeps the pair matrix for the report's heat maps,
-`suspects.json` and `drain.sh` (netbench/report/publish.py)."""
+`suspects.json` and `drain.sh` (netbench/report/publish.py).
+
+A sweep holds its partition for itself (netbench/checks/exclusive.py):
+two sweeps at once would each see the other's traffic as a slow node."""
 
 import json
 import sys
@@ -24,8 +27,11 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import performance_function, run_before, sanity_function, variable
 
 from netbench import benchspec, checks, references
+from netbench.checks import exclusive
 from netbench.fleet import judge as fleet
-from netbench.results.sweep import parse_sweep
+from netbench.fleet import reasons
+from netbench.results.sweep import lost_hosts, parse_sweep
+from netbench.textsafe import printable
 
 checks.require_netbench_config()
 
@@ -63,6 +69,9 @@ class LinkSweep(checks.NetbenchRun):
     partners = variable(int, value=0)
     remeasure_output = "remeasure.out"
     time_limit = "10m"
+    #: every node to itself: Slurm's (LSF's) exclusive allocation; on other
+    #: partitions the partition's lock (hold_the_partition)
+    exclusive_access = True
 
     def in_default_set(self, env):
         return False            # its own question: -t sweep
@@ -70,7 +79,29 @@ class LinkSweep(checks.NetbenchRun):
     def partition_problem(self, part):
         if part.extras.get("nodes", 1) < MIN_NODES:
             return f"a fabric sweep needs a partition of {MIN_NODES}+ nodes"
-        return super().partition_problem(part)
+        return exclusive.problem(part) or super().partition_problem(part)
+
+    @run_before("run")
+    def hold_the_partition(self):
+        """The partition's lock, for the whole job (first of its commands)."""
+        lock = self.current_partition.extras.get("partition_lock")
+        if lock:
+            self.prerun_cmds.insert(0, exclusive.hold_command(lock))
+
+    @run_before("setup")
+    def refuse_bad_parameters(self):
+        """A bad -S value would reach the benchmark and fail as "did not
+        finish its sweep": refused here, naming the parameter."""
+        problems = {
+            "partners": (self.partners < 0, "0 (every pair) or more partners per node"),
+            "min_samples": (self.min_samples < 1, "1 or more timed batches"),
+            "sizes": (not self.sizes or min(self.sizes) <= 0,
+                      "one or more message sizes above 0 bytes"),
+        }
+        for name, (bad, expected) in problems.items():
+            if bad:
+                raise ValueError(f"LinkSweep.{name}: expected {expected}, got "
+                                 f"{getattr(self, name)!r}")
 
     @run_before("run")
     def set_command(self):
@@ -101,10 +132,24 @@ class LinkSweep(checks.NetbenchRun):
     def measured_series(self):
         return []                # the pairs are the record's `fleet`, not a curve
 
+    def job_texts(self):
+        """The job's stdout, stderr and re-measurement, read once."""
+        texts = self.__dict__.get("_job_texts")
+        if texts is None:
+            texts = self._job_texts = {
+                name: self.read_stage_file(name) for name in
+                (self.job.stdout, self.job.stderr, self.remeasure_output)}
+        return texts
+
     def sweeps(self):
-        first = parse_sweep(self.read_stage_file(self.job.stdout))
-        again_text = self.read_stage_file(self.remeasure_output)
-        return first, (parse_sweep(again_text) if again_text else None)
+        """The sweep and its re-measurement (None without one), parsed once."""
+        parsed = self.__dict__.get("_sweeps")
+        if parsed is None:
+            texts = self.job_texts()
+            again = texts[self.remeasure_output]
+            parsed = self._sweeps = (parse_sweep(texts[self.job.stdout]),
+                                     parse_sweep(again) if again else None)
+        return parsed
 
     def fleet_references(self):
         """The documented latency of the partition's class; the bandwidth
@@ -154,13 +199,15 @@ class LinkSweep(checks.NetbenchRun):
         if again is not None:
             measurements = fleet.merge_remeasurement(measurements, again.measurements())
         latency_ref, bw_ref = self.fleet_references()
+        lost = lost_hosts(first, self.launcher_text())
         self.verdict = fleet.judge(
             self.judged_figures(measurements), reference_latency_us=latency_ref,
             reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,
-            rule=references.sweep_thresholds(Path(self.thresholds_folder)))
+            rule=references.sweep_thresholds(Path(self.thresholds_folder)), lost=lost)
         found = json.loads(self.verdict.to_json())
         self.record = {**self.record, "fleet": {
-            "hosts": sorted(fleet.hosts_of(measurements)),
+            # every node that ran a rank, measured or lost before it was
+            "hosts": sorted(set(fleet.hosts_of(measurements)) | set(first.hosts.values())),
             "pairs": [{"src": src, "dst": dst, "latency_us": figs.get(fleet.LATENCY),
                        "bw_Mbps": {str(size): value for size, value
                                    in (figs.get(fleet.BANDWIDTH) or {}).items()}}
@@ -180,6 +227,26 @@ class LinkSweep(checks.NetbenchRun):
             return measurements
         return {pair: {**figs, fleet.LATENCY: None} for pair, figs in measurements.items()}
 
+    def launcher_text(self):
+        """The job's stdout and stderr: MPICH's hydra reports on the one,
+        Open MPI and ssh on the other."""
+        texts = self.job_texts()
+        return f"{texts[self.job.stdout]}\n{texts[self.job.stderr]}"
+
+    @sn.deferrable
+    def assert_sweep_finished(self):
+        """The benchmark printed its closing figures; else the reason names
+        the node that stopped answering and what the launcher and the
+        benchmark said (the first assertion: the others would report the
+        symptoms of a cut output)."""
+        first, _ = self.sweeps()
+        if first.finished:
+            return True
+        lost = [s for s in self.verdict.suspects if s.direction == fleet.UNREACHABLE]
+        # job_outcome: the launcher's report, read once before sanity (JobOutcome)
+        raise sn.SanityError(reasons.unfinished(lost, self.job_outcome or None,
+                                                self.job_texts()[self.job.stderr]))
+
     @sn.deferrable
     def assert_every_pair_measured(self):
         first, _ = self.sweeps()
@@ -190,22 +257,30 @@ class LinkSweep(checks.NetbenchRun):
         missing = [f"{a}->{b}" for x, y in wanted for a, b in ((x, y), (y, x))
                    if (a, b) not in first.by_host]
         if missing:
-            raise sn.SanityError(f"the sweep measured no figure for {', '.join(missing)}")
+            raise sn.SanityError(printable(f"the sweep measured no figure for "
+                                           f"{', '.join(missing)}"))
         return True
 
     @sn.deferrable
     def assert_no_suspects(self):
         if self.verdict.suspects:
             raise sn.SanityError("suspects: " + "; ".join(
-                describe(s) for s in self.verdict.suspects))
+                reasons.describe(s) for s in self.verdict.suspects))
+        return True
+
+    @sn.deferrable
+    def assert_partition_held(self):
+        refused = exclusive.refusal(self.read_stage_file(self.job.stderr))
+        if refused:
+            raise sn.SanityError(refused)
         return True
 
     @sanity_function
     def validate_sweep(self):
         return sn.all([
+            self.assert_partition_held(),
+            self.assert_sweep_finished(),
             self.assert_ranks_finished(),
-            sn.assert_found(r"^@ sweep_seconds", self.stdout,
-                            msg="the benchmark did not finish its sweep"),
             sn.assert_eq(sn.len(sn.defer(set(self.sweeps()[0].hosts.values()))),
                          self.num_tasks, msg="not one rank on every node"),
             self.assert_every_pair_measured(),
@@ -231,11 +306,3 @@ def pairs_flag():
     """The benchmark's flag for a list of pairs to measure (benchmark.yaml)."""
     return benchspec.load()["options"]["pairs"]["flag"]
 
-
-def describe(suspect):
-    """One suspect in the case's failure reason."""
-    names = "->".join(suspect.names) if suspect.kind == "pair" else suspect.names[0]
-    pairs = ", ".join(f"{e.src}->{e.dst} {e.value:.4g}" for e in suspect.evidence[:6])
-    return (f"{suspect.kind} {names} ({suspect.direction}): {suspect.metric} "
-            f"{suspect.value:.4g} vs fleet median {suspect.fleet_median:.4g} "
-            f"[{pairs}]")

@@ -9,6 +9,7 @@ the MTU with `tune.yml` and compare sessions instead.
 """
 
 import os
+import shlex
 
 import reframe as rfm
 from reframe.core.builtins import parameter, run_after, run_before
@@ -50,7 +51,7 @@ class MtuMixin(rfm.RegressionTestPlugin):
     @run_before("run")
     def switch_mtu(self):
         extras = self.current_partition.extras
-        command = " ".join(extras["set_mtu"])
+        command = shlex.join(extras["set_mtu"])
         # set before the link counters' snapshot, restored after it
         # (its messages go to stderr: stdout is the benchmark's table)
         self.prerun_cmds.insert(0, f"{command} {self.mtu} >&2 || exit 1")

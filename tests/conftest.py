@@ -1,8 +1,13 @@
 """Shared fixtures: the real MPIs of this machine, the benchmark compiled
-against each, and a way to launch it the way the ReFrame checks do."""
+against each, and a way to launch it the way the ReFrame checks do; the
+host's settings watched while its virtual nodes are tuned.
+
+Helpers shared by test modules that are not fixtures live in tests/helpers/;
+no test module imports another (test_suite_layout.py holds it)."""
 
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -53,6 +58,20 @@ def build_benchmark(tmp_path_factory, families):
         return built[mpi.name]
 
     return build
+
+
+@pytest.fixture
+def host_untouched():
+    """The root namespace's sysctls, netbench files and udev stay as they
+    were while a test tunes its virtual cluster's nodes."""
+    from helpers.tune import NODE_FILES, UDEV_PATHS, host_sysctls
+    before = host_sysctls()
+    udev = [os.path.exists(p) for p in UDEV_PATHS]
+    yield
+    assert host_sysctls() == before
+    assert [os.path.exists(p) for p in UDEV_PATHS] == udev
+    for path in NODE_FILES[:2]:
+        assert not Path(path).exists(), f"{path} written on the host"
 
 
 def numbers_in(text):

@@ -44,7 +44,7 @@ def accepted(tmp_path_factory):
     names = []
     for _ in range(3):
         proc, tc, info = run_shm(references)
-        assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+        assert proc.returncode in session.NO_FAILURE, (proc.stdout + proc.stderr)[-3000:]
         names.append((paths.REPORTS / "latest").resolve().name)
     written = baselines.accept(names, folder=references / "baselines")
     assert [p.name for p in written] == ["local-node.yaml"]
@@ -71,15 +71,30 @@ def test_a_slowed_shared_memory_path_fails_at_the_sizes_it_touches(accepted):
     references, _ = accepted
     proc, tc, _ = run_shm(references, env=SLOWED_SHM)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == EXIT_LOSS, out[-3000:]
     verdict = tc["record"]["verdicts"][baseline.RATIO]
-    assert verdict["verdict"] == "fail", verdict
+    # shared memory is the CPUs' path: on a host whose CPUs other work kept
+    # busy the loss cannot be told from that, and the case says so; the
+    # sizes still show the evidence
+    if verdict["verdict"] == "inconclusive":
+        assert "waited for a CPU" in verdict["reason"], verdict
+        assert proc.returncode == 3, out[-3000:]
+    else:
+        assert verdict["verdict"] == "fail", verdict
+        assert proc.returncode == EXIT_LOSS, out[-3000:]
+        assert tc["perfvalues"]["local:node:vs_baseline"][0] > 1.0
     failed = [s["bytes"] for s in verdict["sizes"] if s["verdict"] == "fail"]
     assert 1 << 20 in failed, verdict["sizes"]
     # messages of one fragment cross as before: no failure at 256 bytes or less
     assert not [b for b in failed if b <= 256], verdict["sizes"]
     assert "slower than the baseline" in verdict["reason"] and "1 MiB" in verdict["reason"]
-    assert tc["perfvalues"]["local:node:vs_baseline"][0] > 1.0
+    # netbench compare SESSION --baseline: the slowed sizes worse beyond noise
+    from netbench.report import compare, load_session
+    learned = baseline.load(references / "baselines" / "local-node.yaml")
+    session_now = load_session(paths.REPORTS / "latest" / "run-report.json")
+    comparison = compare.compare_with_baseline(session_now, [learned])
+    (case,) = [c for c in comparison.cases if "| openmpi |" in c.key]
+    at_1mib = next(c for c in case.sizes if c.bytes == 1 << 20)
+    assert at_1mib.call == "worse", at_1mib
 
 
 def test_the_healthy_path_passes_its_baseline(accepted):

@@ -11,7 +11,7 @@ from pathlib import PurePosixPath
 
 import pytest
 
-from netbench import benchspec, datafiles, paths
+from netbench import benchspec, datafiles, paths, rfmconfig
 from netbench.checks import NetbenchBuild
 
 CONTAINERS = paths.REPO / "containers"
@@ -76,6 +76,26 @@ def test_the_checks_build_by_the_recipe():
     assert (NetbenchBuild.sourcepath, NetbenchBuild.executable) == \
         (build["source"], build["executable"])
     assert benchspec.source_path() == SOURCE and SOURCE.exists()
+
+
+def test_the_reframe_environments_build_by_the_recipe(mpis, families):
+    build = benchspec.recipe()
+    for mpi in mpis.values():
+        env = rfmconfig.environment(mpi, families)
+        assert (env["cflags"], env["ldflags"]) == (build["cflags"], build["ldflags"]), mpi.name
+
+
+def test_no_python_module_spells_a_build_flag():
+    """The flags are benchmark.yaml's alone: a module that spells one (as
+    rfmconfig's environments did) keeps it when the recipe changes."""
+    build = benchspec.recipe()
+    flags = set(build["cflags"]) | set(build["ldflags"])
+    spelled = []
+    for path in sorted([*(paths.REPO / "netbench").rglob("*.py"), *paths.CHECKS.rglob("*.py")]):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Constant) and node.value in flags:
+                spelled.append(f"{path.relative_to(paths.REPO)}:{node.lineno}: {node.value}")
+    assert spelled == [], spelled
 
 
 def getopt_string():

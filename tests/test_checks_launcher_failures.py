@@ -26,9 +26,9 @@ DROPPED = ("RFM_", "NETBENCH_", "SLURM_CONF")
 from netbench.benchrun import job_environment
 from netbench.results.benchmark import launcher_failure, parse_output
 
+from helpers.launches import INTERNODE, rank_pid
+
 GOLDEN = Path(__file__).parent / "data" / "launcher_stderr"
-#: the rank's number in its environment, as each launcher sets it
-RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK")
 
 # ---- the pure functions, on the captured output ---------------------------
 
@@ -166,23 +166,6 @@ def test_a_row_cut_by_the_kill_is_no_measurement():
 
 # ---- real launches: the launcher's words today ----------------------------
 
-def rank_pid(binary, rank):
-    """PID of `rank` among the running processes of `binary`, or None."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            if os.readlink(proc / "exe") != str(binary):
-                continue
-            env = dict(item.split("=", 1) for item in
-                       (proc / "environ").read_text(errors="replace").split("\0") if "=" in item)
-        except OSError:
-            continue
-        if any(env.get(v) == str(rank) for v in RANK_VARIABLES):
-            return int(proc.name)
-    return None
-
-
 def kill_rank(bench, rank, signum, cwd, cluster=None, transport="shm"):
     """Launch the benchmark on two ranks as the checks do (the family's
     launcher flags; with `cluster`, one rank on each of its first two nodes
@@ -216,11 +199,6 @@ def kill_rank(bench, rank, signum, cwd, cluster=None, transport="shm"):
     return out, err, pid
 
 
-#: the transport each MPI takes between nodes (data/mpi_families.yaml)
-INTERNODE = {"mpich": "ofi-tcp", "system-mpich": "ucx-tcp", "openmpi": "tcp",
-             "system-openmpi": "tcp"}
-
-
 def killed_rank_pattern(family, pid, host):
     """How the killed rank 1 is named: Debian's Open MPI 4.1.4 reports PID
     0; MPICH's hydra names the first rank of the node that did not exit,
@@ -248,7 +226,7 @@ def test_a_rank_killed_on_another_node_is_named_with_every_mpi(mpis, build_bench
     """Across the nodes of a virtual cluster: MPICH's banner says "EXIT CODE:
     9" alone (it read "exited with code 9"), and Open MPI 5 hears of rank
     0's abort first (it blamed rank 0)."""
-    from test_vcluster import cluster
+    from helpers.vcluster import cluster
     with cluster("s9rk", nodes=2) as state:
         node2 = state["nodes"][1]["name"]
         for name, mpi in sorted(mpis.items()):
@@ -268,13 +246,13 @@ KILLED_CHECK = '''
 import os
 import reframe as rfm
 from reframe.core.builtins import run_before
-from netbench import checklib
+from netbench import checks
 
-checklib.require_netbench_config()
+checks.require_netbench_config()
 
 
 @rfm.simple_test
-class KilledRank(checklib.PingPongBase):
+class KilledRank(checks.PingPongBase):
     """PingPong whose rank 1 is killed from outside with SIGKILL a second
     into the sweep: a shell notes its PID, sets up the kill, then becomes
     the benchmark (exec keeps the PID), so the launcher sees its own rank
@@ -391,7 +369,7 @@ def capture_remote(built, facts, workdir):
     """Rank 1 killed on the second node of a 2-node virtual cluster, each
     MPI over its internode transport; `survivor` is rank 0, which saw it go."""
     from netbench.results.benchmark import rank_placements
-    from test_vcluster import cluster
+    from helpers.vcluster import cluster
     with cluster("s9rc", nodes=2) as state:
         for case, name in REMOTE_CAPTURES:
             bench = built[name]

@@ -5,7 +5,7 @@ attribute every MPI run needs fails naming it."""
 import os
 import subprocess
 
-from netbench import checklib, checks, paths, session
+from netbench import checks, paths, session
 
 #: MpiRun's hooks per stage, in the order ReFrame runs them (see
 #: netbench/checks/mpirun.py for why each comes where it does)
@@ -13,7 +13,7 @@ MPIRUN_HOOKS = {
     "post_init": ["generate_possible_cases_only"],
     "post_setup": ["require_declared_attributes", "record_provenance", "select_transport",
                    "place_ranks", "require_matching_slurm_conf", "require_section"],
-    "pre_run": ["discover_line_rate", "count_link_traffic"],
+    "pre_run": ["discover_line_rate", "count_link_traffic", "capture_node_state"],
     "pre_sanity": ["read_job_outcome", "count_link_traffic_after", "record_measurement"],
     "pre_performance": ["set_perf_variables", "set_references", "report_link_traffic"],
 }
@@ -36,11 +36,6 @@ def test_netbench_runs_add_their_hooks_after_mpiruns():
                                                            "launch_again_while_undecided"],
                      "pre_sanity": MPIRUN_HOOKS["pre_sanity"] + ["find_stacked_ranks"],
                      "pre_performance": MPIRUN_HOOKS["pre_performance"]}
-
-
-def test_checklib_is_the_same_library_under_its_former_name():
-    for name in checks.__all__:
-        assert getattr(checklib, name) is getattr(checks, name), name
 
 
 def test_every_module_of_the_library_stays_small():

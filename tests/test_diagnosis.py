@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers.curves import with_time
 from netbench.report import sessions
 from netbench.report.compare import case_key
 from netbench.tuning import diagnosis, loop
@@ -20,7 +21,6 @@ TUNE = DATA / "tune"
 HEALTHY = [TUNE / "gige-jumbo" / f"{n}.json" for n in ("before1", "before2", "after1", "after2")] \
     + [TUNE / "diagnosis" / f"{n}.json" for n in ("shm-healthy1", "shm-healthy2")] \
     + [DATA / "compare" / "pingpong-shm-openmpi.json"]
-TIME_COLUMNS = ("usec", "usec_lo", "usec_hi", "usec_min", "usec_max")
 
 
 def cases(report):
@@ -48,29 +48,6 @@ def test_a_socket_buffer_cap_is_named_with_its_setting_and_source():
     assert found.rule == "socket_buffer_plateau"
     assert found.evidence.startswith("bandwidth from 1 MiB to 8 MiB flat at ")
     assert "net.ipv4.tcp_rmem" in found.setting and "seed000" in found.source
-
-
-def rows_of(record):
-    return [r for s in record["series"] for r in s["rows"]] + [
-        r for launches in record["runs"].values() for launch in launches for r in launch["rows"]]
-
-
-def with_time(report, extra_us, at=lambda size: True, factor=1.0):
-    """The report as if every message at the chosen sizes took `factor`
-    times as long plus `extra_us` (rates follow their times)."""
-    report = copy.deepcopy(report)
-    for _, _, record in cases(report):
-        for row in rows_of(record):
-            if not at(row["bytes"]):
-                continue
-            old = row["usec"]
-            for c in TIME_COLUMNS:
-                if c in row:
-                    row[c] = row[c] * factor + extra_us
-            for c in ("Mbps", "MBps"):
-                if c in row:
-                    row[c] *= old / row["usec"]
-    return report
 
 
 def test_interrupt_coalescing_is_named_from_its_latency_floor():
@@ -102,7 +79,8 @@ def with_node_state(report, state):
 
 
 def link(mtu):
-    return {"links": {"eth0": {"mtu": mtu}}}
+    """A node's state as netbench/nodestate.py captures it (the part read)."""
+    return {"interfaces": {"eth0": {"mtu": mtu}}}
 
 
 def test_an_mtu_mismatch_and_missing_jumbo_frames_are_named_from_the_node_state():

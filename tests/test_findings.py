@@ -1,14 +1,19 @@
 """The report's Findings section (issue #16): each source finding holds,
 does not hold or is not measured, from the cases' records alone; the
 tolerances agree with the sources' own figures; the page shows the section
-right after the verdict, escaped."""
+right after the verdict, escaped.  The claims are data (findings.yaml); the
+verdicts are judged at the end of the run and stored beside its run report,
+and a re-published session keeps its own (#24)."""
 
 import json
+import shutil
+import sys
 
 import pytest
 import yaml
 
 from netbench import paths, report
+from netbench.datafiles import DataError
 from netbench.report import findings
 from netbench.results import record as results_record
 
@@ -84,7 +89,8 @@ def session_of(cases, tmp_path, host="vm"):
 def finding(key, records, tmp_path, **case_args):
     """The finding `key` of a session made of `records`."""
     session = session_of([case(r, **case_args) for r in records], tmp_path)
-    return next(f for f in findings.evaluate([session]) if f.claim.key == key)
+    return next(f for f in findings.evaluate([session], findings.load_claims())
+                if f.claim.key == key)
 
 
 # ---- seed 000: MPI against raw TCP ----
@@ -208,8 +214,8 @@ def test_jumbo_frames_need_both_mtus(tmp_path):
 def test_a_run_without_the_seed_checks_measures_none(tmp_path):
     session = session_of([case(mpi_vs_tcp(90000, 28000, "intranode", transport="shm"))],
                          tmp_path)
-    result = findings.evaluate([session])
-    assert [f.claim.key for f in result] == [c.key for c in findings.CLAIMS]
+    result = findings.evaluate([session], findings.load_claims())
+    assert [f.claim.key for f in result] == [c.key for c in findings.load_claims()]
     assert {f.verdict for f in result} == {"not measured here"}
     assert all(f.summary and f.css == "skip" for f in result)
 
@@ -220,7 +226,7 @@ def test_a_run_report_from_before_records_is_read_through_its_legacy_curves(tmp_
     tc = dict(case(mpi_vs_tcp(1, 1)), curve=curve, tcp_curve=tcp, placement="internode",
               transport="tcp")
     del tc["record"]
-    f = next(f for f in findings.evaluate([session_of([tc], tmp_path)])
+    f = next(f for f in findings.evaluate([session_of([tc], tmp_path)], findings.load_claims())
              if f.claim.key == "mpi-tcp-internode")
     assert f.verdict == "holds"
 
@@ -229,14 +235,17 @@ def reference_file(name):
     return yaml.safe_load((paths.REFERENCES / name).read_text())
 
 
-def test_the_citations_name_the_reference_files_sources():
-    files = {"seed000_e325_netpipe.yaml": findings.E325, "seed002_psu_beowulf_pmb.yaml":
-             findings.BEOWULF, "seed003_sp2_tcp_mpl.yaml": findings.SP2,
-             "seed004_jsi_gige_tuning.yaml": findings.JSI}
-    for name, source in files.items():
-        documented = reference_file(name)["source"]
-        assert (source.title, source.file) == (documented["title"], documented["file"])
-    assert {c.source for c in findings.CLAIMS} == set(files.values())
+def test_the_citations_are_the_reference_files_sources():
+    claims = {c.key: c for c in findings.load_claims()}
+    named = reference_file(findings.FINDINGS_FILE)["findings"]
+    assert list(claims) == list(named)
+    for key, claim in claims.items():
+        documented = reference_file(named[key]["source"])["source"]
+        assert (claim.source.title, claim.source.file) == (documented["title"],
+                                                           documented["file"])
+    assert {c.source.file for c in claims.values()} == {
+        "000_0a10b582eb0a2537.txt", "002_5c3e8b6531dee186.txt", "003_a1197ef14bc39ec7.txt",
+        "004_db6528a115a73dee.txt"}
 
 
 def test_the_sources_own_figures_hold_by_the_tolerances():
@@ -244,7 +253,7 @@ def test_the_sources_own_figures_hold_by_the_tolerances():
     Table 1 losses, seed 003's many-connection means."""
     rows = reference_file("seed000_e325_netpipe.yaml")["tables"]["table1"]["rows"]
     table = {r["id"]: r for r in rows}
-    claims = {c.key: c for c in findings.CLAIMS}
+    claims = {c.key: c for c in findings.load_claims()}
 
     def loss(place, card):
         return 100 * (1 - table[f"{place}.{card}.mpi"]["max_bandwidth_mbps"]
@@ -273,9 +282,153 @@ def test_the_page_shows_the_findings_right_after_the_verdict_escaped(tmp_path):
     verdict_end = page.index("</section>", page.index('<section id="verdict"'))
     assert page.index('<section id="findings">') == verdict_end + len("</section>\n")
     findings_html = page[page.index('<section id="findings">'):page.index('<h2 id="curves">')]
-    assert findings_html.count("<tr id=\"finding-") == len(findings.CLAIMS)
+    assert findings_html.count("<tr id=\"finding-") == len(findings.load_claims())
     assert '<td class="pass">holds' in findings_html
     assert '<td class="fail">does not hold' in findings_html
     assert '<td class="skip">not measured here' in findings_html
     assert "000_0a10b582eb0a2537.txt" in findings_html
     assert evil not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in findings_html
+
+
+# ---- judged at the end of the run, stored with the session (#24) ----
+
+publish_module = sys.modules["netbench.report.publish"]    # the module, not the function
+
+
+def raw_run_report(folder, cases, name="run-report-7.json"):
+    """A run report where ReFrame writes them (.reframe/reports/run-report-N.json)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(json.dumps(run_report(cases)))
+    return path
+
+
+def references_copy(tmp_path):
+    folder = tmp_path / "references"
+    shutil.copytree(paths.REFERENCES, folder)
+    return folder
+
+
+def tighten_internode_bound(folder):
+    """MPI's 12 % loss between nodes no longer holds by this copy's bounds."""
+    path = folder / findings.FINDINGS_FILE
+    text = path.read_text()
+    assert text.count("at_most: 20.0") == 1
+    path.write_text(text.replace("at_most: 20.0", "at_most: 10.0"))
+
+
+def stored_verdicts(path):
+    data = json.loads(path.read_text())
+    return data["judged"], {f["key"]: f["verdict"] for f in data["findings"]}
+
+
+def internode_row(html):
+    start = html.index('<tr id="finding-mpi-tcp-internode"')
+    return html[start:html.index("</tr>", start)]
+
+
+def test_the_findings_are_judged_at_the_end_of_the_run_and_stored_beside_it(tmp_path):
+    raw = raw_run_report(tmp_path / "reports", [case(mpi_vs_tcp(788, 897))])
+    publish_module.judge_findings_beside(raw)
+    stored = tmp_path / "reports" / "run-report-7.findings.json"
+    assert stored == findings.stored_beside(raw)
+    judged, verdicts = stored_verdicts(stored)
+    assert judged == "run" and verdicts["mpi-tcp-internode"] == "holds"
+    assert verdicts["jumbo-frames"] == "not measured here"
+    session = report.load_session(raw)
+    assert session.findings.when == findings.AT_RUN and session.findings.note == ""
+    html = report.render_report([session])
+    assert '<td class="pass">holds' in internode_row(html)
+    assert "predates run-time findings" not in html
+
+
+def test_a_republished_session_keeps_its_stored_verdicts_when_the_references_change(tmp_path):
+    refs = references_copy(tmp_path)
+    raw = raw_run_report(tmp_path / "raw", [case(mpi_vs_tcp(788, 897))])
+    publish_module.judge_findings_beside(raw, refs)
+    reports_dir = tmp_path / "published"
+    first = report.publish(raw, reports_dir, tmp_path / "no.db", references=refs)
+    tighten_internode_bound(refs)
+    # judged anew, the changed bound would fail it
+    anew = findings.judge_session(report.load_session(raw), findings.AT_RUN, refs)
+    assert next(f for f in anew.findings if f.claim.key == "mpi-tcp-internode").verdict == \
+        "does not hold"
+    for source in (raw, first / "run-report.json"):      # the raw report, the session folder
+        folder = report.publish(source, reports_dir, tmp_path / "no.db", references=refs)
+        assert folder == first
+        judged, verdicts = stored_verdicts(folder / "run-report.findings.json")
+        assert judged == "run" and verdicts["mpi-tcp-internode"] == "holds"
+        row = internode_row((folder / "index.html").read_text())
+        assert '<td class="pass">holds' in row and "5 to 20 %" in row
+
+
+def test_a_run_report_from_before_is_judged_once_when_published_and_says_so(tmp_path):
+    refs = references_copy(tmp_path)
+    raw = raw_run_report(tmp_path / "raw", [case(mpi_vs_tcp(788, 897))])
+    reports_dir = tmp_path / "published"
+    folder = report.publish(raw, reports_dir, tmp_path / "no.db", references=refs)
+    assert not findings.stored_beside(raw).exists()       # the input is left as it was
+    note = "judged when published: the run report predates run-time findings"
+    judged, verdicts = stored_verdicts(folder / "run-report.findings.json")
+    assert judged == "published" and verdicts["mpi-tcp-internode"] == "holds"
+    assert note in (folder / "index.html").read_text()
+    tighten_internode_bound(refs)
+    folder = report.publish(folder / "run-report.json", reports_dir, tmp_path / "no.db",
+                            references=refs)
+    judged, verdicts = stored_verdicts(folder / "run-report.findings.json")
+    assert judged == "published" and verdicts["mpi-tcp-internode"] == "holds"
+    html = (folder / "index.html").read_text()
+    assert note in html and '<td class="pass">holds' in internode_row(html)
+
+
+def test_a_page_drawn_from_an_unjudged_run_report_says_when_it_was_judged(tmp_path):
+    raw = raw_run_report(tmp_path, [case(mpi_vs_tcp(788, 897))])
+    html = report.render_report([report.load_session(raw)])
+    assert "judged when this page was drawn: the run report predates run-time findings" in html
+
+
+def test_a_comparison_shows_each_sessions_own_stored_findings(tmp_path):
+    refs = references_copy(tmp_path)
+    old = raw_run_report(tmp_path / "a", [case(mpi_vs_tcp(788, 897))])
+    publish_module.judge_findings_beside(old, refs)
+    tighten_internode_bound(refs)
+    new = raw_run_report(tmp_path / "b", [case(mpi_vs_tcp(788, 897))])
+    data = json.loads(new.read_text())
+    data["session_info"].update(uuid="11111111-ffff", time_start="20261122T100000+0000",
+                                time_start_unix=2000.0)
+    new.write_text(json.dumps(data))
+    publish_module.judge_findings_beside(new, refs)
+    html = report.render_report([report.load_session(old), report.load_session(new)])
+    first = html[html.index('<tr id="finding-mpi-tcp-internode-20261121T100000-00000000"'):]
+    second = html[html.index('<tr id="finding-mpi-tcp-internode-20261122T100000-11111111"'):]
+    assert first.index('<td class="pass">holds') < first.index("</tr>")
+    assert second.index('<td class="fail">does not hold') < second.index("</tr>")
+
+
+@pytest.mark.parametrize("change,key,problem", [
+    (lambda d: d["findings"][0].update(verdict="maybe"), "findings[0].verdict",
+     "expected one of 'holds', 'does not hold', 'not measured here'"),
+    (lambda d: d.update(judged="yesterday"), "judged", "expected 'run' or 'published'"),
+    (lambda d: d["findings"][1].pop("bounds"), "findings[1].bounds", "missing"),
+])
+def test_a_malformed_stored_findings_file_names_file_and_key(tmp_path, change, key, problem):
+    raw = raw_run_report(tmp_path, [case(mpi_vs_tcp(788, 897))])
+    publish_module.judge_findings_beside(raw)
+    stored = findings.stored_beside(raw)
+    data = json.loads(stored.read_text())
+    change(data)
+    stored.write_text(json.dumps(data))
+    with pytest.raises(DataError) as err:
+        report.load_session(raw)
+    assert str(err.value) == f"{stored}: {key}: {problem}"
+
+
+def test_a_run_time_judgement_that_fails_says_so_and_writes_nothing(tmp_path, capsys):
+    refs = references_copy(tmp_path)
+    (refs / findings.FINDINGS_FILE).write_text("findings: {x: {claim: c}}\n")
+    raw = raw_run_report(tmp_path / "raw", [case(mpi_vs_tcp(788, 897))])
+    publish_module.judge_findings_beside(raw, refs)
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("netbench: ERROR: the findings were not judged: ") and "\n" not in err
+    assert str(refs / findings.FINDINGS_FILE) in err
+    assert not findings.stored_beside(raw).exists()

@@ -10,46 +10,15 @@ import os
 import random
 import shutil
 import stat
+import statistics
 import subprocess
 
 import pytest
 
+from helpers.fleet import LATENCY_US, LINE_MBPS, NOISE, SIZES, make_fleet
 from netbench import paths, references
 from netbench.datafiles import DataError
 from netbench.fleet import drain, judge
-
-SIZES = (1 << 20, 8 << 20)
-LINE_MBPS = 900.0
-LATENCY_US = 20.0
-NOISE = 0.08
-
-
-def make_fleet(n, seed, slow=(), egress_only=(), slow_latency=(), bad_cables=(),
-               scale=1.0, hosts=None, noise=NOISE):
-    """Measurements of every ordered pair of `n` hosts with +-8 % noise.
-    slow: nodes at 1/3 rate both ways; egress_only: only from them;
-    slow_latency: 3x latency; bad_cables: (a, b) links at 1/3 rate.
-    Latency is measured one way only (src < dst), as a sweep may."""
-    rng = random.Random(seed)
-    hosts = hosts or [f"node{i:02d}" for i in range(n)]
-    out = {}
-    for src in hosts:
-        for dst in hosts:
-            if src == dst:
-                continue
-            rate = scale * LINE_MBPS
-            if src in slow or dst in slow or src in egress_only:
-                rate /= 3
-            if {src, dst} in [set(c) for c in bad_cables]:
-                rate /= 3
-            figures = {"bw_Mbps": {s: rate * rng.uniform(1 - noise, 1 + noise)
-                                   for s in SIZES}}
-            if src < dst:
-                latency = LATENCY_US * (3 if {src, dst} & set(slow_latency) else 1)
-                figures["latency_us"] = latency * rng.uniform(1 - noise, 1 + noise)
-            out[(src, dst)] = figures
-    return out
-
 
 def named(verdict):
     return sorted((s.kind, s.names) for s in verdict.suspects)
@@ -390,3 +359,150 @@ def test_a_partial_sweep_names_a_node_bad_with_its_measured_partners():
                                         "bw_Mbps": {1048576: 320.0 if slow else 950.0}}
     result = judge.judge(measurements)
     assert [(s.kind, s.names) for s in result.suspects] == [("node", ("n3",))]
+
+
+# -- scale (#23): the same verdicts from columns and one sort ----------------
+
+def brute_force_leave_one_out(figures):
+    """{host index: statistics.median of the figures without its pairs}, the
+    O(n^3) way the judgement used to take it."""
+    pairs = list(zip(figures.src.tolist(), figures.dst.tolist(), figures.values.tolist()))
+    out = {}
+    for i in range(len(figures.hosts)):
+        rest = [v for a, b, v in pairs if i not in (a, b)]
+        if rest:
+            out[i] = statistics.median(rest)
+    return out
+
+
+def test_leave_one_out_medians_are_the_medians_of_the_rest():
+    """Ties, partial sweeps, odd and even counts, hosts without figures."""
+    rng = random.Random(23)
+    for trial in range(150):
+        n = rng.randint(2, 11)
+        hosts = [f"h{i}" for i in range(n)]
+        tied = trial % 3 == 0
+        measurements = {}
+        for a in hosts:
+            for b in hosts:
+                if a != b and rng.random() < 0.7:
+                    value = rng.choice([1.0, 2.0, 3.0]) if tied else rng.uniform(0, 100)
+                    measurements[(a, b)] = {"bw_Mbps": {64: value}}
+        if not measurements:
+            continue
+        figures = judge.figures_by_metric(measurements)["bw_Mbps@64"]
+        assert dict(judge.leave_one_out_medians(figures)) == \
+            brute_force_leave_one_out(figures), trial
+
+
+def test_the_verdict_does_not_depend_on_the_order_of_the_pairs():
+    """Latency measured both ways (the lower is the pair's), pairs in any
+    order: the verdict is that of the sorted input."""
+    rng = random.Random(7)
+    measurements = make_fleet(9, 4, slow=["node05"], bad_cables=[("node01", "node03")])
+    for (src, dst), figures in measurements.items():
+        if src > dst:
+            figures["latency_us"] = LATENCY_US * rng.uniform(1.2, 1.5)
+    shuffled = list(measurements.items())
+    rng.shuffle(shuffled)
+    verdict = judge.judge(dict(shuffled))
+    assert verdict.to_json() == judge.judge(dict(sorted(measurements.items()))).to_json()
+    assert named(verdict) == [("node", ("node05",)), ("pair", ("node01", "node03"))]
+    assert verdict.stats["latency_us"].n == 9 * 8 // 2
+
+
+def test_a_latency_that_is_no_figure_is_refused_naming_its_measured_direction():
+    measurements = make_fleet(3, 1)
+    measurements[("node02", "node01")]["latency_us"] = float("nan")
+    with pytest.raises(ValueError, match="node02->node01: latency_us: expected"):
+        judge.judge(measurements)
+
+
+def test_a_large_fleet_names_its_slow_node_and_cable_only():
+    """192 nodes (the issue's 7.8 s): one slow node, one bad cable."""
+    measurements = make_fleet(192, 3, slow=["node100"], bad_cables=[("node007", "node042")],
+                              hosts=[f"node{i:03d}" for i in range(192)])
+    verdict = judge.judge(measurements)
+    assert named(verdict) == [("node", ("node100",)), ("pair", ("node007", "node042"))]
+
+
+# -- drain.sh against hostile text in every field of a suspect (#23) -------------
+
+#: what a run report could put in any field: a newline that ends the
+#: comment, command substitutions, a closing parenthesis, separators,
+#: terminal escapes, carriage returns and non-ASCII line separators
+HOSTILE_TEXT = ["both)\ntouch PWNED #", "$(touch PWNED)", "`touch PWNED`", ") ; touch PWNED",
+                "x\rtouch PWNED", "\x1b]0;owned\x07\x1b[2J", "n\u2028touch PWNED", "né\u202e",
+                "egress\n>PWNED", "1;touch PWNED"]
+NODE = judge.Suspect("node", ("n7",), "bw_Mbps@8388608", 300.0, 900.0, None, "both",
+                     (judge.Evidence("n7", "n8", "bw_Mbps@8388608", 300.0, 700.0),))
+PAIR = dataclasses.replace(NODE, kind="pair", names=("n7", "n8"), direction="n7->n8")
+FIELDS = ["kind", "names", "metric", "value", "fleet_median", "reference", "direction",
+          "evidence"]
+
+
+def hostile_suspects(field, text):
+    """A node and a pair suspect whose `field` is hostile `text`."""
+    value = {"names": (text,), "evidence": (text,)}.get(field, text)
+    out = [dataclasses.replace(s, **{field: value}) for s in (NODE, PAIR)]
+    if field == "names":
+        out.append(dataclasses.replace(PAIR, names=("n7", text), direction=f"n7->{text}"))
+    return out
+
+
+def fake_scontrol(tmp_path):
+    """A scontrol that writes its argument count and arguments to $OUT."""
+    fake = tmp_path / "bin" / "scontrol"
+    fake.parent.mkdir(exist_ok=True)
+    fake.write_text('#!/bin/sh\nprintf "%s\\n" "$#" "$@" >> "$OUT"\n')
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    return fake
+
+
+@pytest.mark.parametrize("field", FIELDS + ["reason_prefix"])
+def test_drain_script_runs_nothing_whatever_a_suspect_holds(tmp_path, field):
+    """Every field of a suspect, and the reason prefix, holds hostile text:
+    the script parses, runs nothing (sh -x traces no command, no file is
+    made), and each scontrol line, uncommented, runs scontrol alone with
+    its four quoted words."""
+    fake = fake_scontrol(tmp_path)
+    for i, text in enumerate(HOSTILE_TEXT):
+        if field == "reason_prefix":
+            suspects, prefix = [NODE, PAIR], text
+        else:
+            suspects, prefix = hostile_suspects(field, text), "netbench"
+        script_text = drain.drain_script(suspects, reason_prefix=prefix)
+        assert all(ch == "\n" or " " <= ch <= "~" for ch in script_text), repr(script_text)
+        assert all(l == "" or l.startswith("#") for l in script_text.split("\n")), script_text
+        work = tmp_path / f"run-{i}"
+        work.mkdir()
+        script = work / "drain.sh"
+        script.write_text(script_text)
+        assert subprocess.run(["sh", "-n", str(script)]).returncode == 0
+        env = {"PATH": str(fake.parent), "OUT": str(tmp_path / f"args-{i}")}
+        run = subprocess.run(["/bin/sh", "-x", str(script)], cwd=work, env=env,
+                             capture_output=True, text=True)
+        assert (run.returncode, run.stdout, run.stderr) == (0, "", ""), (text, run)
+        assert sorted(p.name for p in work.iterdir()) == ["drain.sh"], text
+        for line in [l for l in script_text.splitlines() if l.startswith("# scontrol ")]:
+            (work / "one.sh").write_text(line[2:] + "\n")
+            out = tmp_path / f"args-{i}"
+            out.unlink(missing_ok=True)
+            run = subprocess.run(["/bin/sh", "-x", str(work / "one.sh")], cwd=work, env=env,
+                                 capture_output=True, text=True)
+            traced = [l for l in run.stderr.splitlines() if l.startswith("+")]
+            assert len(traced) == 1 and traced[0].startswith("+ scontrol "), (text, run.stderr)
+            args = out.read_text().splitlines()
+            assert args[:4] == ["4", "update", "NodeName=n7", "State=DRAIN"], (text, args)
+            assert args[4].startswith("Reason=") and len(args) == 5, (text, args)
+            (work / "one.sh").unlink()
+        assert sorted(p.name for p in work.iterdir()) == ["drain.sh"], text
+
+
+def test_drain_script_names_only_vocabulary_for_a_node_and_a_pair():
+    text = drain.drain_script([NODE, PAIR, dataclasses.replace(NODE, direction="unreachable",
+                                                               metric="answered_pairs")])
+    assert "(both)" in text and "(n7->n8)" in text and "(unreachable)" in text
+    assert "stopped answering mid-sweep after 300 of its pairs" in text
+    hostile = drain.drain_script(hostile_suspects("direction", "both)\ntouch X #"))
+    assert "touch" not in hostile and hostile.count("refused direction") == 2

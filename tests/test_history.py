@@ -15,7 +15,7 @@ import pytest
 
 from netbench import cli, paths, session
 from netbench.datafiles import DataError
-from netbench.report import page, store
+from netbench.report import findings, page, store
 
 publish = sys.modules["netbench.report.publish"]     # the module, not the function
 
@@ -32,7 +32,7 @@ def uuids():
     for _ in range(2):
         proc = session.run_reframe("local", *SELECTION, timeout=900)
         out = proc.stdout + proc.stderr
-        assert proc.returncode == 0, out[-3000:]
+        assert proc.returncode in session.NO_FAILURE, out[-3000:]
         assert "results database:  [on]" in proc.stdout, out[-3000:]
         found.append(STORED.search(proc.stdout).group(1))
     return found
@@ -67,6 +67,20 @@ def test_a_junit_xml_sits_beside_each_run_report(uuids):
         cases = [tc.get("name") for tc in ET.parse(junit).getroot().iter("testcase")]
         assert any(name.startswith("PingPong %variant=blocking %transport=shm")
                    for name in cases), cases
+
+
+def test_the_findings_are_judged_at_the_end_of_each_session_and_published(uuids):
+    """At exit, in ReFrame's process, beside the run report (#24)."""
+    for uuid in uuids:
+        (raw,) = store._query(paths.RESULTS_DB,
+                              "SELECT report_file FROM sessions WHERE uuid = ?", (uuid,))[0]
+        stored = findings.stored_beside(raw)
+        judged = findings.load_stored(stored)
+        assert judged.when == findings.AT_RUN
+        assert [f.claim.key for f in judged.findings] == [c.key for c in findings.load_claims()]
+        published = paths.REPORTS / store.stored_session(uuid).name
+        assert (published / "run-report.findings.json").read_text() == stored.read_text()
+        assert "predates run-time findings" not in (published / "index.html").read_text()
 
 
 def test_the_trend_reads_the_store(uuids, tmp_path):

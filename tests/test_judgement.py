@@ -24,7 +24,8 @@ from netbench.judgement.rule import Rule
 from netbench.results.benchmark import parse_run
 
 DATA = Path(__file__).parent / "data" / "judgement"
-RULE = Rule(launches=4, min_launches_to_fail=2, baseline_min_runs=3, baseline_min_band=0.05)
+RULE = Rule(launches=4, min_launches_to_fail=2, baseline_min_runs=3, baseline_min_band=0.05,
+            contended_cpu_pressure=25.0, contention_explains=3.0)
 LATENCY = {"figure": "latency"}
 PEAK = {"figure": "peak", "column": "Mbps"}
 
@@ -126,7 +127,7 @@ def test_a_reference_tuple_becomes_the_side_it_fails_on():
 def test_the_rule_file_is_checked(tmp_path):
     bad = tmp_path / "judging.yaml"
     bad.write_text("launches: 0\nmin_launches_to_fail: 2\nbaseline: {min_runs: 3, "
-                   "min_band: 0.05}\n")
+                   "min_band: 0.05}\ncontended_cpu_pressure: 25\ncontention_explains: 3\n")
     with pytest.raises(DataError, match=r"judging.yaml.*launches"):
         load_rule.__wrapped__(bad)
     assert load_rule().launches >= load_rule().min_launches_to_fail
@@ -179,3 +180,26 @@ def test_a_broken_description_stops_the_loop_with_one_line(tmp_path):
                            str(tmp_path / "judging.json")], capture_output=True, text=True)
     assert proc.returncode != 0 and proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and "judging.json" in proc.stderr
+
+
+def test_a_cpu_bound_failure_on_a_contended_host_is_inconclusive():
+    """Loopback TCP latency beyond its bound in every launch, while other
+    work waited for a CPU 98 % of the time: the evidence cannot tell the
+    path from the contention.  A link's bandwidth is not the CPUs': it
+    fails as it is; and a quiet host's failure stands."""
+    from netbench.judgement.rule import allowing_for_contention
+    bound = Bound("upper", 0.1)          # shared memory's 0.15 us: 1.5x beyond it
+    failed = decide(figures.estimates(SHM, LATENCY), bound, RULE)
+    assert failed.verdict == FAIL
+    busy = {"cpu_pressure": 98.0, "host_load": 3.2}
+    unsure = allowing_for_contention(failed, busy, True, RULE, bound)
+    assert unsure.verdict == INCONCLUSIVE
+    assert "waited for a CPU 98 %" in unsure.reason and "load 3.2" in unsure.reason
+    assert allowing_for_contention(failed, busy, False, RULE, bound).verdict == FAIL
+    quiet = {"cpu_pressure": 2.0, "host_load": 0.3}
+    assert allowing_for_contention(failed, quiet, True, RULE, bound).verdict == FAIL
+    assert allowing_for_contention(failed, {}, True, RULE, bound).verdict == FAIL
+    # 3x and more beyond the bound is no contention's doing: it fails
+    far = Bound("upper", 0.04)
+    way_off = decide(figures.estimates(SHM, LATENCY), far, RULE)
+    assert allowing_for_contention(way_off, busy, True, RULE, far).verdict == FAIL

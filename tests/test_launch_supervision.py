@@ -18,8 +18,8 @@ import pytest
 from netbench.benchrun import job_environment
 from netbench.checks.slurm import job_failure
 from netbench import supervise, vcluster
-from test_checks_launcher_failures import INTERNODE, rank_pid
-from test_vcluster import cluster
+from helpers.launches import INTERNODE, rank_pid
+from helpers.vcluster import cluster
 
 LAUNCH = [sys.executable, "-m", "netbench.launch"]
 

@@ -3,7 +3,6 @@ parsers on captured text (tests/data/linerate/), discovery on sysfs trees
 laid out as the kernel lays them out, and the class a discovered link
 selects (thresholds.yaml `match`)."""
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -4,19 +4,24 @@ in three consecutive sweeps; a node degraded on purpose (`vcluster fault`)
 is named, and only it, in the case's reason, suspects.json, drain.sh and
 the report's heat map; a one-way fault and a smaller MTU are named too; and
 through the cluster's Slurm the sweep is one job whose suspects are the
-same as over ssh."""
+same as over ssh.  A node whose rank is killed mid-sweep is the first
+suspect, unreachable; bad parameters and a node without sshd fail with
+the cause in the reason (#23)."""
 
 import json
+import os
 import re
+import signal
 import subprocess
+import threading
 import time
 
 import pytest
 
 from conftest import require
 from netbench import paths, session, vcluster
-from test_report_browser import chromium, run_chromium
-from test_vcluster import cluster
+from helpers.browser import chromium, run_chromium
+from helpers.vcluster import cluster
 
 NODES = 5
 MPIS = "^(mpich|openmpi)$"
@@ -133,3 +138,118 @@ def test_through_slurm_the_sweep_is_one_job_with_the_same_suspect():
             assert named(tc) == {("node", (victim,), "both")}, tc["fail_reason"]
             # one allocation of every node for the whole sweep
             assert tc["jobid"] and len(tc["job_nodelist"]) == NODES, tc["job_nodelist"]
+
+
+# ---- a node lost mid-sweep, bad parameters, a node without sshd (#23) ------------
+
+def benchmark_pids(namespace):
+    """The benchmark's processes in one node's network namespace."""
+    listed = subprocess.run(["ip", "netns", "pids", namespace], capture_output=True,
+                            text=True).stdout.split()
+    found = []
+    for pid in listed:
+        try:
+            argv = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if argv[0].endswith(b"/netbench") and argv[1:2] == [b"sweep"]:
+            found.append(int(pid))
+    return found
+
+
+def kill_ranks_of(namespace, stop, after=1.0):
+    """SIGKILL every benchmark rank that starts in `namespace`, `after`
+    seconds into its run (the sweep has measured some pairs by then)."""
+    seen = {}
+    while not stop.is_set():
+        now = time.monotonic()
+        for pid in benchmark_pids(namespace):
+            seen.setdefault(pid, now)
+        for pid, started in list(seen.items()):
+            if started is not None and now - started >= after:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                seen[pid] = None
+        time.sleep(0.05)
+
+
+@pytest.fixture(scope="module")
+def lossy():
+    """A cluster of its own (not gige's name, which other checkouts' runs
+    of this file use at the same time)."""
+    with cluster("tlost", nodes=NODES, rate="1gbit", mtu=9000) as state:
+        yield state
+
+
+def test_a_node_whose_rank_is_killed_mid_sweep_is_the_first_suspect(lossy, tmp_path):
+    """MPICH's hydra names the dead process every time (PID, which the
+    benchmark's header maps to its node): the node is the first suspect,
+    unreachable, in the reason, suspects.json, drain.sh and the page.  Open
+    MPI's prterun names it when it sees the death before a surviving rank's
+    abort (tests/data/sweep_lost/); when the survivor wins that race its
+    output names no lost node, and then no node may be named wrongly and
+    the reason carries Open MPI's words."""
+    victim = lossy["nodes"][2]
+    stop = threading.Event()
+    killer = threading.Thread(target=kill_ranks_of, args=(victim["namespace"], stop))
+    killer.start()
+    try:
+        proc, _ = sweep(lossy["system"])
+    finally:
+        stop.set()
+        killer.join()
+    assert proc.returncode == 1, proc.stdout[-4000:]      # a suspect named: a loss shown
+    cases = {tc["environ"]: tc for tc in sweep_cases(session.latest_report())}
+    assert set(cases) == {"mpich", "openmpi"}
+    for environ, tc in cases.items():
+        assert tc["result"] == "fail"
+        assert len(tc["record"]["fleet"]["hosts"]) == NODES
+        suspects = tc["record"]["fleet"]["suspects"]
+        if environ == "openmpi" and not suspects:
+            assert re.search(r"did not finish its sweep: \S", tc["fail_reason"]), \
+                tc["fail_reason"]
+            continue
+        first = suspects[0]
+        assert (first["kind"], first["names"], first["direction"]) == \
+            ("node", [victim["name"]], "unreachable"), tc["fail_reason"]
+        assert f"node {victim['name']} (unreachable): stopped answering mid-sweep" in \
+            tc["fail_reason"]
+    latest = paths.REPORTS / "latest"
+    sweeps = json.loads((latest / "suspects.json").read_text())["sweeps"]
+    mpich = next(sw for sw in sweeps if sw["environ"] == "mpich")
+    assert (mpich["suspects"][0]["names"], mpich["suspects"][0]["direction"]) == \
+        ([victim["name"]], "unreachable")
+    assert len(mpich["nodes"]) == NODES
+    script = (latest / "drain.sh").read_text()
+    assert re.search(rf"^# scontrol update NodeName={victim['name']} State=DRAIN", script,
+                     re.M), script
+    assert set(re.findall(r"^# scontrol update NodeName=(\S+)", script, re.M)) == \
+        {victim["name"]}, script
+    page = (latest / "index.html").read_text()
+    section = page[page.index('id="sweep"'):]
+    assert f"{NODES} nodes" in section and victim["name"] in section
+    assert "unreachable" in section
+
+
+@pytest.mark.parametrize("setting,named", [("partners=-2", "LinkSweep.partners"),
+                                           ("min_samples=0", "LinkSweep.min_samples")])
+def test_a_bad_parameter_is_refused_naming_it(lossy, setting, named):
+    proc, _ = sweep(lossy["system"], "-S", f"LinkSweep.{setting}")
+    assert proc.returncode == 2, proc.stdout[-4000:]      # did not run to the end
+    for tc in sweep_cases(session.latest_report()):
+        assert named in tc["fail_reason"], tc["fail_reason"]
+        assert "did not finish" not in tc["fail_reason"]
+
+
+def test_a_node_without_sshd_fails_with_the_launchers_word():
+    with cluster("tsshd", nodes=3, rate="1gbit", mtu=9000) as state:
+        os.kill(state["nodes"][2]["sshd_pid"], signal.SIGKILL)
+        proc, _ = sweep(state["system"])
+        assert proc.returncode == 2, proc.stdout[-4000:]  # did not run to the end
+        address = state["nodes"][2]["address"]
+        for tc in sweep_cases(session.latest_report()):
+            assert tc["result"] == "fail"
+            assert address in tc["fail_reason"] or state["nodes"][2]["name"] in \
+                tc["fail_reason"], tc["fail_reason"]

@@ -4,7 +4,6 @@ never a stage file.  Read from the checks' source, so that a new figure
 that reaches for the job's output fails here, naming the function."""
 
 import ast
-from pathlib import Path
 
 import pytest
 

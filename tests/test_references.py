@@ -196,6 +196,22 @@ def _netbench_references(folder):
     ("thresholds.yaml", "match: {link_layer: [infiniband], mbps: [200000]}",
      "match: {link_layer: [ethernet], mbps: [10000]}",
      "classes.ib-hdr.match", "the same links as class '10gbe'"),
+    # the sources' findings (report/findings.py)
+    ("findings.yaml", "at_most: 20.0", "at_most: lots", "findings.mpi-tcp-internode.at_most",
+     "expected a finite number, got str 'lots'"),
+    ("findings.yaml", "at_most: 20.0", "at_most: 4.0", "findings.mpi-tcp-internode.at_most",
+     "4 is below at_least 5"),
+    ("findings.yaml", "rule: tcp_streams", "rule: tcp_stream", "findings.tcp-streams.rule",
+     None),
+    ("findings.yaml", "source: seed003_sp2_tcp_mpl.yaml", "source: seed003_sp2.yaml",
+     "findings.tcp-streams.source", None),
+    ("findings.yaml", "source: seed003_sp2_tcp_mpl.yaml", "source: judging.yaml",
+     "findings.tcp-streams.source",
+     "judging.yaml gives no source title and file (its `source:` needs both)"),
+    ("findings.yaml", "    at_most: 0.0\n", "", "findings.two-per-node",
+     "no bound: give at_least, at_most or both"),
+    ("findings.yaml", "    passage: Sendrecv", "    pasage: Sendrecv",
+     "findings.two-per-node.pasage", None),
 ])
 def test_malformed_reference_files_name_file_and_key(tmp_path, filename, old, new, key,
                                                      problem):

@@ -7,34 +7,15 @@ the browser logs no errors.  The screenshots are kept in
 import json
 import os
 import re
-import shutil
-import subprocess
 
 import pytest
 
 from conftest import require
 from netbench import paths
-from test_reframe_suite import ACTIVATE, bash
+from helpers.browser import chromium, run_chromium
+from helpers.suite import ACTIVATE, bash
 
 ARTIFACTS = paths.STATE / "artifacts"
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                  "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--disable-quic", "--hide-scrollbars"]
-
-
-def chromium():
-    for name in ("chromium", "chromium-browser", "google-chrome"):
-        if shutil.which(name):
-            return shutil.which(name)
-    return None
-
-
-def run_chromium(url, profile, *args):
-    return subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}",
-                           "--enable-logging=stderr", "--v=0", *args, url],
-                          capture_output=True, text=True, timeout=120)
-
-
 @pytest.fixture(scope="module")
 def short_session(tmp_path_factory):
     """Both wheel MPIs, the focused default set a user runs, a shortened

@@ -12,7 +12,7 @@ from netbench import report
 from netbench.report import parity, plots, sections
 from netbench.results import benchmark
 from netbench.results import record as results_record
-from test_report import minimal_report, session_from
+from helpers.reports import minimal_report, session_from
 
 SIZES = [1, 4, 64, 1024, 65536, 1048576]
 

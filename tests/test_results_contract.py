@@ -224,11 +224,11 @@ def test_every_check_lands_in_a_section_of_the_report():
 UNSECTIONED = """
 import reframe as rfm
 from reframe.core.builtins import parameter
-from netbench import checklib
+from netbench import checks
 
 
 @rfm.simple_test
-class Unsectioned(checklib.NetbenchRun):
+class Unsectioned(checks.NetbenchRun):
     transport = parameter(["shm"])
     placement = "intranode"
 """

@@ -15,11 +15,11 @@ import time
 import pytest
 
 from conftest import require
-from netbench import checklib, vcluster
+from netbench import checks, vcluster
 from netbench.vcluster import netns, slurm
-from netbench.session import latest_report, run_reframe
-from test_vcluster import cluster, netbench_cli
-from test_vcluster_suite import cases_of, perf
+from netbench.session import NO_FAILURE, latest_report, run_reframe
+from helpers.suite import cases_of, perf
+from helpers.vcluster import cluster, netbench_cli
 
 MiB = 1024 * 1024
 SHORT = ["-S", "budget=0.01", "-S", "max_bytes=1048576"]
@@ -110,7 +110,7 @@ def test_internode_checks_run_through_slurm_on_both_mpis(slurm_cluster, path):
                        "-n", "^MtuPingPong%mtu=(1500|9000)%variant=blocking",
                        "-x", "intranode|shm", *SHORT)
     out = proc.stdout[-6000:] + proc.stderr[-2000:]
-    assert proc.returncode == 0, out
+    assert proc.returncode in NO_FAILURE, out
     cases = [tc for tc in cases_of(latest_report()) if tc["result"] != "skip"]
     assert all(tc["result"] == "pass" for tc in cases), out
     assert {f'{tc["system"]}:{tc["partition"]}' for tc in cases} == {system}
@@ -138,7 +138,7 @@ def test_internode_checks_run_through_slurm_on_both_mpis(slurm_cluster, path):
         again = run_reframe(system, "-p", "^(mpich|openmpi)$",
                             "-n", "^MtuPingPong%mtu=(1500|9000)%variant=blocking",
                             "-x", "intranode|shm", *SHORT)
-        assert again.returncode == 0, again.stdout[-4000:]
+        assert again.returncode in NO_FAILURE, again.stdout[-4000:]
         for tc in cases_of(latest_report()):
             key = (tc["environ"], tc["mtu"])
             by_mtu[key] = max(by_mtu[key], perf(tc, "bw_1MiB"))
@@ -305,4 +305,4 @@ def test_slurm_conf_names_every_node_with_its_address_and_project_paths(tmp_path
     ("# launch: mpirun -np 2 ./netbench\n", None),
 ])
 def test_slurm_failure_reason_names_the_cause(stderr, reason):
-    assert checklib.slurm_failure(stderr) == reason
+    assert checks.slurm_failure(stderr) == reason

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from test_compare import scaled
-
+from helpers.curves import with_time
 from netbench.report import compare, sessions
 from netbench.tuning import decision
 
@@ -45,8 +44,7 @@ def test_jumbo_frames_on_emulated_gige_are_kept_with_the_sizes_that_gained():
 
 
 def slower(name, factor, tmp_path):
-    report = scaled(json.loads((DATA / f"{name}.json").read_text()), factor,
-                    uuid=f"{name[0]}{name[-1]}000000-0000-4000-8000-000000000000")
+    report = with_time(json.loads((DATA / f"{name}.json").read_text()), factor=factor)
     path = tmp_path / f"{name}-slower.json"
     path.write_text(json.dumps(report))
     return compare.session_side(sessions.load_session(path))

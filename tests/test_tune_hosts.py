@@ -10,9 +10,8 @@ host's own settings are compared before and after (host_untouched).
 import json
 import subprocess
 
-from test_tune import (assert_ok, host_untouched, node_view, playbook, recap,  # noqa: F401
-                       set_udev)
-from test_vcluster import cluster, ssh
+from helpers.tune import assert_ok, node_view, playbook, recap, set_udev
+from helpers.vcluster import cluster, ssh
 
 RULE = "/etc/udev/rules.d/70-netbench.rules"
 NOT_PERSISTED = "persistence: not persisted: no persistence mechanism"

@@ -15,9 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from test_tune import host_untouched, node_view  # noqa: F401
-from test_vcluster import cluster
-
+from helpers.tune import node_view
+from helpers.vcluster import cluster
 from netbench import paths
 from netbench.tuning import loop, record
 

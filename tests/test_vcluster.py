@@ -5,51 +5,16 @@ that nothing of it survives (`vcluster.leftovers`).  Clusters get test-only
 names, so a user's own `vc` cluster is never touched.
 """
 
-import contextlib
 import json
 import os
 import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import require
+from helpers.vcluster import cluster, netbench_cli, require_root, ssh
 from netbench import paths, vcluster
 from netbench.vcluster import netns, nodes
-
-NETBENCH = [sys.executable, "-m", "netbench.cli"]
-
-
-def require_root():
-    require(os.geteuid() == 0, "the virtual cluster needs root (network namespaces)")
-    require(os.path.exists(vcluster.SSHD), "sshd missing: apt-get install openssh-server")
-
-
-@contextlib.contextmanager
-def cluster(name, **settings):
-    """A cluster for the duration of a `with` block, taken down however the
-    block ends; the block's failure wins over a teardown failure."""
-    require_root()
-    vcluster.down(name)
-    state, created = vcluster.up(name, **settings)
-    assert created
-    try:
-        yield state
-    finally:
-        vcluster.down(name)
-        assert vcluster.leftovers(name) == []
-
-
-def netbench_cli(*args, **kw):
-    return subprocess.run(NETBENCH + list(args), capture_output=True, text=True, timeout=120,
-                          cwd=paths.REPO, **kw)
-
-
-def ssh(state, node, command):
-    return subprocess.run(vcluster.ssh_command(state, node, command), capture_output=True,
-                          text=True, timeout=30)
-
 
 # ---- bring-up, isolation, teardown ------------------------------------------------
 
@@ -125,8 +90,11 @@ def test_sshd_takes_keys_only_and_listens_on_the_node_address_only():
 
 def test_up_twice_and_down_twice_change_nothing():
     with cluster("tidem", nodes=2) as state:
-        again = netbench_cli("vcluster", "up", "--name", "tidem", "--nodes", "3")
+        again = netbench_cli("vcluster", "up", "--name", "tidem", "--nodes", "2")
         assert again.returncode == 0 and "already up" in again.stdout
+        # other settings are refused (as --slurm is), not silently ignored
+        other = netbench_cli("vcluster", "up", "--name", "tidem", "--nodes", "3")
+        assert other.returncode == 2 and "2 nodes, not 3" in other.stderr, other.stderr
         assert vcluster.load_state("tidem")["nodes"] == state["nodes"]
     gone = netbench_cli("vcluster", "down", "--name", "tidem")
     assert gone.returncode == 0 and "not up" in gone.stdout

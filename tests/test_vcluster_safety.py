@@ -28,7 +28,7 @@ import pytest
 
 from netbench import paths, vcluster
 from netbench.vcluster import cluster as vc_cluster, names as vc_names, netns, registry
-from test_vcluster import require_root
+from helpers.vcluster import require_root
 
 NETBENCH = [sys.executable, "-m", "netbench.cli"]
 NOBODY = 65534
@@ -341,7 +341,9 @@ def test_a_corrupt_state_file_is_reported_by_status_and_cleaned_up_by_down():
         state_file.write_text('{"name": "xcor", "nodes": [')
         proc = cli("vcluster", "status")
         assert proc.returncode == 0, proc.stderr
-        assert "xcor" in proc.stdout and "unreadable" in proc.stdout, proc.stdout
+        # its own line: other clusters of the machine may be broken too
+        (line,) = [ln for ln in proc.stdout.splitlines() if ln.startswith("xcor:")]
+        assert "unreadable" in line, proc.stdout
         seen = status()
         assert not seen["xcor"]["healthy"] and seen["xcok"]["healthy"]
         proc = cli("vcluster", "down", "--name", "xcor")
@@ -425,3 +427,171 @@ def test_ctrl_c_during_up_rolls_everything_back(moment):
             proc.kill()
             proc.wait()
         take_down(name)
+
+
+# ---- changing another checkout's cluster ---------------------------------------------
+
+def qdisc_rate(veth):
+    return subprocess.run(["tc", "qdisc", "show", "dev", veth], capture_output=True,
+                          text=True).stdout
+
+
+def test_another_checkout_changes_no_fault_or_mtu_without_force():
+    """`fault` and `mtu` are refused like `up` and `down`; the MTU checks'
+    command (the partition's set_mtu) acts for the owner, wherever its job
+    runs."""
+    require_root()
+    with checkout("wtf") as other:
+        try:
+            proc = cli("vcluster", "up", "--name", "xown", "--nodes", "2", "--link", "1gbit",
+                       "--switch-mtu", "9000")
+            assert proc.returncode == 0, proc.stderr
+            state = status()["xown"]
+            node = state["nodes"][1]
+            before = qdisc_rate(node["veth"]), status()["xown"]["link"]
+            for args in (["fault", "--node", "2", "--rate", "10mbit"], ["mtu", "4000"],
+                         ["mtu", "4000", "--owner", str(other)]):
+                proc = cli("vcluster", args[0], "--name", "xown", *args[1:], cwd=other)
+                assert proc.returncode == 2 and one_line(proc.stderr), (args, proc.stderr)
+                assert f"belongs to checkout {paths.REPO}" in proc.stderr, proc.stderr
+                assert "--force" in proc.stderr
+                assert (qdisc_rate(node["veth"]), status()["xown"]["link"]) == before, args
+            # told --force, it does
+            proc = cli("vcluster", "fault", "--name", "xown", "--node", "2", "--rate", "10mbit",
+                       "--force", cwd=other)
+            assert proc.returncode == 0, proc.stderr
+            assert "10Mbit" in qdisc_rate(node["veth"])
+            assert cli("vcluster", "fault", "--name", "xown", "--node", "2", "--clear",
+                       "--force", cwd=other).returncode == 0
+            # the MTU checks' command, run from the other checkout's folder
+            (system,) = json.loads(Path(state["files"]["reframe_system"]).read_text())
+            set_mtu = system["partitions"][0]["extras"]["set_mtu"]
+            assert set_mtu[-2:] == ["--owner", str(paths.REPO)]
+            for mtu in ("4000", "1500"):
+                proc = subprocess.run(set_mtu + [mtu], capture_output=True, text=True,
+                                      cwd=other, timeout=60)
+                assert proc.returncode == 0, proc.stderr
+                assert status()["xown"]["link"]["mtu"] == int(mtu)
+        finally:
+            take_down("xown")
+
+
+# ---- a read-only or full /var/lib/netbench, a planted lock ---------------------------
+
+PRIVATE_MOUNTS = {
+    # in a mount namespace of the test's own: the machine's stay as they are
+    "full": "mount -t tmpfs -o size=8k,mode=755 nbfull /var/lib/netbench",
+    "read-only": "mount --bind /var/lib/netbench /var/lib/netbench && "
+                 "mount -o remount,bind,ro /var/lib/netbench",
+    "symlinked lock": "mount -t tmpfs -o mode=755 nbrun /run/netbench && "
+                      "ln -s /nonexistent/elsewhere /run/netbench/lock",
+}
+
+
+@pytest.mark.parametrize("trouble", sorted(PRIVATE_MOUNTS))
+def test_a_full_or_read_only_state_folder_or_a_planted_lock_gets_one_line(trouble):
+    require_root()
+    name = "xdisk"
+    with registry.locked():           # the machine's lock and folders exist already
+        pass
+    try:
+        proc = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+             f'{PRIVATE_MOUNTS[trouble]} && exec "$@"', "sh", *NETBENCH, "vcluster", "up",
+             "--name", name, "--nodes", "2"],
+            capture_output=True, text=True, timeout=120, cwd=paths.REPO)
+        assert proc.returncode == 2 and one_line(proc.stderr), proc.stderr
+        assert "Traceback" not in proc.stderr
+        words = {"full": "No space left on device", "read-only": "Read-only file system",
+                 "symlinked lock": "/run/netbench/lock is a symbolic link"}[trouble]
+        assert words in proc.stderr, proc.stderr
+        assert vcluster.leftovers(name) == []
+    finally:
+        take_down(name)
+
+
+# ---- Ctrl-C while the command starts --------------------------------------------------
+
+def test_ctrl_c_in_the_first_quarter_second_of_up_is_one_line_and_leaves_nothing():
+    """Python's own start (the first ~0.05 s, before any netbench code runs)
+    is Python's; from the first import of netbench.cli on, one line."""
+    require_root()
+    name = "xearly"
+    try:
+        for delay in (0.08, 0.1, 0.12, 0.15, 0.18, 0.2, 0.25, 0.3):
+            proc = subprocess.Popen(NETBENCH + ["vcluster", "up", "--name", name, "--nodes", "2"],
+                                    cwd=paths.REPO, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+            time.sleep(delay)
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=120)
+            if proc.returncode == 0:          # up had finished: nothing to interrupt
+                take_down(name)
+                continue
+            assert proc.returncode == 130 and one_line(err), (delay, err)
+            assert "interrupted" in err and "Traceback" not in err, (delay, err)
+            assert vcluster.leftovers(name) == [], delay
+    finally:
+        take_down(name)
+
+
+# ---- up with other settings, down after a corrupt registry, escapes --------------------
+
+def test_up_of_a_running_cluster_with_other_settings_is_refused_like_slurm():
+    require_root()
+    try:
+        proc = cli("vcluster", "up", "--name", "xset", "--nodes", "2", "--link", "1 GBit")
+        assert proc.returncode == 0, proc.stderr
+        assert status()["xset"]["link"]["rate"] == "1gbit"       # stored normalized
+        same = cli("vcluster", "up", "--name", "xset", "--nodes", "2", "--link", "1gbit")
+        assert same.returncode == 0 and "nothing changed" in same.stdout, same.stderr
+        for args, words in ((["--nodes", "3", "--link", "1gbit"], "2 nodes, not 3"),
+                            (["--nodes", "2"], "links 1gbit, not none"),
+                            (["--nodes", "2", "--link", "1gbit", "--slurm"], "without Slurm")):
+            proc = cli("vcluster", "up", "--name", "xset", *args)
+            assert proc.returncode == 2 and one_line(proc.stderr), (args, proc.stderr)
+            assert words in proc.stderr and "down" in proc.stderr, proc.stderr
+        assert len(status()["xset"]["nodes"]) == 2
+    finally:
+        take_down("xset")
+
+
+def test_down_force_after_a_corrupt_registry_entry_removes_the_checkout_copies():
+    require_root()
+    copies = paths.REPO / ".vcluster" / "xreg"
+    try:
+        proc = cli("vcluster", "up", "--name", "xreg", "--nodes", "1")
+        assert proc.returncode == 0, proc.stderr
+        assert (copies / "inventory.ini").exists()
+        registry.registry_file("xreg").write_text("{not json")
+        proc = cli("vcluster", "down", "--name", "xreg", "--force")
+        assert proc.returncode == 0, proc.stderr
+        assert vcluster.leftovers("xreg") == []
+        assert not copies.exists()
+    finally:
+        take_down("xreg")
+
+
+def test_status_escapes_terminal_sequences_from_a_clusters_files():
+    """A node name or owner holding escape sequences (a hostile or broken
+    state) reaches the terminal as text."""
+    require_root()
+    try:
+        proc = cli("vcluster", "up", "--name", "xesc", "--nodes", "1")
+        assert proc.returncode == 0, proc.stderr
+        state_file = vcluster.CLUSTERS / "xesc" / "cluster.json"
+        state = json.loads(state_file.read_text())
+        state["nodes"][0]["name"] = "evil\x1b]0;owned\x07\x1b[2J"
+        state_file.write_text(json.dumps(state))
+        entry = json.loads(registry.registry_file("xesc").read_text())
+        registry.registry_file("xesc").write_text(json.dumps(
+            {**entry, "owner": entry["owner"] + "\x1b[31m"}))
+        proc = cli("vcluster", "status")
+        assert proc.returncode == 0, proc.stderr
+        own = "\n".join(line for line in proc.stdout.splitlines()
+                        if "xesc" in line or "evil" in line)
+        assert "\x1b" not in own and "\x07" not in own, own
+        assert "evil\\x1b]0;owned\\x07\\x1b[2J" in own, own
+        registry.registry_file("xesc").write_text(json.dumps(entry))
+    finally:
+        take_down("xesc")

@@ -44,7 +44,8 @@ def test_an_undecidable_case_is_inconclusive_never_pass_or_fail(tmp_path):
     judged_by = tmp_path / "references"
     shutil.copytree(paths.REFERENCES, judged_by)
     (judged_by / "judging.yaml").write_text(
-        "launches: 1\nmin_launches_to_fail: 2\nbaseline: {min_runs: 3, min_band: 0.05}\n")
+        "launches: 1\nmin_launches_to_fail: 2\nbaseline: {min_runs: 3, min_band: 0.05}\n"
+        "contended_cpu_pressure: 25\ncontention_explains: 3\n")
     seed = judged_by / "seed000_e325_netpipe.yaml"
     seed.write_text(seed.read_text().replace("max_bandwidth_mbps: 7688",
                                              "max_bandwidth_mbps: 9999999"))

@@ -15,7 +15,8 @@ the order the hooks depend on:
                Recording: require_section
   pre-run      Judging: discover_line_rate (its launch before the counters'
                first reading); LinkCounters: count_link_traffic (before the
-               checks' own)
+               checks' own); Recording: capture_node_state (first of the
+               job's commands: the nodes' state before anything runs)
   pre-sanity   JobOutcome: read_job_outcome (the job's output read once
                for why a rank did not finish); LinkCounters:
                count_link_traffic_after;

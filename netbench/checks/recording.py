@@ -2,9 +2,13 @@
 report section that draws it, its legend label and scaling line, and where
 it ran."""
 
+import shlex
+import sys
+
 import reframe as rfm
 from reframe.core.builtins import run_after, run_before, variable
 
+from .. import checkout, nodestate
 from ..results import record as results_record
 
 
@@ -35,6 +39,24 @@ class Recording(rfm.RegressionTestPlugin):
                              f"{', '.join(results_record.SECTIONS)} "
                              f"(netbench/results/record.py)")
 
+    #: the stage file of the nodes' state (netbench.nodestate)
+    node_state_output = "node_state.out"
+
+    @run_before("run")
+    def capture_node_state(self):
+        """Before anything else of the job: the tuning-relevant state of
+        each node, read on the node (`python -m netbench.nodestate`, through
+        the job's launcher when the ranks span nodes), so the record says
+        what the case ran under."""
+        tool = f"{shlex.quote(sys.executable)} -m netbench.nodestate"
+        if getattr(self, "placement", "") == "internode":
+            self.job.num_tasks = self.num_tasks
+            self.job.num_tasks_per_node = self.num_tasks_per_node
+            tool = f"{' '.join(self.job.launcher.run_command(self.job))} {tool}"
+        else:
+            tool += " --interface lo"       # ranks on one node: no NIC between them
+        self.prerun_cmds.insert(0, f"{tool} > {self.node_state_output} 2>&1 || true")
+
     @run_before("sanity")
     def record_measurement(self):
         """The record without its references (set_references adds them):
@@ -42,7 +64,9 @@ class Recording(rfm.RegressionTestPlugin):
         self.record = results_record.make(self.section, self.series_label(),
                                           self.measured_series(),
                                           self.provenance(), group=self.scaling_group(),
-                                          runs=self.measured_runs())
+                                          runs=self.measured_runs(),
+                                          node_state=nodestate.parse_job_output(
+                                              self.read_stage_file(self.node_state_output)))
 
     def measured_runs(self):
         """{run name: every launch, parsed} (results.record `runs`); {} for
@@ -90,7 +114,7 @@ class Recording(rfm.RegressionTestPlugin):
 
     def provenance(self):
         """Where and how the case ran, for its record."""
-        env, part = self.current_environ.extras, self.current_partition.extras
+        env = self.current_environ.extras
         return {"mpi_family": env.get("mpi_family", ""),
                 "mpi_version": str(env.get("mpi_version", "")),
                 "mpi_source": env.get("mpi_source", ""),
@@ -98,6 +122,8 @@ class Recording(rfm.RegressionTestPlugin):
                 "ranks": int(self.num_tasks or 0),
                 "ranks_per_node": int(self.num_tasks_per_node or 0),
                 "partition": self.current_partition.fullname,
+                "netbench_commit": checkout.commit(),
+                "spack_lock_sha256": checkout.spack_lock_sha256(),
                 "interconnect": self.interconnect_class(),
                 **self.line_rate_provenance()}
 

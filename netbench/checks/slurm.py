@@ -9,6 +9,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_after, run_before
 
 from ..results import benchmark
+from ..textsafe import printable
 
 #: how Slurm says it ended a job early, in the job's stderr: the controller's
 #: cancellation (slurmstepd), then srun's errors, the cause first: a node
@@ -46,11 +47,13 @@ def job_failure(stdout_text, stderr_text):
     reason when it ended a launch that ran out of time; None when none."""
     reason = slurm_failure(stderr_text)
     if reason:
-        return f"Slurm ended the job: {reason}"
+        return printable(f"Slurm ended the job: {reason}")
     stopped = re.search(LAUNCH_STOPPED, stderr_text, re.MULTILINE)
     if stopped:
-        return stopped[1]
-    return benchmark.launcher_failure(f"{stdout_text}\n{stderr_text}")
+        return printable(stopped[1])
+    # host names in it are what the launcher printed: escaped (textsafe)
+    failure = benchmark.launcher_failure(f"{stdout_text}\n{stderr_text}")
+    return printable(failure) if failure else None
 
 
 class JobOutcome(rfm.RegressionTestPlugin):

@@ -2,15 +2,28 @@
 
 netbench never drains a node: the script's every scontrol line is a
 comment, one per suspect *node*; a suspect link gets a comment naming it
-(draining either end would hide, not fix, a cable).  Host names come from
-the measurements, i.e. from whatever the nodes called themselves: a name
-that is not a plain host name is refused (named in a comment, escaped),
-and every word is quoted with shlex.quote so that uncommenting a line
-cannot run anything but scontrol.
+(draining either end would hide, not fix, a cable).  An administrator runs
+this file as root, and its text comes from a run report anyone could have
+written, so every byte of it is netbench's own or comes from a closed
+vocabulary or is escaped:
+
+- host names: a plain host name (HOST_NAME), else refused (named in a
+  comment, escaped);
+- kind, direction and metric: judge's vocabularies (KINDS,
+  NODE_DIRECTIONS, METRIC; a pair's `a->b` only of its own two names),
+  else written as "refused";
+- numbers: finite numbers, printed by netbench, else "?";
+- the reason prefix and anything else in a comment: printable ASCII on
+  one line (comment_text);
+- the words of each scontrol line are quoted with shlex.quote, so that
+  uncommenting it cannot run anything but scontrol.
 """
 
+import math
 import re
 import shlex
+
+from .judge import KINDS, METRIC, NODE_DIRECTIONS, UNREACHABLE
 
 #: what Slurm and DNS call a host: letters, digits, dot, dash, underscore
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
@@ -37,28 +50,76 @@ def comment_text(text):
     return ascii(str(text))[1:-1]
 
 
+def figure(value):
+    """A finite number as netbench prints it; anything else is '?'."""
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value)
+    return f"{value:g}" if ok else "?"
+
+
+def metric_of(suspect):
+    return suspect.metric if isinstance(suspect.metric, str) and METRIC.match(suspect.metric) \
+        else "refused metric"
+
+
+def node_direction(suspect):
+    direction = suspect.direction
+    return direction if isinstance(direction, str) and direction in NODE_DIRECTIONS \
+        else "refused direction"
+
+
+def pair_direction(suspect, ends):
+    """both, or `a->b` of the pair's own (plain) names; else refused."""
+    direction = suspect.direction
+    if direction == "both":
+        return direction
+    if None not in ends and direction in (f"{ends[0]}->{ends[1]}", f"{ends[1]}->{ends[0]}"):
+        return direction
+    return "refused direction"
+
+
 def drain_reason(suspect, reason_prefix):
-    return (f"{reason_prefix}: {suspect.metric} {suspect.value:g} "
-            f"vs fleet median {suspect.fleet_median:g}")
+    """The scontrol Reason: netbench's words and figures only."""
+    if suspect.direction == UNREACHABLE:
+        return (f"{reason_prefix}: stopped answering mid-sweep after "
+                f"{figure(suspect.value)} of its pairs (the others: "
+                f"{figure(suspect.fleet_median)})")
+    return (f"{reason_prefix}: {metric_of(suspect)} {figure(suspect.value)} "
+            f"vs fleet median {figure(suspect.fleet_median)}")
+
+
+def refused_name(name):
+    return comment_text(repr(name))
 
 
 def node_lines(suspect, reason_prefix):
-    name = suspect.names[0]
+    name = suspect.names[0] if suspect.names else None
     host = safe_host(name)
     if host is None:
-        return [f"# refused node name {comment_text(repr(name))}: not a host name"]
+        return [f"# refused node name {refused_name(name)}: not a host name"]
     reason = drain_reason(suspect, reason_prefix)
-    return [f"# {comment_text(reason)} ({suspect.direction})",
+    return [f"# {reason} ({node_direction(suspect)})",
             f"# scontrol update NodeName={shlex.quote(host)} State=DRAIN "
-            f"Reason={shlex.quote(comment_text(reason))}"]
+            f"Reason={shlex.quote(reason)}"]
 
 
 def pair_lines(suspect):
-    ends = " and ".join(comment_text(repr(n)) if safe_host(n) is None else n
-                        for n in suspect.names)
-    return [f"# link between {ends} ({comment_text(suspect.direction)}): "
-            f"{comment_text(suspect.metric)} {suspect.value:g} vs fleet median "
-            f"{suspect.fleet_median:g}; not drained, check the cable or port"]
+    names = list(suspect.names)[:2]
+    ends = [safe_host(n) for n in names]
+    shown = " and ".join(refused_name(n) if host is None else host
+                         for n, host in zip(names, ends))
+    return [f"# link between {shown} ({pair_direction(suspect, ends)}): "
+            f"{metric_of(suspect)} {figure(suspect.value)} vs fleet median "
+            f"{figure(suspect.fleet_median)}; not drained, check the cable or port"]
+
+
+def suspect_lines(suspect, reason_prefix):
+    if suspect.kind == "node":
+        return node_lines(suspect, reason_prefix)
+    if suspect.kind == "pair":
+        return pair_lines(suspect)
+    return [f"# refused suspect of kind {comment_text(repr(suspect.kind))}: "
+            f"not one of {', '.join(KINDS)}"]
 
 
 def drain_script(suspects, reason_prefix="netbench"):
@@ -67,10 +128,7 @@ def drain_script(suspects, reason_prefix="netbench"):
     lines = [HEADER.rstrip("\n")]
     for suspect in suspects:
         lines.append("")
-        if suspect.kind == "node":
-            lines += node_lines(suspect, reason_prefix)
-        else:
-            lines += pair_lines(suspect)
+        lines += suspect_lines(suspect, reason_prefix)
     if not suspects:
         lines += ["", "# no suspects: nothing to drain"]
     return "\n".join(lines) + "\n"

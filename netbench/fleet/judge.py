@@ -55,18 +55,38 @@ read back with `read_suspects`)::
 
 A node's direction: ``egress`` when only the directions from it are bad,
 ``ingress`` only those to it; a pair's ``a->b`` when only that direction is.
+
+A node that stopped answering mid-sweep (its rank killed, its sshd gone:
+`lost`, found by netbench.results.sweep.lost_hosts) is the first suspect:
+kind ``node``, direction ``unreachable``, metric ``answered_pairs``, its
+value the pairs measured with it before it went silent, fleet_median the
+other nodes' median count, and as evidence the figures those pairs had.
+
+Every value is finite: suspects.json is strict JSON (no NaN, no Infinity).
 """
 
 import dataclasses
 import json
 import math
+import operator
+import re
 import statistics
+
+import numpy as np
 
 from .. import references
 from ..datafiles import load_json, validate
 
 LATENCY = "latency_us"
 BANDWIDTH = "bw_Mbps"
+#: a lost node's metric and direction (the module docstring)
+ANSWERED = "answered_pairs"
+UNREACHABLE = "unreachable"
+#: the closed vocabularies of a suspect (SUSPECTS_SCHEMA; drain.sh writes
+#: nothing else): kinds, a node's directions, metrics
+KINDS = ("node", "pair")
+NODE_DIRECTIONS = ("both", "egress", "ingress", UNREACHABLE)
+METRIC = re.compile(rf"(?:{LATENCY}|{BANDWIDTH}@[0-9]{{1,15}}|{ANSWERED})\Z")
 #: MAD times this estimates a normal distribution's standard deviation
 MAD_TO_SIGMA = 1.4826
 SCHEMA_VERSION = 1
@@ -122,14 +142,32 @@ class FleetVerdict:
     measurements: dict        # the input, for re-measurement
 
     def to_json(self):
-        """The content of suspects.json (schema: the module docstring)."""
-        return json.dumps({
+        """The content of suspects.json (schema: the module docstring):
+        strict JSON, a figure that is not finite is null."""
+        return strict_json({
             "version": SCHEMA_VERSION,
             "suspects": [_suspect_json(s) for s in self.suspects],
             "bad_pairs": [dataclasses.asdict(e) for e in self.bad_pairs],
             "fleet": {m: _stat_json(s) for m, s in self.stats.items()},
             "findings": [dataclasses.asdict(f) for f in self.findings],
-        }, indent=2) + "\n"
+        })
+
+
+def finite_or_null(data):
+    """`data` with every NaN or infinity replaced by None (JSON's null)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return None
+    if isinstance(data, dict):
+        return {k: finite_or_null(v) for k, v in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite_or_null(v) for v in data]
+    return data
+
+
+def strict_json(data):
+    """JSON text that every JSON parser reads: NaN and Infinity, which
+    Python's json writes by default, become null."""
+    return json.dumps(finite_or_null(data), indent=2, allow_nan=False) + "\n"
 
 
 def _suspect_json(suspect):
@@ -167,33 +205,145 @@ def checked_figure(pair, metric, value):
     return float(value)
 
 
-def figures_by_metric(measurements):
-    """{metric: {(src, dst): value}}; latency keyed by the sorted pair, its
-    better direction where both were measured."""
-    out = {}
-    for (src, dst), figures in measurements.items():
-        if figures.get(LATENCY) is not None:
-            value = checked_figure((src, dst), LATENCY, figures[LATENCY])
-            key = tuple(sorted((src, dst)))
-            latency = out.setdefault(LATENCY, {})
-            latency[key] = min(value, latency.get(key, float("inf")))
-        for size, value in (figures.get(BANDWIDTH) or {}).items():
-            metric = bandwidth_metric(size)
-            out.setdefault(metric, {})[(src, dst)] = checked_figure((src, dst), metric, value)
-    return out
+@dataclasses.dataclass(frozen=True)
+class Figures:
+    """One metric's figures in columns, one entry per pair, in the pairs'
+    order: entry i is hosts[src[i]] -> hosts[dst[i]] (latency: the sorted
+    pair).  Columns, not a dict per pair: a full sweep of 1024 nodes has a
+    million pairs per metric."""
+    hosts: list
+    src: np.ndarray
+    dst: np.ndarray
+    values: np.ndarray
+
+    def pair(self, i):
+        return self.hosts[self.src[i]], self.hosts[self.dst[i]]
+
+
+def figures_by_metric(measurements, hosts=None, codes=None):
+    """{metric: Figures}; latency keyed by the sorted pair, its better
+    direction where both were measured.  `hosts`: hosts_of(measurements);
+    `codes`: pair_codes(measurements, hosts).  map() over the pairs, once
+    per metric, with no Python code per pair: at a million pairs a loop's
+    per-pair work would be most of the judging time."""
+    hosts = hosts_of(measurements) if hosts is None else hosts
+    codes = pair_codes(measurements, hosts) if codes is None else codes
+    figures = list(measurements.values())
+    columns = {}
+    latency = list(map(operator.methodcaller("get", LATENCY), figures))
+    present = present_entries(latency, None)
+    if len(present):
+        columns[LATENCY] = (codes[present], [latency[i] for i in present])
+    bandwidths = [bw or {} for bw in map(operator.methodcaller("get", BANDWIDTH), figures)]
+    for size in set().union(*bandwidths):
+        values = list(map(operator.methodcaller("get", size, _MISSING), bandwidths))
+        present = present_entries(values, _MISSING)
+        metric = bandwidth_metric(size)
+        earlier = columns.get(metric, (codes[:0], []))
+        columns[metric] = (np.concatenate((earlier[0], codes[present])),
+                           earlier[1] + [values[i] for i in present])
+    return {metric: one_per_pair(metric, hosts, pairs, checked_figures(metric, hosts, pairs,
+                                                                       values))
+            for metric, (pairs, values) in columns.items()}
+
+
+_MISSING = object()
+
+
+def present_entries(values, missing):
+    """The indices of `values` that are not `missing` (all of them, fast,
+    in a full sweep)."""
+    if missing not in values:
+        return np.arange(len(values))
+    return np.array([i for i, value in enumerate(values) if value is not missing],
+                    dtype=np.int64)
+
+
+def pair_codes(measurements, hosts):
+    """Each measured (src, dst) as src's index x len(hosts) + dst's, in the
+    measurements' order."""
+    index = {host: i for i, host in enumerate(hosts)}
+    keys = list(measurements)
+    src = np.fromiter(map(index.__getitem__, map(operator.itemgetter(0), keys)),
+                      dtype=np.int64, count=len(keys))
+    dst = np.fromiter(map(index.__getitem__, map(operator.itemgetter(1), keys)),
+                      dtype=np.int64, count=len(keys))
+    return src * len(hosts) + dst
+
+
+def checked_figures(metric, hosts, codes, values):
+    """`values` as floats, checked as checked_figure does, at numpy's pace
+    when they are plain numbers."""
+    if set(map(type, values)) <= {int, float}:
+        figures = np.array(values, dtype=float)
+        wrong = ~np.isfinite(figures) | (figures < 0)
+        if not wrong.any():
+            return figures
+        first = int(np.argmax(wrong))
+        codes, values = codes[first:first + 1], values[first:first + 1]
+    n = len(hosts)
+    return np.array([checked_figure((hosts[code // n], hosts[code % n]), metric, value)
+                     for code, value in zip(codes, values)], dtype=float)
+
+
+def one_per_pair(metric, hosts, codes, values):
+    """Figures sorted by pair, one per pair: latency's lower where both
+    directions were measured, else the last given (a dict's rule)."""
+    n = len(hosts)
+    if metric == LATENCY:                                 # the sorted pair's
+        codes = undirected(codes, n)
+    if not is_increasing(codes):
+        if metric == LATENCY:
+            order = np.lexsort((values, codes))           # by pair, the lowest first
+            codes, values = codes[order], values[order]
+            keep = np.r_[True, codes[1:] != codes[:-1]]
+        else:
+            order = np.argsort(codes, kind="stable")
+            codes, values = codes[order], values[order]
+            keep = np.r_[codes[1:] != codes[:-1], True]
+        codes, values = codes[keep], values[keep]
+    return Figures(hosts, codes // n, codes % n, values)
+
+
+def undirected(codes, n):
+    """Pair codes (pair_codes) of the sorted pairs."""
+    src, dst = codes // n, codes % n
+    return np.minimum(src, dst) * n + np.maximum(src, dst)
+
+
+def is_increasing(codes):
+    """Sorted, each once: a sweep's pairs usually come so, and need no sort."""
+    return bool(np.all(codes[1:] > codes[:-1]))
+
+
+def distinct(codes):
+    """The distinct codes, sorted (np.unique's hash table is slower at a
+    million)."""
+    codes = np.sort(codes)
+    return codes[np.r_[True, codes[1:] != codes[:-1]]] if len(codes) else codes
 
 
 def hosts_of(measurements):
-    return sorted({host for pair in measurements for host in pair})
+    return sorted(set(map(operator.itemgetter(0), measurements))
+                  | set(map(operator.itemgetter(1), measurements)))
 
 
 # -- robust statistics -------------------------------------------------------
 
+def median_of_sorted(ordered):
+    """statistics.median of an already sorted sequence (the same float)."""
+    n = len(ordered)
+    middle = n // 2
+    if n % 2:
+        return float(ordered[middle])
+    return float((ordered[middle - 1] + ordered[middle]) / 2)
+
+
 def median_and_mad(values):
     """Median and MAD scaled to sigma; one wild figure moves neither much."""
-    values = list(values)
-    median = statistics.median(values)
-    mad = statistics.median(abs(v - median) for v in values) * MAD_TO_SIGMA
+    values = np.sort(np.asarray(values, dtype=float))
+    median = median_of_sorted(values)
+    mad = median_of_sorted(np.sort(np.abs(values - median))) * MAD_TO_SIGMA
     return median, mad
 
 
@@ -201,19 +351,56 @@ def higher_is_better(metric):
     return metric != LATENCY
 
 
-def fleet_stat(metric, figures, hosts, rule):
-    """Median and MAD over every pair, and the median pairs are held to:
-    without the pairs of the one node whose absence moves it most towards
-    healthy (with 3 nodes, one bad node's pairs are 2 of 3)."""
-    median, mad = median_and_mad(figures.values())
-    left_out, kept = None, list(figures.values())
-    for host in hosts:
-        rest = [v for pair, v in figures.items() if host not in pair]
-        if rest and is_healthier(metric, statistics.median(rest), statistics.median(kept)):
-            left_out, kept = host, rest
-    fleet_median = statistics.median(kept)
-    return FleetStat(metric, len(figures), median, mad, fleet_median,
-                     noise_of(metric, kept, fleet_median, rule), left_out)
+def fleet_stat(metric, figures, rule):
+    """Median and MAD over every pair (`figures`: Figures), and the median
+    pairs are held to: without the pairs of the one node whose absence
+    moves it most towards healthy (with 3 nodes, one bad node's pairs are
+    2 of 3).  The first such node in host order wins a tie."""
+    values = figures.values
+    median, mad = median_and_mad(values)
+    left_out, best = None, median
+    for i, rest_median in leave_one_out_medians(figures):
+        if is_healthier(metric, rest_median, best):
+            left_out, best = i, rest_median
+    kept = values if left_out is None else \
+        values[(figures.src != left_out) & (figures.dst != left_out)]
+    return FleetStat(metric, len(values), median, mad, best,
+                     noise_of(metric, kept, best, rule),
+                     None if left_out is None else figures.hosts[left_out])
+
+
+def leave_one_out_medians(figures):
+    """(host index, the median of the figures without that host's pairs)
+    for each host with pairs left over, in host order.
+
+    One sort serves every host: once a host's sorted ranks r are taken out,
+    the k-th smallest of what is left sits at rank k + t, where t counts
+    the ranks with r[i] - i <= k (r[i] - i is how many kept figures lie
+    below r[i]).  O(m log m) for m pairs, plus O(p log p) per host of p
+    pairs, where a median of the rest per host costs O(n^3) for a full
+    sweep of n nodes."""
+    values = figures.values
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[order] = np.arange(len(values))
+    # every host's ranks, sorted, one slice per host: one sort of host x m + rank
+    keyed = np.sort(np.concatenate((figures.src * len(values) + rank,
+                                    figures.dst * len(values) + rank)))
+    owner, ranks = keyed // len(values), keyed % len(values)
+    starts = np.searchsorted(owner, np.arange(len(figures.hosts) + 1))
+    for i in range(len(figures.hosts)):
+        taken = ranks[starts[i]:starts[i + 1]]
+        left = len(values) - len(taken)
+        if left == 0:
+            continue
+        below = taken - np.arange(len(taken))
+
+        def kth(k):
+            return ordered[k + int(np.searchsorted(below, k, side="right"))]
+        middle = left // 2
+        yield i, (float(kth(middle)) if left % 2
+                  else float((kth(middle - 1) + kth(middle)) / 2))
 
 
 def is_healthier(metric, candidate, current):
@@ -225,9 +412,10 @@ def noise_of(metric, values, centre, rule):
     `centre`: the noise of healthy pairs.  Gross faults are left out, or a
     second bad node (2 of 6, say) would widen the band that judges it until
     it passed."""
-    inside = [v for v in values if not is_beyond(metric, v, relative_bound(metric, centre,
-                                                                          rule))]
-    return median_and_mad(inside)[1] if inside else 0.0
+    values = np.asarray(values, dtype=float)
+    bound = relative_bound(metric, centre, rule)
+    inside = values[values >= bound] if higher_is_better(metric) else values[values <= bound]
+    return median_and_mad(inside)[1] if len(inside) else 0.0
 
 
 # -- the rule ----------------------------------------------------------------
@@ -255,10 +443,13 @@ def is_beyond(metric, value, bound):
 
 
 def bad_pairs_of(metric, figures, stat, rule):
+    """Evidence of every pair of `figures` (Figures) beyond its bound, in
+    the pairs' order."""
     bound = pair_bound(stat, rule)
-    return [Evidence(src, dst, metric, value, bound)
-            for (src, dst), value in sorted(figures.items())
-            if is_beyond(metric, value, bound)]
+    values = figures.values
+    beyond = values < bound if higher_is_better(metric) else values > bound
+    return [Evidence(*figures.pair(i), metric, float(values[i]), bound)
+            for i in np.flatnonzero(beyond)]
 
 
 def family(metric):
@@ -267,30 +458,36 @@ def family(metric):
 
 # -- attribution -------------------------------------------------------------
 
-def partners_with_bad_pairs(host, bad):
-    return {e.dst if e.src == host else e.src for e in bad if host in (e.src, e.dst)}
-
-
-def measured_partners(measurements):
-    """{host: the hosts it was measured with}: every other host in a full
-    sweep, its K partners in a partial one (`partner_pairs`)."""
+def partners_with_bad_pairs(bad):
+    """{host: the partners it has bad pairs with}, in one pass over `bad`."""
     partners = {}
-    for src, dst in measurements:
-        partners.setdefault(src, set()).add(dst)
-        partners.setdefault(dst, set()).add(src)
+    for e in bad:
+        partners.setdefault(e.src, set()).add(e.dst)
+        partners.setdefault(e.dst, set()).add(e.src)
     return partners
+
+
+def measured_partners(codes, hosts):
+    """{host: how many hosts it was measured with}: every other host in a
+    full sweep, its K partners in a partial one (`partner_pairs`).
+    `codes`: pair_codes of the measurements."""
+    n = len(hosts)
+    codes = distinct(undirected(codes, n))
+    counts = np.bincount(codes // n, minlength=n) + np.bincount(codes % n, minlength=n)
+    return dict(zip(hosts, counts.tolist()))
 
 
 def suspect_nodes(bad, hosts, rule, partners=None):
     """Nodes whose pairs are bad with a majority of their (measured)
-    partners, in at least node_min_bad_pairs pairs.  A bad cable touches
-    one partner of each of its ends; a bad node touches all of its
-    partners, and with 3 nodes that is 2 of 2 for it against 1 of 2 for
-    the others."""
+    partners (`partners`: measured_partners), in at least
+    node_min_bad_pairs pairs.  A bad cable touches one partner of each of
+    its ends; a bad node touches all of its partners, and with 3 nodes
+    that is 2 of 2 for it against 1 of 2 for the others."""
+    bad_partners = partners_with_bad_pairs(bad)
     out = []
     for host in hosts:
-        count = len(partners_with_bad_pairs(host, bad))
-        measured = len(partners[host]) if partners and host in partners else len(hosts) - 1
+        count = len(bad_partners.get(host, ()))
+        measured = partners[host] if partners and host in partners else len(hosts) - 1
         if count >= rule.node_min_bad_pairs and count > rule.node_majority * measured:
             out.append(host)
     return out
@@ -346,16 +543,27 @@ def attribute(bad, hosts, stats, rule, reference_of, partners=None):
     for fam in sorted({family(e.metric) for e in bad}):
         in_family = [e for e in bad if family(e.metric) == fam]
         nodes = suspect_nodes(in_family, hosts, rule, partners)
+        by_node, by_pair = evidence_by_suspect(in_family, nodes)
         for host in nodes:
-            evidence = [e for e in in_family if host in (e.src, e.dst)]
-            suspects.append(make_suspect("node", [host], node_direction(host, evidence),
-                                         evidence, stats, reference_of))
-        unexplained = [e for e in in_family if not {e.src, e.dst} & set(nodes)]
-        for a, b in sorted({tuple(sorted((e.src, e.dst))) for e in unexplained}):
-            evidence = [e for e in unexplained if {e.src, e.dst} == {a, b}]
+            suspects.append(make_suspect("node", [host], node_direction(host, by_node[host]),
+                                         by_node[host], stats, reference_of))
+        for (a, b), evidence in sorted(by_pair.items()):
             suspects.append(make_suspect("pair", [a, b], pair_direction(a, b, evidence),
                                          evidence, stats, reference_of))
     return suspects
+
+
+def evidence_by_suspect(bad, nodes):
+    """({suspect node: its bad pairs}, {(a, b) sorted: the bad pairs of a
+    and b that no suspect node explains}), in one pass over `bad`."""
+    by_node, by_pair = {host: [] for host in nodes}, {}
+    for e in bad:
+        ends = [host for host in dict.fromkeys((e.src, e.dst)) if host in by_node]
+        for host in ends:
+            by_node[host].append(e)
+        if not ends:
+            by_pair.setdefault(tuple(sorted((e.src, e.dst))), []).append(e)
+    return by_node, by_pair
 
 
 # -- the fleet against the partition's documented figures -------------------
@@ -365,6 +573,9 @@ def fleet_references(stats, reference_latency_us, reference_bw_mbps, line_rate_m
     figure of the sweep's own, else the line rate times the sweep's
     calibrated line_rate_fraction)."""
     out = {}
+    reference_latency_us, reference_bw_mbps, line_rate_mbps = (
+        figure if is_positive_figure(figure) else None
+        for figure in (reference_latency_us, reference_bw_mbps, line_rate_mbps))
     if reference_latency_us and LATENCY in stats:
         out[LATENCY] = float(reference_latency_us)
     sizes = [m for m in stats if metric_size(m) is not None]
@@ -373,6 +584,13 @@ def fleet_references(stats, reference_latency_us, reference_bw_mbps, line_rate_m
     if bandwidth and sizes:
         out[max(sizes, key=metric_size)] = float(bandwidth)
     return out
+
+
+def is_positive_figure(value):
+    """A reference worth holding a fleet to: a finite number above 0 (a
+    NaN from a partition's extras would judge nothing)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) \
+        and math.isfinite(value) and value > 0
 
 
 def fleet_findings(stats, refs, rule):
@@ -392,21 +610,54 @@ def fleet_findings(stats, refs, rule):
     return findings
 
 
+# -- nodes that stopped answering ---------------------------------------------
+
+def answered_metric(by_metric):
+    """The figure a lost node's evidence shows: bandwidth at the largest
+    size, else latency."""
+    sizes = [m for m in by_metric if metric_size(m) is not None]
+    return max(sizes, key=metric_size) if sizes else (LATENCY if by_metric else None)
+
+
+def lost_suspect(host, lost, hosts, partners, by_metric, stats, rule):
+    """The suspect of a node that went silent mid-sweep: how many pairs
+    answered with it against the others' median (`partners`:
+    measured_partners), and their figures."""
+    others = [partners.get(h, 0) for h in hosts if h not in lost]
+    metric = answered_metric(by_metric)
+    evidence = ()
+    if metric and host in by_metric[metric].hosts:
+        figures = by_metric[metric]
+        i = figures.hosts.index(host)
+        bound = pair_bound(stats[metric], rule)
+        evidence = tuple(Evidence(*figures.pair(k), metric, float(figures.values[k]), bound)
+                         for k in np.flatnonzero((figures.src == i) | (figures.dst == i)))
+    return Suspect("node", (host,), ANSWERED, float(partners.get(host, 0)),
+                   float(statistics.median(others)) if others else 0.0, None, UNREACHABLE,
+                   evidence)
+
+
 # -- the entry points ----------------------------------------------------------
 
 def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
-          line_rate_mbps=None, rule=None):
+          line_rate_mbps=None, rule=None, lost=()):
     """The FleetVerdict of one sweep; `rule`: references.SweepThresholds
-    (default: thresholds.yaml's)."""
+    (default: thresholds.yaml's); `lost`: hosts that stopped answering
+    mid-sweep, the first suspects, whatever their pairs measured."""
     rule = rule or references.sweep_thresholds()
     hosts = hosts_of(measurements)
-    by_metric = figures_by_metric(measurements)
-    stats = {m: fleet_stat(m, figs, hosts, rule) for m, figs in sorted(by_metric.items())}
+    codes = pair_codes(measurements, hosts)
+    by_metric = figures_by_metric(measurements, hosts, codes)
+    stats = {m: fleet_stat(m, figs, rule) for m, figs in sorted(by_metric.items())}
     bad = [e for m, figs in sorted(by_metric.items())
            for e in bad_pairs_of(m, figs, stats[m], rule)]
     refs = fleet_references(stats, reference_latency_us, reference_bw_mbps,
                             line_rate_mbps, rule)
-    suspects = attribute(bad, hosts, stats, rule, refs.get, measured_partners(measurements))
+    partners = measured_partners(codes, hosts)
+    every_host = sorted(set(hosts) | set(lost))
+    suspects = [lost_suspect(host, set(lost), every_host, partners, by_metric, stats, rule)
+                for host in sorted(set(lost))]
+    suspects += attribute(bad, hosts, stats, rule, refs.get, partners)
     return FleetVerdict(suspects, bad, stats, fleet_findings(stats, refs, rule),
                         measurements)
 
@@ -448,29 +699,41 @@ def merge_remeasurement(first, again):
 
 _NUMBER = {"type": "number"}
 _OPTIONAL_NUMBER = {"type": ["number", "null"]}
+_METRIC = {"type": "string", "pattern": "^" + METRIC.pattern.replace("\\Z", "$"),
+           "description": f"expected {LATENCY}, {BANDWIDTH}@<bytes> or {ANSWERED}"}
+_DIRECTION = {"type": "string",
+              "pattern": f"^(?:{'|'.join(NODE_DIRECTIONS)}|[^\\s]+->[^\\s]+)$",
+              "description": f"expected one of {', '.join(NODE_DIRECTIONS)} or <host>-><host>"}
 _EVIDENCE = {
     "type": "object", "additionalProperties": False,
     "required": ["src", "dst", "metric", "value", "bound"],
     "properties": {"src": {"type": "string"}, "dst": {"type": "string"},
-                   "metric": {"type": "string"}, "value": _NUMBER, "bound": _NUMBER},
+                   "metric": _METRIC, "value": _NUMBER, "bound": _NUMBER},
+}
+#: one suspect, as suspects.json and a LinkSweep record (results.record)
+#: hold it: evidence is required, but a node that went silent before any of
+#: its pairs was measured has none
+SUSPECT_SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "required": ["kind", "names", "metric", "value", "fleet_median", "reference",
+                 "direction", "evidence"],
+    "properties": {
+        "kind": {"enum": list(KINDS)},
+        "names": {"type": "array", "items": {"type": "string"},
+                  "minItems": 1, "maxItems": 2},
+        "metric": _METRIC, "value": _NUMBER, "fleet_median": _NUMBER,
+        "reference": _OPTIONAL_NUMBER, "direction": _DIRECTION,
+        "evidence": {"type": "array", "items": _EVIDENCE},
+    },
+    "if": {"properties": {"direction": {"const": UNREACHABLE}}},
+    "else": {"properties": {"evidence": {"minItems": 1}}},
 }
 SUSPECTS_SCHEMA = {
     "type": "object", "additionalProperties": False,
     "required": ["version", "suspects", "bad_pairs", "fleet", "findings"],
     "properties": {
         "version": {"const": SCHEMA_VERSION},
-        "suspects": {"type": "array", "items": {
-            "type": "object", "additionalProperties": False,
-            "required": ["kind", "names", "metric", "value", "fleet_median", "reference",
-                         "direction", "evidence"],
-            "properties": {
-                "kind": {"enum": ["node", "pair"]},
-                "names": {"type": "array", "items": {"type": "string"},
-                          "minItems": 1, "maxItems": 2},
-                "metric": {"type": "string"}, "value": _NUMBER, "fleet_median": _NUMBER,
-                "reference": _OPTIONAL_NUMBER, "direction": {"type": "string"},
-                "evidence": {"type": "array", "items": _EVIDENCE, "minItems": 1},
-            }}},
+        "suspects": {"type": "array", "items": SUSPECT_SCHEMA},
         "bad_pairs": {"type": "array", "items": _EVIDENCE},
         "fleet": {"type": "object", "additionalProperties": {
             "type": "object", "additionalProperties": False,

@@ -15,6 +15,10 @@ from ..results.sweep import parse_sweep
 from .judge import judge, pairs_to_remeasure
 
 
+class Unusable(Exception):
+    """The sweep output cannot say what to measure again (one line)."""
+
+
 def rank_pairs(sweep, host_pairs):
     """`-L` text for directed host pairs: each unordered pair once, by the
     ranks that ran on those hosts (the benchmark measures both directions
@@ -38,13 +42,37 @@ def main(argv=None):
         print("usage: python -m netbench.fleet.remeasure [--bandwidth-only] SWEEP_OUTPUT",
               file=sys.stderr)
         return 2
-    with open(files[0], errors="replace") as f:
+    try:
+        print(pairs_to_measure_again(files[0], bandwidth_only))
+    except OSError as err:
+        print(f"netbench.fleet.remeasure: {files[0]}: cannot read: {err.strerror}",
+              file=sys.stderr)
+        return 2
+    except (Unusable, ValueError) as err:
+        print(f"netbench.fleet.remeasure: {files[0]}: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def pairs_to_measure_again(path, bandwidth_only=False):
+    """The `-L` text for the sweep output in `path`; empty when every pair
+    is within its band, or when the sweep did not finish (a node that went
+    silent would fail the second launch too; the check names it).
+    ValueError (a figure that is not finite) or Unusable otherwise."""
+    with open(path, errors="replace") as f:
         sweep = parse_sweep(f.read())
+    if sweep.sweep_seconds is None:
+        print(f"netbench.fleet.remeasure: {path}: the sweep did not finish: nothing is "
+              f"measured again", file=sys.stderr)
+        return ""
+    unplaced = sorted({rank for pair in sweep.by_rank for rank in pair} - set(sweep.hosts))
+    if unplaced:
+        raise Unusable(f"no '# rank R host H' line for rank {unplaced[0]}: the output's "
+                       f"header is cut or edited")
     measurements = sweep.measurements()
     if bandwidth_only:
         measurements = without_latency(measurements)
-    print(rank_pairs(sweep, pairs_to_remeasure(judge(measurements))))
-    return 0
+    return rank_pairs(sweep, pairs_to_remeasure(judge(measurements)))
 
 
 if __name__ == "__main__":

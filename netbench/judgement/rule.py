@@ -31,11 +31,14 @@ SEVERITY = (FAIL, INCONCLUSIVE, UNDECIDED, PASS)
 
 RULE_FILE = paths.REFERENCES / "judging.yaml"
 RULE_SCHEMA = {
-    "type": "object", "required": ["launches", "min_launches_to_fail", "baseline"],
+    "type": "object", "required": ["launches", "min_launches_to_fail", "baseline",
+                                   "contended_cpu_pressure", "contention_explains"],
     "additionalProperties": False,
     "properties": {
         "launches": {"type": "integer", "minimum": 1, "maximum": 20},
         "min_launches_to_fail": {"type": "integer", "minimum": 1, "maximum": 20},
+        "contended_cpu_pressure": {"type": "number", "minimum": 0, "maximum": 100},
+        "contention_explains": {"type": "number", "minimum": 1},
         "baseline": {"type": "object", "required": ["min_runs", "min_band"],
                      "additionalProperties": False,
                      "properties": {"min_runs": {"type": "integer", "minimum": 2},
@@ -51,6 +54,8 @@ class Rule:
     min_launches_to_fail: int
     baseline_min_runs: int
     baseline_min_band: float
+    contended_cpu_pressure: float = 25.0
+    contention_explains: float = 3.0
 
 
 def rule_of(folder):
@@ -64,7 +69,8 @@ def load_rule(path=RULE_FILE):
     """The rule's parameters from judging.yaml; DataError naming the key."""
     data = validate(load_yaml(path), RULE_SCHEMA, path)
     return Rule(data["launches"], data["min_launches_to_fail"],
-                data["baseline"]["min_runs"], data["baseline"]["min_band"])
+                data["baseline"]["min_runs"], data["baseline"]["min_band"],
+                data["contended_cpu_pressure"], data["contention_explains"])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,6 +182,37 @@ def decide(estimates, bound, rule=None):
                     f"too noisy to tell after {n} launches: best {best.value:.4g} "
                     f"({best.lo:.4g}-{best.hi:.4g}) against {bound.words()}"
                     + (f"; {noise}" if noise else ""))
+
+
+def contended(host, rule):
+    """Words naming the host's contention when other work waited for a CPU
+    more than the rule allows (host: {cpu_pressure, host_load}), else ""."""
+    pressure = (host or {}).get("cpu_pressure")
+    if pressure is not None and pressure >= rule.contended_cpu_pressure:
+        load = (host or {}).get("host_load")
+        return (f"other work waited for a CPU {pressure:.0f} % of the last 10 s"
+                + (f" (load {load:g})" if load is not None else ""))
+    return ""
+
+
+def miss_factor(value, bound):
+    """How many times the figure misses its bound (1: at the bound)."""
+    if not value or not bound.value or not math.isfinite(value):
+        return math.inf
+    return value / bound.value if bound.side == "upper" else bound.value / value
+
+
+def allowing_for_contention(decision, host, cpu_bound, rule, bound):
+    """A failure of a figure the CPUs bound, on a host whose CPUs were
+    contended while it measured, becomes inconclusive when the miss is
+    within what contention explains (judging.yaml): the evidence cannot
+    tell the path's loss from the contention.  A larger miss still fails."""
+    why = contended(host, rule) if cpu_bound and decision.verdict == FAIL else ""
+    if not why or miss_factor(decision.value, bound) > rule.contention_explains:
+        return decision
+    return dataclasses.replace(decision, verdict=INCONCLUSIVE,
+                               reason=f"{decision.reason}, but {why}: a CPU-bound figure "
+                                      f"cannot be told from that")
 
 
 def case_verdict(verdicts):

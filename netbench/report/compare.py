@@ -245,3 +245,27 @@ def compare(a_side, b_side, a_name="A", b_name="B"):
 
 def compare_sessions(a, b):
     return compare(session_side(a), session_side(b), a.name, b.name)
+
+
+def baseline_side(baselines):
+    """{case key: CaseFigures} of learned baselines (judgement.baseline's
+    loaded files): each size's time per message as the band the runs are
+    held to, Estimate(centre, fastest run, the bound a run fails beyond)."""
+    side = {}
+    for data in baselines:
+        partition = f"{data['system']}:{data['partition']}"
+        for case in data["cases"]:
+            series = "tcp" if case.get("transport") == "raw" else "mpi"
+            per_size = {s["bytes"]: Estimate(s["centre"], s["low"], s["upper"])
+                        for s in case["sizes"]}
+            side[f"{case['case']} | {case['environ']} | {partition}"] = CaseFigures(
+                {}, {(series, case["column"]): (case["unit"], per_size)})
+    return side
+
+
+def compare_with_baseline(session, baselines):
+    """A session against the baselines of its partitions (A: the baseline,
+    B: the session), per size."""
+    names = ", ".join(f"{d['system']}:{d['partition']}" for d in baselines)
+    return compare(baseline_side(baselines), session_side(session),
+                   f"baseline {names}", session.name)

@@ -1,22 +1,33 @@
-"""The source documents' findings beside this run (issue #16): what each
-source found, where it says so, and whether this run's measurements agree.
+"""The source documents' findings beside a run (issue #16): what each
+source found, where it says so, and whether the run's measurements agree.
 
-Every figure comes from the cases' records in the run report
-(sections.case_record, which also reads run reports written before
-records): nothing here reads a reference file, so a session re-rendered
-years later is judged by what it measured then.  The claims and their
-tolerances are the data at the top; each names the rule (below) that turns
-the records into comparisons, one per MPI, transport or layout.
+The claims and their bounds are data (reframe_checks/references/
+findings.yaml, FINDINGS_FILE), each naming its source's reference file and
+the rule (below) that turns the cases' records into comparisons, one per
+MPI, transport or layout.  Every figure comes from the records in the run
+report (sections.case_record, which also reads run reports written before
+records).
 
 A comparison is one percentage (a loss, a gain or a change) held to the
 claim's bounds.  A finding holds when every comparison does, does not hold
 when any fails, and is "not measured here" (with what to run) when the run
 has no case to compare.
+
+The findings are judged once, at the end of the ReFrame session
+(publish._after_session), and stored beside its run report with the claims
+they were judged by (stored_beside: run-report-N.findings.json); the page
+renders the stored verdicts, so a session re-published after findings.yaml
+changed keeps its own.  A run report from before has none: it is judged
+when published, and the page says so.
 """
 
 import dataclasses
+import json
 import re
+from pathlib import Path
 
+from .. import paths
+from ..datafiles import DataError, load_json, load_yaml, validate
 from ..results import record as results_record
 from .sections import case_record
 from .verdict import readable
@@ -25,6 +36,18 @@ HOLDS, FAILS, UNMEASURED = "holds", "does not hold", "not measured here"
 #: the page's classes for the verdicts (base.css.j2: pass, fail, skip)
 CSS = {HOLDS: "pass", FAILS: "fail", UNMEASURED: "skip"}
 
+#: the claims, in the references folder
+FINDINGS_FILE = "findings.yaml"
+#: when a session's findings were judged (the stored file's `judged`)
+AT_RUN, AT_PUBLISH, AT_DRAWING = "run", "published", "drawn"
+#: what the page says of findings not judged at the end of their run
+NOTES = {AT_RUN: "",
+         AT_PUBLISH: "judged when published: the run report predates run-time findings",
+         AT_DRAWING: "judged when this page was drawn: the run report predates run-time "
+                     "findings"}
+#: the stored file's format (STORED_SCHEMA)
+STORED_VERSION = 1
+
 
 @dataclasses.dataclass(frozen=True)
 class Source:
@@ -32,18 +55,10 @@ class Source:
     file: str       # under ../shared/seeds/ (README, reframe_checks/references)
 
 
-E325 = Source("Network Performance Evaluation on an IBM e325 Opteron Cluster",
-              "000_0a10b582eb0a2537.txt")
-BEOWULF = Source("Communication performance of the Grendel and HighPACE Beowulf systems",
-                 "002_5c3e8b6531dee186.txt")
-SP2 = Source("SP2 TCP and MPL point-to-point bandwidth over HPS", "003_a1197ef14bc39ec7.txt")
-JSI = Source("Tuning Communication in Gigabit Ethernet Cluster", "004_db6528a115a73dee.txt")
-
-
 @dataclasses.dataclass(frozen=True)
 class Claim:
     """A finding of a source: what it says (in netbench's words), where,
-    the percentage this run is judged by and its bounds (inclusive; None:
+    the percentage a run is judged by and its bounds (inclusive; None:
     open), and the rule below that computes it."""
     key: str
     claim: str
@@ -63,52 +78,62 @@ class Claim:
         return f"holds when {self.measure} is at most {high:+g} %"
 
 
-CLAIMS = [
-    # Table 1, tunable GigE between nodes: MPI 788 against TCP 897 Mbit/s,
-    # 12 % less; the text says 10-15 %.  "Roughly": 5 points either side.
-    Claim("mpi-tcp-internode",
-          "Between two nodes on tuned Gigabit Ethernet, MPI delivers roughly 10-15 % less "
-          "bandwidth than raw TCP over the same link.",
-          E325, "\"MPI versus TCP performance\" (Figure 2), \"Overall performance\", Table 1",
-          "MPI's loss against raw TCP at the largest size both measured", (5.0, 20.0),
-          "mpi_tcp_internode"),
-    # Table 1, same node, the Ethernet cards: MPI 2554-2939 against TCP
-    # 5208-5250 Mbit/s, 44-51 % less; the text says about 50 %.  "About
-    # half": 15 points either side.
-    Claim("mpi-tcp-intranode",
-          "Between two processes on one node, MPI over a TCP transport reaches only about "
-          "half of the bandwidth raw TCP gets there.",
-          E325, "\"Network performance in the same node\" (Figure 4), \"Overall "
-          "performance\", Table 1",
-          "MPI's loss against raw TCP at the largest size both measured", (35.0, 65.0),
-          "mpi_tcp_intranode"),
-    # Table (2): 16 and 32 connections against one, mean of the runs: -9 %
-    # to +10.5 % (thin nodes, 16 connections), which the author still reads
-    # as no gain; 12 % keeps that reading and calls a real gain one.
-    Claim("tcp-streams",
-          "Splitting a transfer over many parallel TCP connections does not raise the "
-          "aggregate bandwidth above what a single connection gets.",
-          SP2, "(2) multi-socket tests, (3) Conclusions",
-          "the many-stream mean bandwidth's gain over one stream", (None, 12.0),
-          "tcp_streams"),
-    # Figures 6-9 and their text: a decline from 16 to 32 processes, when
-    # two share each node's adapter; no figure is given, so any drop holds.
-    Claim("two-per-node",
-          "Two processes per node, sharing its network adapter, get less throughput each "
-          "than one process per node does (Sendrecv and Exchange chains).",
-          BEOWULF, "Sendrecv and Exchange tests (Figures 6-9)",
-          "the peak throughput per process at 2 per node against 1 per node", (None, 0.0),
-          "two_per_node"),
-    # Section 3.1: above 16 KB an MTU of 10000 was best, point-to-point and
-    # ring; today's drivers stop at 9000, so 9000 is held against 1500.
-    Claim("jumbo-frames",
-          "On messages larger than 16 KB, jumbo frames give more bandwidth than the standard "
-          "1500-byte MTU, point to point and in a ring (the source's best was 10000; 9000 is "
-          "compared here).",
-          JSI, "Section 3.1 (Figures 2-4), Conclusions",
-          "the peak bandwidth above 16 KiB at MTU 9000 against 1500", (0.0, None),
-          "jumbo_frames"),
-]
+_STRING = {"type": "string", "minLength": 1}
+_BOUND = {"type": "number"}
+
+#: findings.yaml (the rule names are checked against RULES in load_claims)
+CLAIMS_SCHEMA = {
+    "type": "object", "required": ["findings"], "additionalProperties": False,
+    "properties": {"findings": {
+        "type": "object", "minProperties": 1,
+        "propertyNames": {"pattern": "^[a-z0-9][a-z0-9-]*$",
+                          "description": "expected a key of lower-case letters, digits, dashes"},
+        "additionalProperties": {
+            "type": "object", "additionalProperties": False,
+            "required": ["claim", "source", "passage", "measure", "rule"],
+            "properties": {
+                "claim": _STRING, "passage": _STRING, "measure": _STRING, "rule": _STRING,
+                "source": {"type": "string", "pattern": r"^[A-Za-z0-9_.-]+\.yaml$",
+                           "description": "expected the name of a reference file "
+                                          "(e.g. seed000_e325_netpipe.yaml)"},
+                "at_least": _BOUND, "at_most": _BOUND,
+            }}}},
+}
+
+
+def load_claims(folder=paths.REFERENCES):
+    """The claims of `folder`/findings.yaml, in the file's order; DataError
+    naming the file and key of the first problem.  A claim's source is the
+    title and text file its reference file's `source:` gives."""
+    path = Path(folder) / FINDINGS_FILE
+    data = validate(load_yaml(path), CLAIMS_SCHEMA, path)
+    claims = []
+    for key, entry in data["findings"].items():
+        where = f"findings.{key}"
+        if entry["rule"] not in RULES:
+            raise DataError(path, f"{where}.rule", f"no rule {entry['rule']!r} "
+                                                   f"(rules: {', '.join(sorted(RULES))})")
+        low, high = entry.get("at_least"), entry.get("at_most")
+        if low is None and high is None:
+            raise DataError(path, where, "no bound: give at_least, at_most or both")
+        if low is not None and high is not None and low > high:
+            raise DataError(path, f"{where}.at_most", f"{high:g} is below at_least {low:g}")
+        claims.append(Claim(key, entry["claim"], cited_source(folder, entry["source"], path,
+                                                              f"{where}.source"),
+                            entry["passage"], entry["measure"], (low, high), entry["rule"]))
+    return claims
+
+
+def cited_source(folder, name, path, where):
+    """The title and text file of the reference file `name` in `folder`."""
+    ref = Path(folder) / name
+    if not ref.is_file():
+        raise DataError(path, where, f"no reference file {name!r} in {folder}")
+    source = load_yaml(ref).get("source")
+    if not isinstance(source, dict) or not source.get("title") or not source.get("file"):
+        raise DataError(path, where, f"{name} gives no source title and file "
+                                     f"(its `source:` needs both)")
+    return Source(str(source["title"]), str(source["file"]))
 
 
 @dataclasses.dataclass
@@ -149,10 +174,10 @@ class Case:
         return self.record["provenance"]
 
 
-def evaluate(sessions):
-    """The findings of CLAIMS against the cases of `sessions`."""
+def evaluate(sessions, claims):
+    """The findings of `claims` (load_claims) against the cases of `sessions`."""
     cases = list(measured_cases(sessions))
-    return [judge(claim, RULES[claim.rule](cases)) for claim in CLAIMS]
+    return [judge(claim, RULES[claim.rule](cases)) for claim in claims]
 
 
 def judge(claim, outcome):
@@ -171,6 +196,111 @@ def judge(claim, outcome):
 def within(value, bounds):
     low, high = bounds
     return (low is None or value >= low) and (high is None or value <= high)
+
+
+# ---- stored verdicts: judged once, rendered ever after ----
+
+@dataclasses.dataclass
+class Judged:
+    """A session's findings and when they were judged (AT_RUN, AT_PUBLISH,
+    AT_DRAWING)."""
+    when: str
+    findings: list
+
+    @property
+    def note(self):
+        return NOTES[self.when]
+
+
+def judge_session(session, when, folder=paths.REFERENCES):
+    """The findings of `folder`'s claims against one session."""
+    return Judged(when, evaluate([session], load_claims(folder)))
+
+
+def stored_beside(run_report):
+    """Where a run report's findings are stored: `run-report-7.json` ->
+    `run-report-7.findings.json` (in a session folder, `run-report.json` ->
+    `run-report.findings.json`)."""
+    run_report = Path(run_report)
+    return run_report.with_name(run_report.name.removesuffix(".json") + ".findings.json")
+
+
+def dumps(judged):
+    """The stored file's text: the verdicts with the claims they were judged
+    by, so the page needs nothing else."""
+    findings = [{"key": f.claim.key, "claim": f.claim.claim,
+                 "source": dataclasses.asdict(f.claim.source), "passage": f.claim.passage,
+                 "measure": f.claim.measure, "bounds": list(f.claim.bounds),
+                 "rule": f.claim.rule, "verdict": f.verdict, "summary": f.summary,
+                 "comparisons": [dataclasses.asdict(c) for c in f.comparisons]}
+                for f in judged.findings]
+    return json.dumps({"version": STORED_VERSION, "judged": judged.when, "findings": findings},
+                      indent=2, allow_nan=False) + "\n"
+
+
+_VERDICT = {"enum": [HOLDS, FAILS, UNMEASURED],
+            "description": f"expected one of {HOLDS!r}, {FAILS!r}, {UNMEASURED!r}"}
+_BOUND_OR_NULL = {"type": ["number", "null"]}
+
+#: a stored findings file (dumps)
+STORED_SCHEMA = {
+    "type": "object", "required": ["version", "judged", "findings"],
+    "properties": {
+        "version": {"const": STORED_VERSION,
+                    "description": f"expected format version {STORED_VERSION}"},
+        "judged": {"enum": [AT_RUN, AT_PUBLISH],
+                   "description": f"expected {AT_RUN!r} or {AT_PUBLISH!r}"},
+        "findings": {"type": "array", "items": {
+            "type": "object",
+            "required": ["key", "claim", "source", "passage", "measure", "bounds", "rule",
+                         "verdict", "summary", "comparisons"],
+            "properties": {
+                **{k: {"type": "string"} for k in ("key", "claim", "passage", "measure",
+                                                   "rule", "summary")},
+                "source": {"type": "object", "required": ["title", "file"],
+                           "additionalProperties": False, "properties": {
+                    "title": {"type": "string"}, "file": {"type": "string"}}},
+                "bounds": {"type": "array", "minItems": 2, "maxItems": 2,
+                           "items": _BOUND_OR_NULL},
+                "verdict": _VERDICT,
+                "comparisons": {"type": "array", "items": {
+                    "type": "object", "required": ["what", "text", "value", "verdict"],
+                    "additionalProperties": False,
+                    "properties": {"what": {"type": "string"}, "text": {"type": "string"},
+                                   "value": {"type": "number"}, "verdict": _VERDICT}}},
+            }}},
+    },
+}
+
+
+def load_stored(path):
+    """The Judged stored in `path`, None when there is none; DataError
+    naming the file and key when it is malformed, or not a plain file."""
+    path = Path(path)
+    if path.is_symlink():
+        raise DataError(path, None, "is a symlink, not the file netbench stores there")
+    if not path.exists():
+        return None
+    data = validate(load_json(path), STORED_SCHEMA, path)
+    findings = []
+    for f in data["findings"]:
+        claim = Claim(f["key"], f["claim"], Source(**f["source"]), f["passage"], f["measure"],
+                      tuple(f["bounds"]), f["rule"])
+        findings.append(Finding(claim, f["verdict"], f["summary"],
+                                [Comparison(**c) for c in f["comparisons"]]))
+    return Judged(data["judged"], findings)
+
+
+def page_tables(sessions):
+    """The page's findings: per session, its stored verdicts, or, for a run
+    report from before run-time findings that was not published, judged
+    now (the note says when); a comparison names each table's session."""
+    tables = []
+    for s in sessions:
+        judged = s.findings or judge_session(s, AT_DRAWING)
+        tables.append({"session": s.name if len(sessions) > 1 else "", "note": judged.note,
+                       "findings": judged.findings})
+    return tables
 
 
 def measured_cases(sessions):
@@ -371,5 +501,3 @@ def jumbo_frames(cases):
 RULES = {"mpi_tcp_internode": mpi_tcp_internode, "mpi_tcp_intranode": mpi_tcp_intranode,
          "tcp_streams": tcp_streams, "two_per_node": two_per_node,
          "jumbo_frames": jumbo_frames}
-
-assert {c.rule for c in CLAIMS} <= set(RULES), "a claim names a rule that does not exist"

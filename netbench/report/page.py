@@ -58,17 +58,25 @@ def case_rows(tc):
     return rows
 
 
+def headline_values(tc):
+    """[(headline key, value)] of a case's measured figures: what its
+    history needs of an earlier session (its perfvalues and names, which
+    sessions.load_summary keeps), the same keys case_rows gives."""
+    return [(headline_key(tc, key.split(":")[-1]), entry[0])
+            for key, entry in (tc.get("perfvalues") or {}).items() if entry[0] is not None]
+
+
 def history_for(session, earlier):
     """{headline key: {"values": [...], "change": %}} against the earlier
-    sessions on the same systems, oldest first."""
+    sessions on the same systems, oldest first; `earlier` may be summaries
+    (sessions.load_summary)."""
     systems = set(session.systems)
     older = [s for s in earlier if s.started < session.started and set(s.systems) & systems]
     past = {}     # headline key -> values, oldest first, read once per session
     for old in older:
         for otc in old.testcases:
-            for orow in case_rows(otc):
-                if orow["key"] is not None and orow["value"] is not None:
-                    past.setdefault(orow["key"], []).append(orow["value"])
+            for key, value in headline_values(otc):
+                past.setdefault(key, []).append(value)
     history = {}
     for tc in session.testcases:
         for row in case_rows(tc):
@@ -147,7 +155,7 @@ def render_report(sessions, earlier=()):
         verdict=verdict.overall(sessions), failures=verdict.failures(sessions),
         headlines=verdict.headline_tables(sessions), headline_columns=verdict.HEADLINE,
         skipped=verdict.skipped_by_reason(sessions),
-        findings=findings.evaluate(sessions),
+        finding_tables=findings.page_tables(sessions),
         diagnoses=diagnoses(sessions),
         sweeps=sweep.sweep_sections(sessions),
         containers=parity.container_sections(sessions),

@@ -6,8 +6,10 @@ builds of the cases' records.  matplotlib is imported when the first plot
 is drawn, not with the package: the ReFrame configuration and the CLI load
 netbench.report without drawing anything."""
 
+import dataclasses
 import functools
 import io
+import math
 
 from .sections import (CONTAINER_PANELS, CURVE_PLOTS, RAW_TCP_PANEL, case_record,
                        curve_plot_data, hockney_fits, line_rates, overhead_series,
@@ -28,6 +30,10 @@ def pyplot():
         "font.size": 9,
         "axes.grid": True,
         "grid.alpha": 0.3,
+        # every label is plain text: a host name such as `$\foo$` or an
+        # MPI's version string is shown as it is, never parsed as math text
+        # (which fails on it and took the whole page with it)
+        "text.parse_math": False,
     })
     return plt
 
@@ -63,39 +69,103 @@ def byte_axis(ax, xs):
     ax.minorticks_off()
 
 
+#: a panel with more lines than this is drawn as their spread instead: a
+#: thousand-case session would otherwise draw a figure of hundreds of
+#: panels, minutes of matplotlib for a picture nobody can read
+SPREAD_ABOVE = 3 * PANEL_LINES
+#: lines drawn by name over a spread: those furthest from its median
+SPREAD_OUTLIERS = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class Spread:
+    """Many lines of a panel as one: at each size, the median and the 10th
+    to 90th percentile of the lines that measured it."""
+    count: int
+    xs: list
+    low: list
+    median: list
+    high: list
+
+
+def spread_of(lines):
+    """(Spread, the SPREAD_OUTLIERS lines furthest from its median) of
+    lines [(label, xs, ys, style, panel)]."""
+    at = {}
+    for _, xs, ys, _, _ in lines:
+        for x, y in zip(xs, ys):
+            at.setdefault(x, []).append(y)
+    xs = sorted(at)
+    low, median, high = _percentiles(at, xs)
+    centre = dict(zip(xs, median))
+
+    def distance(line):
+        _, lxs, lys, _, _ = line
+        return max((abs(y - centre[x]) / (abs(centre[x]) or 1.0) for x, y in zip(lxs, lys)),
+                   default=0.0)
+    outliers = sorted(lines, key=distance, reverse=True)[:SPREAD_OUTLIERS]
+    return Spread(len(lines), xs, low, median, high), outliers
+
+
+def _percentiles(at, xs):
+    """([10th], [50th], [90th] percentile) of at[x] for each x of xs."""
+    import numpy as np
+    table = [np.percentile(at[x], (10, 50, 90)) for x in xs]
+    return tuple([float(row[i]) for row in table] for i in range(3))
+
+
 def panels_of(series, baseline_panel=None):
-    """{panel title: series}: each panel at most PANEL_LINES lines, split
-    in parts where it has more; the series of `baseline_panel` (raw TCP)
-    are added to every other panel as its baseline."""
+    """{panel title: (lines, baseline, MPI panel, spread)}: each panel at
+    most PANEL_LINES lines, split in parts where it has more, or, beyond
+    SPREAD_ABOVE lines, their Spread and the lines furthest from it (spread
+    None otherwise); the series of `baseline_panel` (raw TCP) are added to
+    every other panel as its baseline."""
     grouped = {}
     for entry in series:
         grouped.setdefault(entry[4], []).append(entry)
     baseline = grouped.pop(baseline_panel, []) if baseline_panel else []
     if not grouped and baseline:
         grouped, baseline = {baseline_panel: baseline}, []
+    if len(baseline) > SPREAD_ABOVE:
+        baseline = spread_of(baseline)[1]
     panels = {}
     for title, lines in sorted(grouped.items()):
-        room = PANEL_LINES - len(baseline)
+        if len(lines) > SPREAD_ABOVE:
+            spread, outliers = spread_of(lines)
+            panels[f"{title}: {len(lines)} curves"] = (outliers, baseline, title, spread)
+            continue
+        room = max(PANEL_LINES - len(baseline), 1)
         parts = [lines[i:i + room] for i in range(0, len(lines), room)] or [[]]
         for n, part in enumerate(parts, 1):
             name = title if len(parts) == 1 else f"{title}, part {n} of {len(parts)}"
-            panels[name] = (part, baseline, title)
+            panels[name] = (part, baseline, title, None)
     return panels
+
+
+def draw_spread(ax, spread):
+    """A Spread in a panel: the band shaded, the median a thick grey line."""
+    ax.fill_between(spread.xs, spread.low, spread.high, color="grey", alpha=0.25, linewidth=0,
+                    label=f"10th to 90th percentile of {spread.count} curves")
+    ax.plot(spread.xs, spread.median, color="black", linewidth=1.6,
+            label=f"median of {spread.count} curves")
 
 
 def curve_plot(series, xlabel, ylabel, title, logy=True, references=(), hlines=(),
                baseline_panel=None):
     """Small multiples: one panel per MPI (series' 5th element), at most
-    PANEL_LINES lines each, the legend below each panel, outside its data.
-    series: [(label, xs, ys, style index, panel)]; references: [(label, x,
-    y, panel)] drawn as markers in their panel; hlines: [(label, y)] such as
-    a line rate, in every panel."""
+    PANEL_LINES lines each, the legend below each panel, outside its data;
+    a panel of more than SPREAD_ABOVE lines shows their spread and the
+    lines furthest from it.  series: [(label, xs, ys, style index, panel)];
+    references: [(label, x, y, panel)] drawn as markers in their panel;
+    hlines: [(label, y)] such as a line rate, in every panel."""
     panels = panels_of(series, baseline_panel)
     rows = -(-len(panels) // PANEL_COLUMNS)
     cols = min(len(panels), PANEL_COLUMNS)
     fig, axes = pyplot().subplots(rows, cols, figsize=(5.2 * cols, 3.6 * rows), squeeze=False,
                                   sharey=True)
-    for ax, (name, (lines, baseline, panel)) in zip(axes.flat, panels.items()):
+    for ax, (name, (lines, baseline, panel, spread)) in zip(axes.flat, panels.items()):
+        if spread:
+            draw_spread(ax, spread)
         for label, xs, ys, style, _ in lines:
             ax.plot(xs, ys, STYLES[style % len(STYLES)], marker=".", markersize=3,
                     label=label, linewidth=1.2)
@@ -106,7 +176,8 @@ def curve_plot(series, xlabel, ylabel, title, logy=True, references=(), hlines=(
                 ax.plot([x], [y], marker="D", linestyle="none", markersize=6, label=label)
         for label, y in hlines:
             ax.axhline(y, color="grey", linestyle="--", linewidth=1, label=label)
-        byte_axis(ax, [x for _, xs, _, _, _ in lines + baseline for x in xs])
+        byte_axis(ax, [x for _, xs, _, _, _ in lines + baseline for x in xs]
+                  + (spread.xs if spread else []))
         if logy:
             ax.set_yscale("log")
         ax.set_title(name, fontsize=9)
@@ -229,36 +300,90 @@ def build_sections(sessions):
 
 
 def heat_maps(hosts, panels, highlight=()):
-    """Node-by-node heat maps side by side: panels [(title, unit,
-    {(src, dst): value}, low_is_bad)]; the row is the sender, the column
-    the receiver; suspects' names (`highlight`) in red.  Good is green
-    whichever way the metric runs, so a slow node's row and column stand
-    out on both maps."""
+    """Node-by-node heat maps side by side: panels [(title, unit, n x n
+    array, low_is_bad)] in `hosts` order; the row is the sender, the column
+    the receiver, every cell's figure written in it; suspects' names
+    (`highlight`) in red.  Good is green whichever way the metric runs, so
+    a slow node's row and column stand out on both maps."""
     import numpy as np
     plt = pyplot()
     n = len(hosts)
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 0.45 * n + 2.2),
                              squeeze=False)
-    for ax, (title, unit, values, low_is_bad) in zip(axes.flat, panels):
-        grid = np.full((n, n), np.nan)
-        for (src, dst), value in values.items():
-            if src in hosts and dst in hosts and value is not None:
-                grid[hosts.index(src), hosts.index(dst)] = value
+    for ax, (title, unit, grid, low_is_bad) in zip(axes.flat, panels):
         image = ax.imshow(grid, cmap="RdYlGn" if low_is_bad else "RdYlGn_r")
-        for i in range(n):
-            for j in range(n):
-                if not np.isnan(grid[i, j]):
-                    ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7)
+        for i, j in zip(*np.nonzero(~np.isnan(grid))):
+            ax.text(j, i, f"{grid[i, j]:.3g}", ha="center", va="center", fontsize=7)
         ax.set_xticks(range(n), hosts, rotation=45, ha="right", fontsize=7)
         ax.set_yticks(range(n), hosts, fontsize=7)
-        for label in ax.get_xticklabels() + ax.get_yticklabels():
-            if label.get_text() in highlight:
-                label.set_color("#b00")
-                label.set_fontweight("bold")
-        ax.set_xlabel("receiver")
-        ax.set_ylabel("sender")
-        ax.set_title(f"{title} ({unit})", fontsize=9)
-        ax.grid(False)
-        fig.colorbar(image, ax=ax, shrink=0.8)
+        _mark_suspects(ax, highlight)
+        _label_heat_map(fig, ax, image, title, unit)
     fig.tight_layout()
     return _svg(fig)
+
+
+def _mark_suspects(ax, highlight):
+    for label in ax.get_xticklabels() + ax.get_yticklabels():
+        if label.get_text() in highlight:
+            label.set_color("#b00")
+            label.set_fontweight("bold")
+
+
+def _label_heat_map(fig, ax, image, title, unit):
+    ax.set_xlabel("receiver")
+    ax.set_ylabel("sender")
+    ax.set_title(f"{title} ({unit})", fontsize=9)
+    ax.grid(False)
+    fig.colorbar(image, ax=ax, shrink=0.8)
+
+
+#: colours of a large fleet's raster: few, so that a healthy fleet's noise
+#: is one or two flat colours (a small PNG) and a slow row stands apart
+RASTER_LEVELS = 9
+#: hosts named on a raster's axes at most (the suspects first)
+RASTER_NAMES = 24
+
+
+def raster_dpi(fig, ax, n):
+    """Dots per inch that give each of n x n cells of `ax` a pixel at least:
+    fewer, and nearest-neighbour sampling would drop whole rows, a slow
+    node's among them."""
+    fig.canvas.draw()
+    box = ax.get_window_extent()                        # pixels at fig.dpi
+    inches = min(box.width, box.height) / fig.dpi
+    return max(100, math.ceil(n / inches))
+
+
+def heat_map_raster(hosts, panels, highlight=()):
+    """heat_maps for a large fleet: one pixel or more per pair, colours
+    alone, as an inline PNG (<img>, base64); the axes name the suspects
+    (`highlight`) in red at their rows and columns, and a few other hosts
+    for orientation.  Returns the <img> markup."""
+    import base64
+
+    import matplotlib
+    plt = pyplot()
+    n = len(hosts)
+    fig, axes = plt.subplots(1, len(panels), figsize=(7 * len(panels), 7.5), squeeze=False)
+    named = [i for i, h in enumerate(hosts) if h in highlight][:RASTER_NAMES]
+    step = max(n // max(RASTER_NAMES - len(named), 1), 1)
+    # the regular ticks, less those that would overprint a suspect's name
+    ticks = sorted(set(named) | {i for i in range(0, n, step)
+                                 if all(abs(i - j) >= step / 2 for j in named)})
+    for ax, (title, unit, grid, low_is_bad) in zip(axes.flat, panels):
+        cmap = matplotlib.colormaps["RdYlGn" if low_is_bad else "RdYlGn_r"].resampled(
+            RASTER_LEVELS)
+        image = ax.imshow(grid, cmap=cmap, interpolation="nearest")
+        ax.set_xticks(ticks, [hosts[i] for i in ticks], rotation=90, fontsize=6)
+        ax.set_yticks(ticks, [hosts[i] for i in ticks], fontsize=6)
+        _mark_suspects(ax, highlight)
+        _label_heat_map(fig, ax, image, title, unit)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=raster_dpi(fig, axes.flat[0], n),
+                metadata={"Software": None})
+    plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode("ascii")
+    names = ", ".join(panel[0] for panel in panels)
+    return (f'<img class="raster" alt="heat maps ({names}) of {n} nodes, sender by '
+            f'receiver" src="data:image/png;base64,{data}">')

@@ -1,18 +1,17 @@
-"""This machine at the end of a session (provenance.json): host, kernel, CPU,
-ReFrame and Python versions, netbench's commit, the MPIs the cases ran
-with, the tuning state and the Spack lock."""
+"""A session's provenance (provenance.json): this machine at publishing
+(host, kernel, CPU, ReFrame and Python versions), the MPIs the cases ran
+with, and what the run itself recorded in its cases' records: netbench's
+commit, the Spack lock's hash and each node's tuning state.  Those three
+are copied from the records, never read anew, so a re-published old
+session keeps its own; a run report from before records held them says
+"not recorded"."""
 
-import hashlib
 import os
 import platform
 import re
-import subprocess
 from pathlib import Path
 
-from .. import datafiles, paths
 from .sessions import Session
-
-TUNING_STATE = paths.STATE / "tuning-state.json"
 
 
 def _read(path, default=""):
@@ -22,18 +21,6 @@ def _read(path, default=""):
         return default
 
 
-def _git_commit():
-    try:
-        # --no-optional-locks: read only, never take .git/index.lock from
-        # whoever else works in this checkout
-        out = subprocess.run(["git", "--no-optional-locks", "-C", str(paths.REPO), "describe",
-                              "--always", "--dirty", "--abbrev=12"],
-                             capture_output=True, text=True, timeout=10)
-        return out.stdout.strip() or "unknown"
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
-
-
 def collect_provenance(report):
     cpu = re.search(r"^model name\s*:\s*(.+)$", _read("/proc/cpuinfo"), re.M)
     mpis = {}
@@ -41,18 +28,36 @@ def collect_provenance(report):
         info = tc.get("mpi_info") or {}
         if info:
             mpis[tc.get("environ", "")] = info
-    lock = paths.REPO / "spack.lock"
-    tuning = datafiles.load_json(TUNING_STATE) if os.path.lexists(TUNING_STATE) else None
+    recorded = recorded_by_the_run(report)
     return {
         "host": platform.node(),
         "kernel": f"{platform.system()} {platform.release()}",
         "cpu": cpu.group(1).strip() if cpu else platform.processor(),
         "cpus": os.cpu_count(),
         "reframe": report["session_info"].get("version", ""),
-        "netbench_commit": _git_commit(),
+        "netbench_commit": recorded["netbench_commit"],
         "python": platform.python_version(),
         "mpis": mpis,
-        "tuning_state": tuning,
-        "spack_lock_sha256": hashlib.sha256(lock.read_bytes()).hexdigest() if lock.exists()
-        else None,
+        "tuning_state": recorded["tuning_state"],
+        "spack_lock_sha256": recorded["spack_lock_sha256"],
     }
+
+
+NOT_RECORDED = "not recorded (the run report is from before runs recorded it)"
+
+
+def recorded_by_the_run(report):
+    """netbench's commit, spack.lock's hash and the nodes' state ({host:
+    state}) as the session's records hold them."""
+    commits, locks, states = set(), set(), {}
+    for tc in Session(report, {}, "").testcases:
+        record = tc.get("record") or {}
+        prov = record.get("provenance") or {}
+        if prov.get("netbench_commit"):
+            commits.add(prov["netbench_commit"])
+            locks.add(prov.get("spack_lock_sha256"))
+        states.update(record.get("node_state") or {})
+    return {"netbench_commit": ", ".join(sorted(commits)) or NOT_RECORDED,
+            "spack_lock_sha256": (", ".join(sorted(x for x in locks if x))
+                                  or ("no Spack environment" if locks else NOT_RECORDED)),
+            "tuning_state": states or None}

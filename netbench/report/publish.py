@@ -2,12 +2,13 @@
 
 A session folder `reports/YYYYMMDDTHHMMSS-<8 hex of the uuid>/` holds
 `run-report.json` (ReFrame's), `provenance.json` (this machine at the end of
-the session) and `index.html` (verdicts, curves, fits, provenance, history).
-`reports/latest` points at the newest session; `reports/index.html` lists
-every session folder on disk.  A page's history (the trend of each headline
-figure) reads ReFrame's results database (store.py), not reports/.  Every
-file is written to a temporary name and renamed into place, so a reader
-never sees half a page.
+the session), `run-report.findings.json` (the sources' findings, judged at
+the end of the run: findings.py) and `index.html` (verdicts, curves, fits,
+provenance, history).  `reports/latest` points at the session published
+last; `reports/index.html` lists every session folder on disk.  A page's
+history (the trend of each headline figure) reads ReFrame's results
+database (store.py), not reports/.  Every file is written to a temporary
+name and renamed into place, so a reader never sees half a page.
 
 netbench runs as root on shared machines, so folder names are built from
 parsed values, never taken from input, and nothing is removed that netbench
@@ -32,7 +33,7 @@ from pathlib import Path
 from .. import paths
 from ..datafiles import DataError
 from ..fleet import drain, judge as fleet_judge
-from . import page, store, sweep
+from . import findings, page, store, sweep
 from .provenance import collect_provenance
 from .sessions import load_session, published_sessions
 
@@ -43,6 +44,9 @@ RAW_REPORTS = paths.STATE / "reports"
 SESSION_FILES = ("run-report.json", "provenance.json", "index.html",
                  # ReFrame's JUnit XML of the session (junit_beside)
                  "run-report.junit.xml",
+                 # the sources' findings as judged at the end of the run
+                 # (findings.stored_beside)
+                 "run-report.findings.json",
                  # a session that swept a fabric (LinkSweep): what it named
                  "suspects.json", "drain.sh")
 
@@ -106,7 +110,8 @@ def sweep_files(session):
     if found is None:
         return {}
     suspects = [fleet_judge.suspect_from_json(s) for sw in found["sweeps"] for s in sw["suspects"]]
-    return {"suspects.json": json.dumps(found, indent=2) + "\n",
+    # the records' suspects are validated (results.record): strict JSON
+    return {"suspects.json": fleet_judge.strict_json(found),
             "drain.sh": drain.drain_script(suspects)}
 
 
@@ -185,14 +190,15 @@ def point_latest(reports_dir, target):
         raise
 
 
-def update_index_and_latest(reports_dir):
+def update_index_and_latest(reports_dir, published):
     """The index lists the session folders on disk, and `latest` points at
-    the one that started last: publishers finishing in any order agree, and
-    `latest` never moves back.  Under reports_lock."""
-    sessions = published_sessions(reports_dir)
-    if sessions:
-        point_latest(reports_dir, sessions[-1].name)
-    atomic_write(Path(reports_dir) / "index.html", page.render_index(sessions))
+    `published`, the session just placed: `latest` follows the order in
+    which sessions were published (publishers take turns on the lock),
+    never a date read from a run report, which anyone can set years
+    ahead.  Under reports_lock."""
+    point_latest(reports_dir, published)
+    atomic_write(Path(reports_dir) / "index.html",
+                 page.render_index(published_sessions(reports_dir, summary=True)))
 
 
 def history_sessions(session, results_db=paths.RESULTS_DB):
@@ -207,7 +213,8 @@ def history_sessions(session, results_db=paths.RESULTS_DB):
         return []
 
 
-def publish(raw_report, reports_dir=paths.REPORTS, results_db=paths.RESULTS_DB):
+def publish(raw_report, reports_dir=paths.REPORTS, results_db=paths.RESULTS_DB,
+            references=paths.REFERENCES):
     """Make `raw_report` a published session: reports/<name>/ with the run
     report, provenance and page, then the index and `latest`.  Returns the
     session folder.
@@ -217,6 +224,11 @@ def publish(raw_report, reports_dir=paths.REPORTS, results_db=paths.RESULTS_DB):
     line) before anything is written.  The page's trends read ReFrame's
     results database `results_db` (history_sessions).
 
+    The sources' findings stored beside the run report (judged at the end
+    of its run) are copied with it and shown; a run report from before
+    run-time findings is judged once, here, by `references`' findings.yaml,
+    and the page says so.
+
     The same session published again replaces its folder, but only one
     netbench wrote: a real folder holding run-report.json and nothing but
     run-report.json, provenance.json and index.html.  Anything else of that
@@ -225,8 +237,9 @@ def publish(raw_report, reports_dir=paths.REPORTS, results_db=paths.RESULTS_DB):
     `latest` symlink, publish removes only its own temporary files.
 
     Concurrent publishers take turns (reports/.lock) from the rename on:
-    the index lists the session folders on disk, and `latest` moves only
-    forward, to the session that started last.
+    the index lists the session folders on disk, and `latest` points at the
+    session published last (not the one whose report claims the latest
+    start).
     """
     reports_dir = Path(reports_dir)
     session = load_session(raw_report)
@@ -234,16 +247,19 @@ def publish(raw_report, reports_dir=paths.REPORTS, results_db=paths.RESULTS_DB):
     try:
         reports_dir.mkdir(exist_ok=True)        # its parent must exist: no tree from a typo
         session.provenance = collect_provenance(session.report)
+        if session.findings is None:
+            session.findings = findings.judge_session(session, findings.AT_PUBLISH, references)
         # the page is drawn outside the lock: matplotlib takes seconds
         html = page.render_report([session], history_sessions(session, results_db))
         staging = stage_session(reports_dir, raw_report, session.provenance, html,
-                                sweep_files(session))
+                                {**sweep_files(session),
+                                 "run-report.findings.json": findings.dumps(session.findings)})
         try:
             with reports_lock(reports_dir):
                 check_latest(reports_dir / "latest")
                 final = place_session(reports_dir, staging, name)
                 staging = None
-                update_index_and_latest(reports_dir)
+                update_index_and_latest(reports_dir, name)
         finally:
             if staging is not None:
                 with contextlib.suppress(OSError):
@@ -267,7 +283,11 @@ def check_output_folder(outdir):
 
 def write_report(run_reports, outdir, results_db=paths.RESULTS_DB):
     """`netbench report`: one session's page (its trends from ReFrame's
-    results database), or a comparison of several, as DIR/index.html."""
+    results database), or a comparison of several, as DIR/index.html.  An
+    empty DIR is refused: Path('') is the current folder, which the user did
+    not name."""
+    if not str(outdir).strip():
+        raise DataError(repr(str(outdir)), "--output", "empty: name the folder to write into")
     sessions = sorted((load_session(p) for p in run_reports), key=lambda s: s.started)
     outdir = Path(outdir)
     check_output_folder(outdir)
@@ -300,6 +320,19 @@ def place_junit_beside(run_report, start, pid=None):
             os.replace(junit, junit_beside(run_report))
 
 
+def judge_findings_beside(run_report, references=paths.REFERENCES):
+    """Judge the sources' findings on the session's run report, in the
+    session's own process, and store them beside it (findings.stored_beside):
+    what `publish` copies and the page shows, whenever it is drawn.  A
+    failure is said loudly; the session is then judged when published."""
+    try:
+        session = load_session(run_report)
+        judged = findings.judge_session(session, findings.AT_RUN, references)
+        atomic_write(findings.stored_beside(run_report), findings.dumps(judged))
+    except (DataError, OSError, ValueError) as err:
+        print(f"netbench: ERROR: the findings were not judged: {err}", file=sys.stderr)
+
+
 def publish_after_session():
     """Publish the session's report when the ReFrame process exits (ReFrame
     has no post-session hook; its run report is written just before exit).
@@ -322,6 +355,7 @@ def _after_session(start):
     place_junit_beside(run_report, start)
     if "--dry-run" in sys.argv:
         return            # nothing ran: no session to publish
+    judge_findings_beside(run_report)
     # a fresh interpreter: ReFrame's, at exit, is half torn down.  Started
     # in this checkout, so that it publishes with this netbench, whichever
     # folder ReFrame ran in and whichever netbench the venv installed

@@ -1,5 +1,5 @@
-"""A session as the report reads it: ReFrame's run report and the
-provenance.json beside it, validated where they are read.
+"""A session as the report reads it: ReFrame's run report, and the
+provenance.json and stored findings beside it, validated where they are read.
 
 Inputs are validated with JSON Schema (`datafiles`): a bad run report or
 provenance.json is a DataError, one line naming the file and key.  A
@@ -10,6 +10,7 @@ because it becomes a folder of reports/ (publish).
 import dataclasses
 import datetime
 import functools
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 from .. import datafiles, paths
 from ..datafiles import DataError
 from ..results import record as results_record
+from . import findings as source_findings
 from .sections import legacy_drawn_columns
 
 _NUMBER = {"type": "number"}
@@ -50,7 +52,8 @@ _TESTCASE = {"type": "object", "properties": {
         "result", "report_section", "transport")},
     "fail_reason": _STRING_OR_NULL,
     "ranks": {"type": ["integer", "null"]},
-    "perfvalues": {"type": ["object", "null"], "additionalProperties": _PERFVALUE},
+    # each entry: _PERFVALUE (check_perfvalues: plain Python, jsonschema to name a fault)
+    "perfvalues": {"type": ["object", "null"]},
     "curve": _CURVE, "tcp_curve": _CURVE,
     # checked by results.record.check (load_session)
     "record": {"type": "object"},
@@ -107,6 +110,9 @@ class Session:
     report: dict
     provenance: dict
     source: str
+    #: the findings stored beside the run report (findings.Judged), None
+    #: for a run report from before run-time findings
+    findings: object = None
 
     @property
     def info(self):
@@ -140,19 +146,61 @@ class Session:
 
 
 def load_session(path):
-    """A run report and the provenance.json beside it, validated where they
-    are read: DataError naming the file and key of the first problem."""
+    """A run report, and the provenance.json and stored findings
+    (findings.stored_beside) beside it, validated where they are read:
+    DataError naming the file and key of the first problem."""
     path = Path(path)
-    report = datafiles.load_json(path)
-    datafiles.validate(report, RUN_REPORT_SCHEMA, path)
-    session_folder_name(report["session_info"], path)     # a real date
-    check_records(report, path)
+    report = validated_report(path)
     prov_file = path.parent / "provenance.json"
     provenance = {}
     if os.path.lexists(prov_file):
         provenance = datafiles.validate(datafiles.load_json(prov_file), PROVENANCE_SCHEMA,
                                         prov_file)
-    return Session(report, provenance, str(path))
+    judged = source_findings.load_stored(source_findings.stored_beside(path))
+    return Session(report, provenance, str(path), judged)
+
+
+#: the SHA-256 of the run reports validated in this process: publish reads
+#: a session it has just checked again from reports/ (the index, `latest`),
+#: and a 10,000-case report takes seconds to check.  The bytes hashed are
+#: the bytes parsed.
+_VALIDATED = set()
+
+
+def validated_report(path):
+    """The run report in `path`, parsed and validated (DataError naming the
+    file and key otherwise); the same bytes are validated once per process."""
+    raw = datafiles.read_bytes(path)
+    digest = hashlib.sha256(raw).digest()
+    report = datafiles.load_json(path, raw=raw)
+    if digest not in _VALIDATED:
+        datafiles.validate(report, RUN_REPORT_SCHEMA, path)
+        session_folder_name(report["session_info"], path)     # a real date
+        check_perfvalues(report, path)
+        check_records(report, path)
+        _VALIDATED.add(digest)
+    return report
+
+
+def plain_perfvalue(entry):
+    """True only for an entry _PERFVALUE accepts: a list of 6 or more, four
+    finite numbers or nulls, then two strings or nulls.  Anything else is
+    left to jsonschema, to name."""
+    return type(entry) is list and len(entry) >= 6 \
+        and all(v is None or results_record.finite_numbers([v]) for v in entry[:4]) \
+        and all(v is None or type(v) is str for v in entry[4:6])
+
+
+def check_perfvalues(report, path):
+    """Every case's perfvalues hold to _PERFVALUE: tens of thousands of
+    entries in a large session, checked by plain Python, by jsonschema only
+    where that finds a fault (DataError naming the file and key)."""
+    for i, run in enumerate(report["runs"]):
+        for j, tc in enumerate(run.get("testcases", [])):
+            for key, entry in (tc.get("perfvalues") or {}).items():
+                if not plain_perfvalue(entry):
+                    datafiles.validate(entry, _PERFVALUE, path,
+                                       ("runs", i, "testcases", j, "perfvalues", key))
 
 
 def check_records(report, path):
@@ -170,18 +218,79 @@ def check_records(report, path):
                                    (*where, key))
 
 
-def published_sessions(reports_dir=paths.REPORTS):
+#: what the index reads of a published session (and a page's trends
+#: need): its session_info, and each case's names and perfvalues
+SUMMARY_KEYS = ("name", "display_name", "unique_name", "system", "partition", "environ",
+                "perfvalues")
+_SUMMARY_CASE = {"type": "object", "properties": {
+    key: _TESTCASE["properties"][key] for key in SUMMARY_KEYS}}
+#: SUMMARY_SCHEMA's cases are checked by plain_summary_case (jsonschema to
+#: name a fault), their perfvalues by check_perfvalues
+SUMMARY_SCHEMA = {"type": "object", "required": ["session_info", "runs"], "properties": {
+    "session_info": RUN_REPORT_SCHEMA["properties"]["session_info"],
+    "runs": {"type": "array", "items": {"type": "object", "properties": {
+        "testcases": {"type": "array"}}}},
+}}
+#: summaries read in this process, by the identity of their file (a
+#: published run report is never rewritten in place: publish renames a new
+#: folder in), so a process that lists reports/ twice parses each once
+_SUMMARIES = {}
+
+
+def plain_summary_case(tc):
+    """True only for a case _SUMMARY_CASE accepts."""
+    return type(tc) is dict and all(type(tc[key]) is str for key in SUMMARY_KEYS
+                                    if key in tc and key != "perfvalues") \
+        and type(tc.get("perfvalues", {})) in (dict, type(None))
+
+
+def load_summary(path):
+    """A published session as the index reads it: its session_info and
+    each case's SUMMARY_KEYS, checked against SUMMARY_SCHEMA; the rest of
+    the run report (curves, records, a fleet's million pairs) is neither
+    checked nor kept, so reading many large
+    sessions costs their parsing, not their validation or their memory."""
+    path = Path(path)
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return read_summary(path)         # DataError, naming the file
+    identity = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
+    if identity not in _SUMMARIES:
+        _SUMMARIES[identity] = read_summary(path)
+    return _SUMMARIES[identity]
+
+
+def read_summary(path):
+    """load_summary's reading and checking."""
+    report = datafiles.validate(datafiles.load_json(path), SUMMARY_SCHEMA, path)
+    session_folder_name(report["session_info"], path)     # a real date
+    for i, run in enumerate(report["runs"]):
+        for j, tc in enumerate(run.get("testcases", [])):
+            if not plain_summary_case(tc):
+                datafiles.validate(tc, _SUMMARY_CASE, path, ("runs", i, "testcases", j))
+    check_perfvalues(report, path)
+    slim = {"session_info": report["session_info"],
+            "runs": [{"testcases": [{k: tc[k] for k in SUMMARY_KEYS if k in tc}
+                                    for tc in run.get("testcases", [])]}
+                     for run in report["runs"]]}
+    return Session(slim, {}, str(path))
+
+
+def published_sessions(reports_dir=paths.REPORTS, summary=False):
     """The sessions on disk, oldest first: real folders named like a session
     whose run report loads and names that folder.  Anything else in
     reports/ (latest, tune-demo/, a half-published staging folder, a broken
-    session) is not a session and is left alone."""
+    session) is not a session and is left alone.  summary: each as
+    load_summary reads it (the index: their parsing, not their validation
+    or their memory)."""
     found = []
     for folder in Path(reports_dir).iterdir() if Path(reports_dir).is_dir() else ():
         if not SESSION_NAME.fullmatch(folder.name) or folder.is_symlink() \
                 or not folder.is_dir():
             continue
         try:
-            session = load_session(folder / "run-report.json")
+            session = (load_summary if summary else load_session)(folder / "run-report.json")
         except DataError:
             continue
         if session.name == folder.name:

@@ -30,13 +30,19 @@ reference files.
     verdict      (version 2) the case's: pass, fail or inconclusive
     host         (version 2, inconclusive cases) the host's load and CPU
                  pressure after the launches
+    node_state   (version 2) per host, the settings the tuning profiles touch
+                 as the node had them when the job ran (netbench.nodestate);
+                 provenance also carries netbench's commit and spack.lock's
+                 hash as the run had them
 
 Pure data: built by the checks (netbench.checks), read by the report.
 """
 
+import copy
 import math
 
 from ..datafiles import DataError, dotted, validate
+from ..fleet.judge import SUSPECT_SCHEMA
 
 #: the format of the record; readers refuse a newer one
 VERSION = 2
@@ -112,7 +118,8 @@ SCHEMA = {
                                "latency_us": _NUMBER_OR_NULL,
                                "bw_Mbps": {"type": "object",
                                            "additionalProperties": _NUMBER}}}},
-            "suspects": {"type": "array", "items": {"type": "object"}},
+            # as suspects.json holds them: publish writes drain.sh from them
+            "suspects": {"type": "array", "items": SUSPECT_SCHEMA},
             "findings": {"type": "array", "items": _STRING},
             "remeasured": {"type": "array", "items": {"type": "array", "items": _STRING}},
             "sweep_seconds": _NUMBER_OR_NULL,
@@ -142,12 +149,19 @@ SCHEMA = {
                 "bound": {"type": "object"}, "sizes": {"type": "array"}}}},
         "verdict": {"enum": list(VERDICTS)},
         "host": {"type": "object", "additionalProperties": _NUMBER_OR_NULL},
+        # host -> the tuning-relevant settings it ran under (netbench.nodestate)
+        "node_state": {"type": "object", "additionalProperties": {
+            "type": "object", "required": ["host"], "properties": {
+                "host": _STRING, "sysctl": {"type": "object"}, "interfaces": {"type": "object"},
+                "modules": {"type": "object"}, "governor": _STRING_OR_NULL,
+                "ucx": {"type": "object"}}}},
         "provenance": {"type": "object", "additionalProperties": False, "properties": {
             "mpi_family": _STRING, "mpi_version": _STRING, "mpi_source": _STRING,
             "transport": _STRING, "placement": _STRING,
             "ranks": {"type": "integer"}, "ranks_per_node": {"type": "integer"},
             "partition": _STRING, "interconnect": _STRING,
             "line_rate_mbps": _NUMBER_OR_NULL,
+            "netbench_commit": _STRING, "spack_lock_sha256": _STRING_OR_NULL,
             # where the line rate came from (netbench/linerate.py SOURCES)
             "line_rate_source": _STRING,
         }},
@@ -155,11 +169,24 @@ SCHEMA = {
 }
 
 
+#: SCHEMA with the items of its bulk arrays left open: a curve's rows (24
+#: per series, hundreds of thousands in a large session) and a fleet's
+#: pairs (a million for 1024 nodes) are checked by plain Python, and by
+#: jsonschema only where that finds a fault, to name it
+_SHALLOW = copy.deepcopy(SCHEMA)
+del _SHALLOW["properties"]["series"]["items"]["properties"]["rows"]["items"]
+del _SHALLOW["properties"]["fleet"]["properties"]["pairs"]["items"]
+_ROWS = SCHEMA["properties"]["series"]["items"]["properties"]["rows"]
+_PAIRS = SCHEMA["properties"]["fleet"]["properties"]["pairs"]
+
+
 def check(record, path, where=()):
     """`record` if it is one (SCHEMA, and every row has its series' x and y
     columns); else DataError naming `path` and the key under `where`."""
-    validate(record, SCHEMA, path, tuple(where))
+    validate(record, _SHALLOW, path, tuple(where))
     for i, series in enumerate(record["series"]):
+        if not plain_rows(series["rows"]):
+            validate(series["rows"], _ROWS, path, (*where, "series", i, "rows"))
         needed = [series["x"]["column"]] + [c["column"] for c in series["y"]]
         for j, row in enumerate(series["rows"]):
             missing = [c for c in needed if c not in row]
@@ -167,7 +194,38 @@ def check(record, path, where=()):
                 key = (*where, "series", i, "rows", j, missing[0])
                 raise DataError(path, dotted(key), f"missing: the series names column "
                                                    f"{missing[0]!r}")
+    pairs = (record.get("fleet") or {}).get("pairs", [])
+    if not plain_pairs(pairs):
+        validate(pairs, _PAIRS, path, (*where, "fleet", "pairs"))
     return record
+
+
+def finite_numbers(values):
+    """True when every value is an int or float (no bool) and finite: what
+    SCHEMA's `number` allows, decided at C speed."""
+    values = list(values)
+    try:
+        return set(map(type, values)) <= {int, float} and all(map(math.isfinite, values))
+    except OverflowError:            # an int too large for a float
+        return False
+
+
+def plain_rows(rows):
+    """True only for rows SCHEMA accepts (objects of finite numbers); False
+    for anything else, which jsonschema then names."""
+    return all(type(row) is dict for row in rows) and \
+        finite_numbers(value for row in rows for value in row.values())
+
+
+def plain_pairs(pairs):
+    """True only for fleet pairs SCHEMA accepts: src and dst strings, a
+    latency that is a finite number or null, bandwidths by size."""
+    if not all(type(p) is dict and type(p.get("src")) is str and type(p.get("dst")) is str
+               and type(p.get("bw_Mbps", {})) is dict for p in pairs):
+        return False
+    latencies = [p["latency_us"] for p in pairs if p.get("latency_us") is not None]
+    return finite_numbers(latencies) and \
+        finite_numbers(value for p in pairs for value in p.get("bw_Mbps", {}).values())
 
 
 def reference(value, lower, upper, unit, figure=None, citation=None, interconnect=None,
@@ -180,7 +238,8 @@ def reference(value, lower, upper, unit, figure=None, citation=None, interconnec
     return entry
 
 
-def make(section, label, series, provenance, references=None, group="", runs=None):
+def make(section, label, series, provenance, references=None, group="", runs=None,
+         node_state=None):
     """A record, checked against SCHEMA (a check that writes a malformed one
     fails at once, naming the key)."""
     record = {"version": VERSION, "section": section, "label": label, "group": group,
@@ -189,6 +248,8 @@ def make(section, label, series, provenance, references=None, group="", runs=Non
     if runs:
         record["runs"] = {name: [finite_run(launch) for launch in launches]
                           for name, launches in runs.items()}
+    if node_state:
+        record["node_state"] = node_state
     return check(record, "<record>")
 
 

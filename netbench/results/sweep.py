@@ -13,6 +13,7 @@ has no direction, so both directed pairs carry it.  Rows with `latency` 0
 are one-way bandwidth, `src` sending to `dst`.
 """
 
+import math
 import re
 from dataclasses import dataclass, field
 
@@ -50,6 +51,14 @@ class SweepResult:
     sweep_seconds: float
     order: str
     cpu: dict
+    #: rank -> its process ID (`pid P` of the placement line; older
+    #: benchmarks did not print it)
+    pids: dict = field(default_factory=dict)
+
+    @property
+    def finished(self):
+        """The benchmark printed its closing figures: every pair was swept."""
+        return self.sweep_seconds is not None
 
     @property
     def by_host(self):
@@ -92,9 +101,20 @@ def round_robin(n):
     return rounds
 
 
+_PID = re.compile(r"^# rank (\d+) host \S+ cpu \d+ allowed \S+ pid (\d+)", re.MULTILINE)
 _CPU = re.compile(r"^# rank (\d+) cpu_seconds (\S+) wall_seconds (\S+) wait_seconds (\S+) "
                   r"wait_cpu_seconds (\S+)", re.MULTILINE)
 _ORDER = re.compile(r"^@ order (\w+)", re.MULTILINE)
+
+
+def check_figures(row):
+    """ValueError naming the pair for a figure that is not finite: a NaN
+    would vanish in by_host's worst-of and judge nothing."""
+    for column in ("usec", "Mbps"):
+        value = row.get(column)
+        if value is not None and not math.isfinite(value):
+            raise ValueError(f"{int(row['src'])}->{int(row['dst'])} at {int(row['bytes'])} "
+                             f"bytes: {column}: expected a finite figure, got {value!r}")
 
 
 def parse_sweep(text):
@@ -102,6 +122,7 @@ def parse_sweep(text):
     rows, summary = parse_output(text)
     by_rank, schedule = {}, []
     for row in rows:
+        check_figures(row)
         src, dst = int(row["src"]), int(row["dst"])
         if row["latency"]:
             schedule.append((int(row["round"]), src, dst))
@@ -117,4 +138,65 @@ def parse_sweep(text):
         rounds=int(summary.get("rounds", 0)), pairs=int(summary.get("pairs", 0)),
         sweep_seconds=summary.get("sweep_seconds"),
         order=order.group(1) if order else None,
-        cpu={int(m[0]): RankCpu(*map(float, m[1:])) for m in _CPU.findall(text)})
+        cpu={int(m[0]): RankCpu(*map(float, m[1:])) for m in _CPU.findall(text)},
+        pids=unique_pids(_PID.findall(text)))
+
+
+def unique_pids(found):
+    """{pid: rank} of the (rank, pid) placement lines: only a PID that one
+    rank has, as ranks on different hosts may share one."""
+    ranks = {}
+    for rank, pid in found:
+        ranks.setdefault(int(pid), []).append(int(rank))
+    return {pid: owners[0] for pid, owners in ranks.items() if len(owners) == 1}
+
+
+# -- a node that stopped answering ---------------------------------------------
+
+#: How a launcher names a process or node it lost, in the job's stdout and
+#: stderr (tests/data/sweep_lost/ holds real ones): by PID and the host as
+#: the hostfile names it, by rank, or by host name.  A rank that *called*
+#: MPI_Abort is not among them: it survived, and saw its peer go.
+LOST = (
+    # MPICH's hydra: the first process that terminated badly
+    re.compile(r"^=\s+(?:RANK (?P<rank>\d+) )?PID (?P<pid>\d+) RUNNING AT (?P<host>\S+)",
+               re.MULTILINE),
+    # Open MPI's mpirun/prterun: a rank that exited on a signal
+    re.compile(r"\bnoticed\s+that\s+process\s+rank\s+(?P<rank>\d+)\s+with\s+PID\s+"
+               r"(?P<pid>\d+)\s+on\s+node\s+(?P<host>\S+)\s+exited"),
+    # Open MPI: a rank whose peer hung up; a daemon that did not report back
+    re.compile(r"^\s*Peer host:\s+(?P<host>\S+)", re.MULTILINE),
+    re.compile(r"^\s*Remote host:\s+(?P<host>\S+)", re.MULTILINE),
+    # ssh, the launchers' agent: the node's sshd went away
+    re.compile(r"^Connection to (?P<host>\S+) closed by remote host", re.MULTILINE),
+    # Slurm's srun: the node and the task (rank) it lost
+    re.compile(r"^srun: error: (?P<host>[^\s:]+): tasks? (?P<rank>\d+)", re.MULTILINE),
+)
+
+
+def placed_host(sweep, rank=None, pid=None, host=None):
+    """The host of the sweep's placement lines that a launcher's report
+    means: by rank, else by PID, else by name; None when none matches (an
+    address, a host that ran no rank)."""
+    if rank is not None and int(rank) in sweep.hosts:
+        return sweep.hosts[int(rank)]
+    if pid is not None and int(pid) in sweep.pids:
+        return sweep.hosts.get(sweep.pids[int(pid)])
+    return host if host in set(sweep.hosts.values()) else None
+
+
+def lost_hosts(sweep, launcher_text):
+    """The node that stopped answering during a sweep that did not finish:
+    the first the launcher reports lost (its rank killed, its sshd or
+    daemon gone) that ran one of the sweep's ranks; [] when the sweep
+    finished or no report names such a node.  The first report is the
+    cause: the launcher takes the other ranks down after it."""
+    if sweep.finished:
+        return []
+    found = []
+    for pattern in LOST:
+        for match in pattern.finditer(launcher_text or ""):
+            host = placed_host(sweep, **match.groupdict())
+            if host is not None:
+                found.append((match.start(), host))
+    return [min(found)[1]] if found else []

@@ -6,7 +6,8 @@ signature, its threshold, the setting to change and its source; this
 module holds one function per rule id that reads the signature from a
 case's curve (each size's best launch with its interval, as
 report.compare reads it) and, where the record carries it, the nodes'
-tuning state (`node_state`, per node: sysctl, links with mtu, ...).
+tuning state (`node_state`, netbench/nodestate.py: per node its sysctls,
+and per interface its MTU, offloads, coalescing and rings).
 A rule that needs the node state and finds none says nothing.
 """
 
@@ -118,11 +119,12 @@ def node_values(curve, *path):
 
 
 def link_mtus(curve):
-    """{node: [mtu of each interface]} from the node state, or None."""
-    links = node_values(curve, "links")
+    """{node: [mtu of each interface but lo]} from the node state, or None."""
+    links = node_values(curve, "interfaces")
     if links is None:
         return None
-    return {node: sorted({v.get("mtu") for v in (ifs or {}).values() if isinstance(v, dict)})
+    return {node: sorted({v.get("mtu") for name, v in (ifs or {}).items()
+                          if isinstance(v, dict) and name != "lo"})
             for node, ifs in links.items()}
 
 
@@ -195,7 +197,7 @@ def interrupt_coalescing_floor(curve, t):
     # noise only adds time: the fastest small message is the floor
     floor = min(e.lo for _, e in small)
     if floor >= t["floor_us"]:
-        coalesce = node_values(curve, "links")
+        coalesce = node_values(curve, "interfaces")
         usecs = ""
         if coalesce:
             usecs = "; rx-usecs " + ", ".join(

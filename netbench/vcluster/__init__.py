@@ -12,12 +12,13 @@ Addresses come from 198.18.0.0/15, the range RFC 2544 reserves for network
 benchmarking: one /24 per cluster.  Namespaces, links, addresses and ports
 belong to the machine, not to a checkout, so clusters are machine-wide:
 
-- one lock, `/run/netbench/lock`, serialises every `up`, `down` and `mtu`
-  of the machine;
+- one lock, `/run/netbench/lock`, serialises every `up`, `down`, `mtu`
+  and `fault` of the machine;
 - the registry, `/run/netbench/registry/<name>.json`, records each cluster's
   owner (the checkout that brought it up, the uid that ran it, when) and its
-  /24, reserved there under the lock before any address exists; `down` of a
-  cluster another checkout owns is refused without --force;
+  /24, reserved there under the lock before any address exists; `down`,
+  `mtu` and `fault` of a cluster another checkout owns are refused without
+  --force (the MTU checks' jobs name the owner: `mtu --owner`);
 - every file a root process reads or runs (sshd's configuration, host keys
   and authorized_keys, the node's /etc layer, the ssh client's key, config
   and wrapper, Slurm's configuration, state, spool and munge key) lives in
@@ -44,6 +45,8 @@ The package, from the bottom up (no module imports one above it):
 - `nodes`: a node's namespace and sshd, the head's namespace;
 - `systems`: the cluster's ReFrame systems;
 - `slurm`: Slurm on a cluster (`up --slurm`);
+- `linkstate`: what each node's link must be (the cluster's settings, its
+  fault), changing links all or nothing, reading them back (`drift`);
 - `cluster`: up, down, status, set_mtu;
 - `faults`: a degraded node (rate, direction, MTU) for the fabric sweep.
 
@@ -53,12 +56,12 @@ This module is the API the rest of netbench uses.
 from .cluster import down, leftovers, set_mtu, status, up
 from .faults import set_fault
 from .files import ssh_command
-from .names import CLUSTERS, VclusterError
+from .names import CLUSTERS, VclusterError, printable
 from .netns import link_bytes, link_mtus
 from .nodes import SSHD
 from .registry import load_state
 from .systems import launch_environment, running_systems
 
 __all__ = ["CLUSTERS", "SSHD", "VclusterError", "down", "launch_environment", "leftovers",
-           "link_bytes", "link_mtus", "load_state", "running_systems", "set_fault", "set_mtu",
-           "ssh_command", "status", "up"]
+           "link_bytes", "link_mtus", "load_state", "printable", "running_systems", "set_fault",
+           "set_mtu", "ssh_command", "status", "up"]

@@ -6,17 +6,17 @@ import contextlib
 import ipaddress
 import os
 import shutil
-import signal
 import time
 
 from .files import (client_files, is_legacy_folder, keygen, remove_checkout_copies,
                     remove_legacy_folder, write_checkout_copies)
-from .names import (FIRST_NODE_HOST, MAX_NODES, STATE_FILE, SYSTEM_FILE, VclusterError,
-                    bridge_name, check_name, checkout_folder, cluster_folder, link_settings,
-                    system_name, this_checkout)
-from .netns import (Undo, all_pids, ancestors, delete_link, delete_namespace, is_recorded,
-                    namespace_id, namespaces, owned_links, owned_namespaces, processes_using,
-                    run, shape, stop_processes)
+from .linkstate import change_links, drift
+from .names import (FIRST_NODE_HOST, LOCK_NAME, MAX_NODES, STATE_FILE, SYSTEM_FILE,
+                    VclusterError, bridge_name, check_name, checkout_folder, cluster_folder,
+                    link_settings, system_name, this_checkout)
+from .netns import (Undo, all_pids, ancestors, deferred_interrupts, delete_link,
+                    delete_namespace, is_recorded, namespace_id, namespaces, owned_links,
+                    owned_namespaces, processes_using, run, stop_processes)
 from .nodes import SSHD, make_head, make_node, node_files, start_sshd, wait_for_sshd
 from .registry import (cluster_names, free_subnet, invoking_uid, load_state, locked, make_dir,
                        owner_text, read_entry, registry_file, remove_registration, remove_tree,
@@ -37,41 +37,52 @@ def require_root():
             raise VclusterError(f"{tool} not found: install {package}")
 
 
-@contextlib.contextmanager
-def deferred_interrupts():
-    """Ctrl-C (SIGINT) waits until the block is done: a rollback or a
-    teardown runs to its end, then KeyboardInterrupt is raised."""
-    caught = []
-    try:
-        previous = signal.signal(signal.SIGINT, lambda *_: caught.append(1))
-    except ValueError:                   # not the main thread: nothing to defer
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught and callable(previous):
-        previous(signal.SIGINT, None)
-
-
-def require_owner(name, entry, if_other, if_unknown):
-    """VclusterError unless this checkout owns cluster `name` (its registry
-    `entry`): clusters are the machine's, and one checkout never takes
+def require_owner(name, entry, if_other, if_unknown, acting_for=None):
+    """VclusterError unless this checkout (or the checkout `acting_for`,
+    a grant its jobs carry) owns cluster `name` (its registry `entry`):
+    clusters are the machine's, and one checkout never takes or changes
     another's.  `if_other`, `if_unknown`: what the user should do."""
     if "owner" not in entry:
         raise VclusterError(f"cluster {name}: {entry['problem']}: its owner is unknown: "
                             f"{if_unknown}")
-    if entry["owner"] != this_checkout():
+    if entry["owner"] != (acting_for or this_checkout()):
         raise VclusterError(f"cluster {name} belongs to {owner_text(entry)}: {if_other}")
+
+
+def require_changer(name, force, acting_for, what):
+    """Under the lock: `fault` and `mtu` change a cluster's links, which
+    only its owning checkout may do (or whoever says --force).  `what`:
+    the command, for the way out."""
+    entry = read_entry(name)
+    if entry is None or force:
+        return                           # not up: running_state says so
+    require_owner(name, entry, f"change it from there, or add --force to `{what}`",
+                  f"add --force to `{what}` if it is yours", acting_for=acting_for)
+
+
+def same_settings(state, nodes, link, slurm):
+    """What differs between a running cluster and the settings asked for,
+    as text (empty: the same cluster)."""
+    have = state["link"]
+    differences = [] if len(state["nodes"]) == nodes else [
+        f"{len(state['nodes'])} nodes, not {nodes}"]
+    for key, what in (("rate_mbps", "links"), ("mtu", "MTU"), ("switch_mtu", "switch MTU"),
+                      ("interconnect", "interconnect")):
+        if have.get(key) != link[key]:
+            shown = "rate" if key == "rate_mbps" else key     # 1gbit, not 1000.0
+            differences.append(f"{what} {have.get(shown)}, not {link[shown]}")
+    if bool(state.get("slurm")) != bool(slurm):
+        differences.append("with Slurm" if state.get("slurm") else "without Slurm")
+    return differences
 
 
 def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=None,
        slurm=False):
     """Bring a cluster up; returns (state, created).  A cluster this
-    checkout has up is left as it is (created False); a name another
-    checkout owns is refused.  `slurm`: with a Slurm controller and a
-    slurmd per node (netbench.vcluster.slurm).  Whatever ends a bring-up
+    checkout has up with the same settings is left as it is (created
+    False), with other settings refused (VclusterError naming what
+    differs); a name another checkout owns is refused.  `slurm`: with a
+    Slurm controller and a slurmd per node (netbench.vcluster.slurm).  Whatever ends a bring-up
     early (an error, Ctrl-C) takes back all of it."""
     check_name(name)
     if not 1 <= nodes <= MAX_NODES:
@@ -87,6 +98,11 @@ def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=
                           f"run `netbench vcluster down --force --name {name}` first")
             existing = load_state(name)
             if existing:
+                differences = same_settings(existing, nodes, link, slurm)
+                if differences:
+                    raise VclusterError(f"cluster {name} is already up with other settings "
+                                        f"({'; '.join(differences)}): to change them, take it "
+                                        f"down first (`netbench vcluster down --name {name}`)")
                 return existing, False
         rest = leftovers(name)
         if entry is None and unclaimed_but_running(name):
@@ -112,11 +128,21 @@ def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=
                 # what the undo list could not take back (an interrupt
                 # between two steps, a step that failed half-way)
                 problems = sweep(name, entry)
-            if problems and isinstance(err, (VclusterError, KeyboardInterrupt)):
-                raise VclusterError(f"{err or 'interrupted'}; rollback incomplete "
+            if problems and isinstance(err, (VclusterError, KeyboardInterrupt, OSError)):
+                raise VclusterError(f"{error_text(err) or 'interrupted'}; rollback incomplete "
                                     f"({'; '.join(problems)}): run `netbench vcluster down "
                                     f"--name {name}`") from err
+            if isinstance(err, OSError):   # a full or read-only disk: one line
+                raise VclusterError(f"{error_text(err)}: rolled back, nothing of {name} is "
+                                    f"left") from err
             raise
+
+
+def error_text(err):
+    """One line for an error; an OSError names its file."""
+    if isinstance(err, OSError) and err.filename:
+        return f"{err.filename}: {err.strerror}"
+    return str(err)
 
 
 def sweep(name, entry):
@@ -138,6 +164,9 @@ def build(name, nnodes, link, undo, entry, with_slurm=False):
     hosts = list(subnet.hosts())
     head = hosts[0]
     addresses = [hosts[FIRST_NODE_HOST - 2 + i] for i in range(1, nnodes + 1)]
+    # the cluster's partitions hold it with this lock while a job needs the
+    # nodes to itself (the fabric sweep: reframe_checks/link_sweep.py)
+    write_file(folder / LOCK_NAME, "", mode=0o600)
     keygen(folder / "id_ed25519", f"netbench vcluster {name}")
     write_file(folder / "authorized_keys", (folder / "id_ed25519.pub").read_text())
     br = bridge_name(name)
@@ -235,9 +264,13 @@ def teardown(name, state, entry):
         time.sleep(0.02)
     # only now: deleting a node's upper dir while mounted would detach it
     remove_tree(folder)
+    # the owner by the registry, or by the state when the registry entry is
+    # unreadable; with neither, this checkout's copies (if any: only the
+    # files netbench writes there are removed)
+    owners = {entry.get("owner"), state.get("owner")} - {None}
+    for checkout in owners or {this_checkout()}:
+        remove_checkout_copies(name, checkout)
     for checkout in {entry.get("owner"), this_checkout()} - {None}:
-        if checkout == entry.get("owner"):
-            remove_checkout_copies(name, checkout)
         remove_legacy_folder(name, checkout)
     rest = leftovers(name, registry=False)
     if rest:
@@ -320,6 +353,9 @@ def status():
         state.update(owner)
         state["healthy"] = not problems
         state["problems"] = problems
+        # the links as they are: a fault or MTU change that failed half-way,
+        # or a node tuned by hand, shows here rather than being hidden
+        state["drift"] = drift(state, present)
         clusters.append(state)
     return clusters
 
@@ -332,30 +368,37 @@ def running_state(name):
     return state
 
 
-def set_mtu(name, mtu):
+def set_mtu(name, mtu, force=False, acting_for=None):
     """Change the MTU of every link of a running cluster (seed 004's MTU
-    sweep); the switch's MTU and the tbf bucket grow with it where needed."""
+    sweep); the switch's MTU and the tbf bucket grow with it where needed,
+    and a node's fault (its rate, its smaller MTU) stays.  All links or
+    none; only the owning checkout (or `acting_for` it: the MTU checks'
+    jobs, or `force`)."""
     check_name(name)
     require_root()
     with locked():
+        require_changer(name, force, acting_for, "netbench vcluster mtu")
         state = running_state(name)
         link = link_settings(state["link"]["rate"], mtu, state["link"]["interconnect"],
                              switch_mtu=max(int(mtu), state["link"].get("switch_mtu", 0)),
                              validate=False)
-        with deferred_interrupts():          # all links or none
-            for node in state["nodes"]:
-                ns = ["ip", "netns", "exec", node["namespace"]]
-                run(["ip", "link", "set", node["veth"], "mtu", str(link["switch_mtu"])])
-                run(["ip", "-n", node["namespace"], "link", "set", "eth0", "mtu", str(mtu)])
-                shape([], node["veth"], link)
-                shape(ns, "eth0", link)
-            if state.get("launcher"):      # the head's link is a switch port too
-                run(["ip", "link", "set", state["launcher"]["veth"], "mtu",
-                     str(link["switch_mtu"])])
-                run(["ip", "-n", state["launcher"]["namespace"], "link", "set", "eth0", "mtu",
-                     str(link["switch_mtu"])])
-            run(["ip", "link", "set", state["bridge"], "mtu", str(link["switch_mtu"])])
-            state["link"] = link
-            write_json(cluster_folder(name) / STATE_FILE, state)
-            write_json(cluster_folder(name) / SYSTEM_FILE, reframe_systems(state))
-        return state
+        new = {**state, "link": link}
+        commit_links(state, new, state["nodes"], switch=True)
+        return new
+
+
+def commit_links(old, new, nodes, switch=False):
+    """Under the lock: `nodes`' links (with `switch`, the bridge's and the
+    head's too) from what state `old` says to what `new` says, then `new`
+    written as the cluster's state; all or nothing, and Ctrl-C waits."""
+    folder = cluster_folder(new["name"])
+    with deferred_interrupts():
+        change_links(old, new, nodes, switch=switch)
+        try:
+            write_json(folder / SYSTEM_FILE, reframe_systems(new))
+            write_json(folder / STATE_FILE, new)
+        except VclusterError:
+            change_links(new, old, nodes, switch=switch)
+            with contextlib.suppress(VclusterError):     # written atomically: intact
+                write_json(folder / SYSTEM_FILE, reframe_systems(old))
+            raise

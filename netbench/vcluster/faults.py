@@ -6,16 +6,16 @@ untuned among jumbo-frame nodes).  `netbench vcluster fault` sets one,
 `--clear` restores the node to the cluster's link settings; the cluster's
 state records them, so `status` shows a degraded cluster as such.
 
-Directions are the node's: `out` shapes what the node sends (its own
-interface, inside its namespace), `in` what it receives (the host end of
-its link, the switch port's egress).
+A fault is validated whole before any link changes, applied all or
+nothing, and recorded only once it is on the links (netbench.vcluster
+.linkstate); `vcluster mtu` keeps it.  Only the checkout that owns the
+cluster sets one, unless told --force.
 """
 
-from .cluster import require_root, running_state
-from .names import (STATE_FILE, VclusterError, check_name, cluster_folder, link_settings,
-                    parse_rate)
-from .netns import run, shape
-from .registry import locked, write_json
+from .cluster import commit_links, require_changer, require_root, running_state
+from .linkstate import degraded_link
+from .names import VclusterError, check_name, parse_rate
+from .registry import locked
 
 DIRECTIONS = ("in", "out", "both")
 
@@ -29,64 +29,42 @@ def node_of(state, node):
     raise VclusterError(f"no node {node!r} in cluster {state['name']} (nodes: {names})")
 
 
-def degraded_link(state, rate):
-    """The cluster's link settings at another rate (its MTU, its bucket)."""
-    link = state["link"]
-    return link_settings(rate, link["mtu"], link["interconnect"],
-                         switch_mtu=link.get("switch_mtu"), validate=False)
-
-
-def apply(state, node, rate=None, direction="both", mtu=None):
-    """Shape `node`'s link to `rate` in `direction` and/or set its interface
-    MTU to `mtu`; returns the fault as recorded."""
+def fault_of(state, node, rate=None, direction="both", mtu=None):
+    """The fault as recorded: `node`'s link at `rate` in `direction`
+    and/or its interface at `mtu`.  Every option is checked here, before
+    anything changes."""
     if direction not in DIRECTIONS:
         raise VclusterError(f"--direction {direction}: one of {', '.join(DIRECTIONS)}")
     if rate is None and mtu is None:
         raise VclusterError("a fault needs --rate, --mtu or both")
     fault = {"node": node["name"]}
     if rate is not None:
-        if parse_rate(rate) is None:
+        if parse_rate(rate, "--rate") is None:
             raise VclusterError(f"--rate {rate}: a fault needs a rate (e.g. 333mbit)")
         link = degraded_link(state, rate)
-        if direction in ("out", "both"):
-            shape(["ip", "netns", "exec", node["namespace"]], "eth0", link)
-        if direction in ("in", "both"):
-            shape([], node["veth"], link)
         fault.update(rate=link["rate"], rate_mbps=link["rate_mbps"], direction=direction)
     if mtu is not None:
-        if not 576 <= int(mtu) <= state["link"].get("switch_mtu", state["link"]["mtu"]):
-            raise VclusterError(f"--mtu {mtu}: use 576 to the switch's "
-                                f"{state['link'].get('switch_mtu', state['link']['mtu'])}")
-        run(["ip", "-n", node["namespace"], "link", "set", "eth0", "mtu", str(mtu)])
+        largest = state["link"].get("switch_mtu", state["link"]["mtu"])
+        if not 576 <= int(mtu) <= largest:
+            raise VclusterError(f"--mtu {mtu}: use 576 to the switch's {largest}")
         fault["mtu"] = int(mtu)
     return fault
 
 
-def clear(state, node):
-    """`node` back to the cluster's link settings (rate both ways, MTU)."""
-    link = state["link"]
-    run(["ip", "-n", node["namespace"], "link", "set", "eth0", "mtu", str(link["mtu"])])
-    if link["rate_mbps"] is None:
-        for argv in (["ip", "netns", "exec", node["namespace"], "tc", "qdisc", "del", "dev",
-                      "eth0", "root"], ["tc", "qdisc", "del", "dev", node["veth"], "root"]):
-            run(argv, check=False)          # no qdisc: nothing to remove
-    else:
-        shape(["ip", "netns", "exec", node["namespace"]], "eth0", link)
-        shape([], node["veth"], link)
-
-
-def set_fault(name, node, rate=None, direction="both", mtu=None, clear_fault=False):
+def set_fault(name, node, rate=None, direction="both", mtu=None, clear_fault=False,
+              force=False):
     """Set (or with `clear_fault` remove) a fault on one node of cluster
-    `name`; returns the cluster's state with its `faults`."""
+    `name`; returns the cluster's state with its `faults`.  A cluster
+    another checkout owns is refused unless `force`."""
     check_name(name)
     require_root()
     with locked():
+        require_changer(name, force, None, "netbench vcluster fault")
         state = running_state(name)
         target = node_of(state, str(node))
         faults = [f for f in state.get("faults", []) if f["node"] != target["name"]]
-        clear(state, target)
         if not clear_fault:
-            faults.append(apply(state, target, rate, direction, mtu))
-        state["faults"] = faults
-        write_json(cluster_folder(name) / STATE_FILE, state)
-        return state
+            faults.append(fault_of(state, target, rate, direction, mtu))
+        new = {**state, "faults": faults}
+        commit_links(state, new, [target])
+        return new

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .. import paths
 from ..datafiles import load_yaml, require
+from ..textsafe import printable  # noqa: F401  (the package's API: vcluster.printable)
 
 LINKS_FILE = paths.DATA / "links.yaml"
 BENCHMARK_NETWORK = ipaddress.ip_network("198.18.0.0/15")
@@ -23,6 +24,8 @@ FIRST_NODE_HOST = 11                    # node i gets <subnet>.(10 + i)
 HEAD_HOST = 3                           # the head namespace (.1: the host, .2: Slurm's controller)
 CONTROLLER_HOST = 2                     # Slurm's controller namespace (netbench.vcluster.slurm)
 STATE_FILE = "cluster.json"
+#: held (flock) by a job that needs every node of the cluster to itself
+LOCK_NAME = "partition.lock"
 SYSTEM_FILE = "reframe-system.json"
 #: the clusters' root-owned files (the lock and registry: registry.py)
 LIB_DIR = Path("/var/lib/netbench")
@@ -108,19 +111,33 @@ def this_checkout():
     return str(paths.REPO)
 
 
-def parse_rate(text):
+RATE_PATTERN = r"(\d+(?:\.\d+)?)\s*([kmg]?)bit"
+
+
+def parse_rate(text, option="--link"):
     """A tc rate (`100mbit`, `1gbit`, `2.5gbit`, `500kbit`) in Mbit/s;
-    None for `none` (an unshaped link)."""
+    None for `none` (an unshaped link).  `option`: the command-line option
+    the rate came from, named in the error."""
     if text in (None, "", "none"):
         return None
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmg]?)bit", text.strip().lower())
+    m = re.fullmatch(RATE_PATTERN, text.strip().lower())
     if not m:
-        raise VclusterError(f"--link {text!r}: give a rate such as 100mbit or 1gbit, or none")
+        raise VclusterError(f"{option} {printable(repr(text))}: give a rate such as 100mbit or "
+                            f"1gbit, or none")
     scale = {"": 1e-6, "k": 1e-3, "m": 1.0, "g": 1e3}[m.group(2)]
     mbps = float(m.group(1)) * scale
     if mbps <= 0:
-        raise VclusterError(f"--link {text!r}: the rate must be positive")
+        raise VclusterError(f"{option} {printable(repr(text))}: the rate must be positive")
     return mbps
+
+
+def rate_text(text):
+    """A rate as netbench records it: `1 GBit` -> `1gbit`, `none` for none
+    (parse_rate has accepted it)."""
+    if text in (None, "", "none"):
+        return "none"
+    number, scale = re.fullmatch(RATE_PATTERN, text.strip().lower()).groups()
+    return f"{number}{scale}bit"
 
 
 def load_link_classes(path=LINKS_FILE):
@@ -152,7 +169,7 @@ def check_interconnect(interconnect, mbps, classes):
 
 
 def link_settings(rate="none", mtu=1500, interconnect=None, classes=None, switch_mtu=None,
-                  validate=True):
+                  validate=True, option="--link"):
     """What the links of a cluster are: rate, tbf bucket, MTU and the
     interconnect class its ReFrame partition declares (`veth` unshaped, a
     class of links.yaml whose rate matches, else `emulated`, judged against
@@ -160,15 +177,15 @@ def link_settings(rate="none", mtu=1500, interconnect=None, classes=None, switch
     least `mtu`) that of the bridge and the host ends of the links, i.e. the
     largest frame the "switch" carries, so that a node tuned to jumbo frames
     (tune.yml) can use them."""
-    for option, value in (("--mtu", mtu), ("--switch-mtu", switch_mtu or mtu)):
+    for flag, value in (("--mtu", mtu), ("--switch-mtu", switch_mtu or mtu)):
         if not 576 <= int(value) <= 9216:
-            raise VclusterError(f"{option} {value}: use 576 to 9216 (veth and Ethernet jumbo "
+            raise VclusterError(f"{flag} {value}: use 576 to 9216 (veth and Ethernet jumbo "
                                 f"frames)")
     if switch_mtu is not None and int(switch_mtu) < int(mtu):
         raise VclusterError(f"--switch-mtu {switch_mtu} is below --mtu {mtu}: the switch must "
                             f"carry the nodes' frames: use --switch-mtu {mtu} or more")
     switch_mtu = int(switch_mtu or mtu)
-    mbps = parse_rate(rate)
+    mbps = parse_rate(rate, option)
     classes = classes or load_link_classes()
     if interconnect is not None and validate:
         check_interconnect(interconnect, mbps, classes)
@@ -181,6 +198,6 @@ def link_settings(rate="none", mtu=1500, interconnect=None, classes=None, switch
     burst = (classes["classes"][match]["burst_bytes"] if match
              else int(mbps * 1e6 / 8 * classes["default_burst_us"] * 1e-6))
     burst = max(burst, switch_mtu + classes["min_burst_over_mtu"])
-    return {"rate": rate.strip().lower(), "rate_mbps": mbps, "burst_bytes": burst,
+    return {"rate": rate_text(rate), "rate_mbps": mbps, "burst_bytes": burst,
             "latency_ms": classes["latency_ms"], "mtu": int(mtu), "switch_mtu": switch_mtu,
             "interconnect": interconnect or match or classes["other_rates_interconnect"]}

@@ -18,6 +18,24 @@ from pathlib import Path
 from .names import VclusterError, owns_link, owns_namespace
 
 
+@contextlib.contextmanager
+def deferred_interrupts():
+    """Ctrl-C (SIGINT) waits until the block is done: a rollback or a
+    teardown runs to its end, then KeyboardInterrupt is raised."""
+    caught = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda *_: caught.append(1))
+    except ValueError:                   # not the main thread: nothing to defer
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught and callable(previous):
+        previous(signal.SIGINT, None)
+
+
 def run(argv, check=True, timeout=30, input=None):
     """Run a system command; VclusterError naming it on failure."""
     try:

@@ -89,22 +89,31 @@ def make_dir(path, mode=0o755):
         if problem:
             raise VclusterError(f"{path}: {problem}: remove it (netbench only uses "
                                 f"folders of root's)") from None
+    except OSError as err:              # a read-only or full file system
+        raise VclusterError(f"{path}: cannot create the folder: {err.strerror}") from err
 
 
 def write_file(path, data, mode=0o644):
     """Write a file of root's, atomically, without following a link."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(tmp)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                 mode)
     try:
-        os.fchmod(fd, mode)
-        os.write(fd, data.encode() if isinstance(data, str) else data)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     mode)
+        try:
+            os.fchmod(fd, mode)
+            data = data.encode() if isinstance(data, str) else data
+            if os.write(fd, data) != len(data):
+                raise OSError(28, os.strerror(28), str(tmp))      # ENOSPC, half written
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as err:              # a read-only or full file system
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise VclusterError(f"{path}: cannot write: {err.strerror}") from err
 
 
 def write_json(path, data):
@@ -122,7 +131,13 @@ def locked():
     it comes from."""
     for folder in (RUN_DIR, REGISTRY, LIB_DIR, CLUSTERS):
         make_dir(folder)
-    fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fd = os.open(LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as err:
+        if os.path.islink(LOCK_FILE):
+            raise VclusterError(f"{LOCK_FILE} is a symbolic link, not netbench's lock: "
+                                f"remove it") from err
+        raise VclusterError(f"{LOCK_FILE}: cannot open the lock: {err.strerror}") from err
     try:
         if os.fstat(fd).st_uid != 0:
             raise VclusterError(f"{LOCK_FILE} is not root's: remove it")

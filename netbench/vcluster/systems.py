@@ -6,8 +6,8 @@ import contextlib
 import json
 import sys
 
-from .names import (STATE_FILE, SYSTEM_FILE, cluster_folder, slurm_system_names, system_name,
-                    this_checkout)
+from .names import (LOCK_NAME, STATE_FILE, SYSTEM_FILE, cluster_folder, slurm_system_names,
+                    system_name, this_checkout)
 from .registry import read_entry, registered_names
 
 
@@ -21,8 +21,13 @@ def reframe_system(state):
               # prove that internode traffic crossed them
               "link_counters": [f"/sys/class/net/{n['veth']}/statistics"
                                 for n in state["nodes"]],
+              # the MTU checks' command: it acts for the checkout that owns
+              # the cluster (whichever netbench the job's python imports),
+              # and is refused if another checkout's cluster has the name now
               "set_mtu": [sys.executable, "-m", "netbench.cli", "vcluster", "mtu",
-                          "--name", state["name"]]}
+                          "--name", state["name"], "--owner", state["owner"]],
+              # held by a job that needs every node to itself (the sweep)
+              "partition_lock": str(cluster_folder(state["name"]) / LOCK_NAME)}
     if link["rate_mbps"]:
         # the token bucket's rate is the line rate: the veth under it
         # reports 10000 Mb/s whatever it carries (netbench/linerate.py)

@@ -1,0 +1,63 @@
+"""The fabric sweep's failure reasons (LinkSweep), one line each: the
+suspects, and why a sweep did not finish.  Host names are whatever the
+nodes called themselves and launcher messages whatever the launcher
+printed: both pass through textsafe.printable, so a name holding terminal
+escapes reaches the operator's terminal as the escapes it is made of."""
+
+from ..textsafe import printable
+from .judge import UNREACHABLE
+
+
+def describe(suspect):
+    """One suspect in the case's failure reason."""
+    if suspect.direction == UNREACHABLE:
+        return describe_lost(suspect)
+    names = "->".join(suspect.names) if suspect.kind == "pair" else suspect.names[0]
+    pairs = ", ".join(f"{e.src}->{e.dst} {e.value:.4g}" for e in suspect.evidence[:6])
+    return printable(f"{suspect.kind} {names} ({suspect.direction}): {suspect.metric} "
+                     f"{suspect.value:.4g} vs fleet median {suspect.fleet_median:.4g} "
+                     f"[{pairs}]")
+
+
+def describe_lost(suspect):
+    """A node that stopped answering, with what its pairs measured before."""
+    measured = ", ".join(f"{e.src}->{e.dst} {e.value:.4g}" for e in suspect.evidence[:6])
+    metric = suspect.evidence[0].metric if suspect.evidence else None
+    before = f"; before it, {metric}: {measured}" if measured else "; none of its pairs was measured"
+    return printable(f"node {suspect.names[0]} ({UNREACHABLE}): stopped answering mid-sweep "
+                     f"after {suspect.value:g} of its pairs (the other nodes: "
+                     f"{suspect.fleet_median:g}){before}")
+
+
+#: lines of the job's stderr that netbench's own tools wrote: no cause
+OURS = ("# launch:", "netbench.fleet.remeasure:", "netbench: sweeping again")
+#: ssh, the launchers' agent, saying why it reached no node
+SSH = ("ssh: ", "Connection to ", "Permission denied")
+
+
+def benchmark_message(stderr_text):
+    """What the job's stderr says went wrong: the benchmark's own error
+    (`netbench: ...`, its usage errors and failures), else ssh's (a node
+    the launcher could not reach), else its last line; None when it says
+    nothing but netbench's own notes."""
+    lines = [line.strip() for line in (stderr_text or "").splitlines()
+             if line.strip() and not line.strip().startswith(OURS)]
+    for wanted in (lambda line: line.startswith("netbench: "),
+                   lambda line: line.startswith(SSH)):
+        found = [line for line in lines if wanted(line)]
+        if found:
+            return found[0]
+    return lines[-1] if lines else None
+
+
+def unfinished(lost, launcher_failure, stderr_text):
+    """Why the sweep did not finish, for the case's reason: the node that
+    stopped answering, then what the launcher said died and the benchmark's
+    own message, whichever there are."""
+    parts = [describe(s) for s in lost]
+    cause = launcher_failure or benchmark_message(stderr_text)
+    head = "the sweep lost a node: " if lost else "the benchmark did not finish its sweep"
+    text = head + "; ".join(parts)
+    if cause:
+        text += f"{'; ' if lost else ': '}{cause}"
+    return printable(text)

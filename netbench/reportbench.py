@@ -1,0 +1,177 @@
+"""`make bench-report`: what publishing a session costs as it grows.
+
+Synthetic sessions of 1,000 and 10,000 cases: each case a PingPong case
+as a ReFrame session writes it (the ReFrame fields of a real run report,
+a record made by netbench.results.record with a 24-size curve), over a
+mix of partitions, MPIs, transports and variants, one case in 20 failed.
+Each is published by `netbench publish` in a fresh interpreter into an
+empty reports/ under a temporary folder, the largest again as the next
+days' sessions (publish reads earlier sessions for the history and the
+index): wall and CPU time, peak RSS (the child's rusage) and the page's
+size.  Needs no root and no MPI.  Prints
+figures; asserts nothing.
+"""
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .results import record as results_record
+
+SIZES = [float(1 << k) for k in range(24)]          # 1 B to 8 MiB, as the suite sweeps
+UNITS = {"bytes": "B", "usec": "us", "Mbps": "Mbit/s", "MBps": "MB/s"}
+MPIS = (("mpich", "5.0.2"), ("openmpi", "5.0.11"))
+TRANSPORTS = (("shm", "intranode", 0.6, 30000.0), ("tcp", "internode", 25.0, 940.0),
+              ("ofi-tcp", "internode", 30.0, 900.0))
+VARIANTS = ("blocking", "nonblocking", "persistent")
+CITATION = ("000_0a10b582eb0a2537.txt, Table 1, \"Summary of performance of all the "
+            "networks on the IBM e325 cluster\", row Intranode / Myrinet / MPI")
+#: the cases published, as the issue measured them (#23)
+CASES = (1000, 10000)
+
+
+def curve(rng, t0, rate_mbps):
+    """A ping-pong curve, t(n) = t0 + n / r, with a few per cent of noise."""
+    rows = []
+    for n in SIZES:
+        usec = (t0 + 8 * n / rate_mbps) * rng.uniform(0.97, 1.08)
+        rows.append({"bytes": n, "usec": round(usec, 4), "Mbps": round(8 * n / usec, 3),
+                     "MBps": round(n / usec, 3)})
+    return rows
+
+
+def synthetic_case(i, rng, uuid):
+    """Case `i` of a session: the fields a ReFrame 4.10 run report holds
+    for one of netbench's PingPong cases, and its record."""
+    (mpi, version), (transport, placement, t0, rate) = MPIS[i % 2], TRANSPORTS[i // 2 % 3]
+    variant, partition = VARIANTS[i // 6 % 3], f"p{i // 18 % 24}"
+    rows = curve(rng, t0, rate)
+    latency, peak = rows[0]["usec"], max(r["Mbps"] for r in rows)
+    failed = i % 20 == 19
+    refs = {"latency": results_record.reference(
+                t0, None, 1.5, "us", f"seed000#table1/{transport}/latency_us", CITATION,
+                placement, at={"series": "mpi", "y": "usec", "bytes": 1.0}),
+            "peak_bw": results_record.reference(
+                rate, -0.2, None, "Mbit/s", f"seed000#table1/{transport}/max_bandwidth_mbps",
+                CITATION, placement, at={"series": "mpi", "y": "Mbps", "bytes": SIZES[-1]})}
+    record = results_record.make(
+        "pingpong", f"{mpi} {variant} {transport} {placement}",
+        [results_record.make_series("mpi", rows, ("usec", "Mbps", "MBps"), UNITS)],
+        {"mpi_family": mpi, "mpi_version": version, "mpi_source": "wheel",
+         "transport": transport, "placement": placement, "ranks": 2,
+         "ranks_per_node": 2 if placement == "intranode" else 1,
+         "partition": f"site:{partition}", "interconnect": placement,
+         "line_rate_mbps": None if transport == "shm" else 1000.0}, refs)
+    name = f"PingPong %variant={variant} %transport={transport} %placement={placement} " \
+           f"%size_set={i}"
+    stage = f"/scratch/netbench/.reframe/stage/site/{partition}/{mpi}/PingPong_{i:08x}"
+    return {
+        "name": name, "display_name": f"{name} /{i:08x}", "unique_name": f"PingPong_{i}",
+        "short_name": f"PingPong_{i:08x}", "hashcode": f"{i:08x}",
+        "system": "site", "partition": partition, "environ": mpi,
+        "result": "fail" if failed else "pass",
+        "fail_phase": "performance" if failed else None,
+        "fail_reason": f"performance error: failed to meet reference(s): latency={latency} us"
+                       if failed else None,
+        "fail_severe": False, "fail_info": None, "skip_reason": "",
+        "placement": placement, "transport": transport, "variant": variant,
+        "partition_info": {"interconnect": placement, "nodes": 2},
+        "mpi_info": {"family": mpi, "version": version, "source": "wheel",
+                     "launcher": f"/opt/{mpi}/bin/mpirun", "transports": {transport: {}}},
+        "perfvalues": {f"site:{partition}:latency": [latency, t0, None, 1.5, "us",
+                                                     "fail" if failed else "pass"],
+                       f"site:{partition}:peak_bw": [peak, rate, -0.2, None, "Mbit/s",
+                                                     "pass"]},
+        "record": record,
+        "descr": "MPI ping-pong sweep", "executable": f"{stage}/netbench",
+        "executable_opts": ["pingpong", "-x", "8388608", "-t", "0.05", "-r", "0.01", "-V"],
+        "stagedir": stage, "outputdir": stage.replace("stage", "output"),
+        "prefix": "/scratch/netbench/reframe_checks", "filename": "reframe_checks/pingpong.py",
+        "job_stdout": "rfm_job.out", "job_stderr": "rfm_job.err", "jobid": str(20000 + i),
+        "job_nodelist": [f"n{i % 64:03d}", f"n{(i + 1) % 64:03d}"], "job_exitcode": 0,
+        "num_tasks": 2, "num_tasks_per_node": 1, "tags": ["pingpong", "full", "default"],
+        "time_run": rng.uniform(2, 9), "time_total": rng.uniform(3, 10),
+        "valid_systems": [f"site:{partition}"], "valid_prog_environs": [mpi],
+        "dependencies_actual": [[f"NetbenchBuild_{i % 7:08x}", f"site:{partition}", mpi]],
+        "session_uuid": uuid, "uuid": f"{uuid}:0:{i}", "run_index": 0,
+        "env_vars": {}, "variables": {}, "modules": [], "maintainers": [],
+    }
+
+
+def synthetic_report(cases, seed=23):
+    """A run report of `cases` cases (ReFrame 4.10's layout)."""
+    rng = random.Random(seed)
+    uuid = f"{rng.getrandbits(32):08x}-0000-4000-8000-{rng.getrandbits(48):012x}"
+    testcases = [synthetic_case(i, rng, uuid) for i in range(cases)]
+    failures = sum(tc["result"] == "fail" for tc in testcases)
+    return {"session_info": {"data_version": "4.0", "hostname": "login1", "uuid": uuid,
+                             "time_start": "20261124T010000+0000",
+                             "time_start_unix": 1795482000.0, "version": "4.10.4",
+                             "cmdline": "reframe -c reframe_checks -r", "num_cases": cases,
+                             "num_failures": failures},
+            "runs": [{"testcases": testcases}]}
+
+
+def publish_cost(report_file, reports_dir):
+    """(wall seconds, CPU seconds, peak RSS in MB, exit code, last line of
+    stderr) of `netbench publish` in a fresh interpreter (wait4: that
+    child's own rusage).  CPU seconds are the figure to compare on a shared
+    machine, where the wall time counts other users' load."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "-m", "netbench.cli", "publish",
+                                 str(report_file), "--reports-dir", str(reports_dir)],
+                                stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        wall = time.monotonic() - started
+        err.seek(0)
+        error = (err.read().decode(errors="replace").strip().splitlines() or [""])[-1]
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, error
+
+
+def dated(report, day):
+    """`report` as a session started `day` days later, with its own uuid."""
+    info = dict(report["session_info"], time_start=f"202611{24 + day:02d}T010000+0000",
+                time_start_unix=report["session_info"]["time_start_unix"] + day * 86400,
+                uuid=f"{day:08x}" + report["session_info"]["uuid"][8:])
+    return {**report, "session_info": info}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, nargs="+", default=list(CASES))
+    parser.add_argument("--sessions", type=int, default=3,
+                        help="publish the largest this many times, a day apart, into the "
+                             "same reports/ (history and index read the earlier ones)")
+    args = parser.parse_args(argv)
+    print(f"{'cases':>6} {'earlier':>7} {'run report':>10} {'publish wall':>12} "
+          f"{'CPU':>7} {'peak RSS':>9} {'page':>8}")
+    largest = max(args.cases)
+    for cases in sorted(args.cases):
+        with tempfile.TemporaryDirectory(prefix="netbench-reportbench-") as tmp:
+            reports = Path(tmp) / "reports"
+            reports.mkdir()
+            report = synthetic_report(cases)
+            for day in range(args.sessions if cases == largest else 1):
+                report_file = Path(tmp) / f"run-report-{day}.json"
+                report_file.write_text(json.dumps(dated(report, day)))
+                wall, cpu, peak, rc, error = publish_cost(report_file, reports)
+                if rc != 0:
+                    print(f"{cases:6} publish failed ({rc}): {error}")
+                    break
+                page = reports / "latest" / "index.html"
+                print(f"{cases:6} {day:7} {report_file.stat().st_size / 2**20:7.1f} MB "
+                      f"{wall:10.1f} s {cpu:5.1f} s {peak:6.0f} MB "
+                      f"{page.stat().st_size / 2**20:5.1f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
