@@ -143,6 +143,59 @@ def add_baseline_parser(sub):
     p.set_defaults(func=cmd_baseline)
 
 
+def cmd_tune(args):
+    import shlex
+
+    from .tuning import loop
+    try:
+        checks = shlex.split(args.checks or "")
+    except ValueError as err:
+        print(f"netbench tune: --checks: {err}", file=sys.stderr)
+        return 2
+    profiles = args.profile_dir or loop.PROFILES
+    if args.repeats < 1:
+        print("netbench tune: --repeats: at least 1", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        loop.profile_data(args.profile, args.flavour, profiles)   # DataError: main, exit 2
+        try:
+            loop.dry_run(args.inventory or loop.paths.REPO / "inventory" / "hosts.yml",
+                         args.profile, args.flavour, profiles)
+        except loop.TuneError as err:
+            print(f"netbench tune: {err}", file=sys.stderr)
+            return 2
+        return 0
+    code, _ = loop.run(args.profile, args.flavour, args.inventory, args.system, checks,
+                       keep=args.keep, repeats=args.repeats, profiles=profiles,
+                       reports_dir=args.reports_dir or loop.paths.REPORTS)
+    return code
+
+
+def add_tune_parser(sub):
+    p = sub.add_parser("tune", help="measure, apply a tuning profile, measure again: keep it "
+                                    "if it helped, revert it exactly if not")
+    p.add_argument("--profile", required=True, help="a profile of playbooks/profiles/")
+    p.add_argument("--flavour", help="throughput (default) or latency")
+    p.add_argument("-i", "--inventory", help="Ansible inventory (default: inventory/hosts.yml, "
+                                             "this machine)")
+    p.add_argument("--system", help="the ReFrame system the checks run on (e.g. vcluster-NAME)")
+    p.add_argument("--checks", metavar="SELECTION",
+                   help="ReFrame selection options, quoted as one argument (default: the "
+                        "focused default set)")
+    p.add_argument("--repeats", type=int, default=2, metavar="N",
+                   help="sessions before and after the tuning, pooled (default: 2)")
+    p.add_argument("--reports-dir", metavar="DIR",
+                   help="write the tuning session's folder into DIR (default: reports/)")
+    p.add_argument("--profile-dir", metavar="DIR",
+                   help="a folder of your own profiles (default: playbooks/profiles/)")
+    p.add_argument("--dry-run", action="store_true",
+                   help="run tune.yml in check mode and list what would change")
+    p.add_argument("--keep", action="store_true",
+                   help="keep the tuning whatever the measurement says (recorded as "
+                        "overridden)")
+    p.set_defaults(func=cmd_tune)
+
+
 def cmd_spack_check(args):
     from . import spackcheck
     return spackcheck.main(args.spack_yaml, args.facts)
@@ -357,6 +410,7 @@ def build_parser():
     p.set_defaults(func=cmd_publish)
     add_vcluster_parser(sub)
     add_baseline_parser(sub)
+    add_tune_parser(sub)
     p = sub.add_parser("spack-check", help="validate spack.yaml against the facts of Spack's "
                                            "builtin repository and spack_repo/ (no Spack "
                                            "needed)")

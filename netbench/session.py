@@ -27,11 +27,13 @@ NO_FAILURE = (0, 3)
 
 def run_reframe(system, *selection, env=None, timeout=1800, action="-r"):
     """`reframe -c reframe_checks --system SYSTEM SELECTION... -r` (or
-    another `action`: --dry-run, -l)."""
+    another `action`: --dry-run, -l); without a system (None), ReFrame's
+    own choice of this machine's."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED)}
     clean.update(env or {})
     return subprocess.run([str(BIN / "reframe"), "-C", str(paths.CONFIG), "-c",
-                           str(paths.CHECKS), "--system", system, *selection, action],
+                           str(paths.CHECKS), *(["--system", system] if system else []),
+                           *selection, action],
                           cwd=paths.REPO, env=clean, capture_output=True, text=True,
                           timeout=timeout)
 

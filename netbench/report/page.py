@@ -133,6 +133,14 @@ def environment():
     return env
 
 
+def diagnoses(sessions):
+    """The likely causes the diagnosis rules name in the sessions' curves,
+    shown beside the verdict (netbench/tuning/diagnosis.py; imported here
+    because it reads curves the way report.compare does)."""
+    from ..tuning import diagnosis
+    return [d for s in sessions for d in diagnosis.diagnose(s)]
+
+
 def render_report(sessions, earlier=()):
     """The HTML page for one session (with history from `earlier`) or a
     comparison of several."""
@@ -148,6 +156,7 @@ def render_report(sessions, earlier=()):
         headlines=verdict.headline_tables(sessions), headline_columns=verdict.HEADLINE,
         skipped=verdict.skipped_by_reason(sessions),
         finding_tables=findings.page_tables(sessions),
+        diagnoses=diagnoses(sessions),
         sweeps=sweep.sweep_sections(sessions),
         containers=parity.container_sections(sessions),
         history=history_for(sessions[-1], earlier) if len(sessions) == 1 else {},

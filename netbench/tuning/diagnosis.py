@@ -1,0 +1,330 @@
+"""The likely cause of a curve that falls short, named from its signature.
+Pure: a session's cases (their records) in, Diagnoses out.
+
+The rules are data (netbench/data/diagnosis.yaml): each states its
+signature, its threshold, the setting to change and its source; this
+module holds one function per rule id that reads the signature from a
+case's curve (each size's best launch with its interval, as
+report.compare reads it) and, where the record carries it, the nodes'
+tuning state (`node_state`, netbench/nodestate.py: per node its sysctls,
+and per interface its MTU, offloads, coalescing and rings).
+A rule that needs the node state and finds none says nothing.
+"""
+
+import dataclasses
+import functools
+
+from .. import paths
+from ..datafiles import load_yaml, validate
+from ..judgement.rule import Estimate  # noqa: F401  (Curve figures)
+from ..report.compare import size_figures
+
+RULES_FILE = paths.REPO / "netbench" / "data" / "diagnosis.yaml"
+RULES_SCHEMA = {
+    "type": "object", "required": ["rules"], "additionalProperties": False,
+    "properties": {"rules": {"type": "array", "items": {
+        "type": "object", "additionalProperties": False,
+        "required": ["id", "cause", "signature", "threshold", "setting", "source",
+                     "profile_keys"],
+        "properties": {"id": {"type": "string"}, "cause": {"type": "string"},
+                       "signature": {"type": "string"},
+                       "threshold": {"type": "object",
+                                     "additionalProperties": {"type": "number"}},
+                       "setting": {"type": ["string", "object"]},
+                       "profile_keys": {"type": "array", "items": {"type": "string"}},
+                       "flavour": {"type": "string"},
+                       "source": {"type": "string"}}}}},
+}
+TCP_TRANSPORTS = ("tcp", "ofi-tcp", "ucx-tcp", "raw-tcp")
+
+
+@dataclasses.dataclass(frozen=True)
+class Diagnosis:
+    rule: str
+    case: str
+    cause: str
+    evidence: str
+    setting: str
+    source: str
+
+    def as_dict(self):
+        return dataclasses.asdict(self)
+
+
+@functools.cache
+def load_rules(path=RULES_FILE):
+    data = validate(load_yaml(path), RULES_SCHEMA, path)
+    return {rule["id"]: rule for rule in data["rules"]}
+
+
+# ---- a case's curve ----------------------------------------------------------
+
+@dataclasses.dataclass
+class Curve:
+    """A case's figures: per size the best launch's time (us) and rate
+    (Mbit/s) Estimates, and what the record says of where it ran."""
+    key: str
+    provenance: dict
+    times: dict
+    rates: dict
+    node_state: dict | None
+    params: dict
+
+    @property
+    def line_rate(self):
+        return self.provenance.get("line_rate_mbps")
+
+    @property
+    def internode(self):
+        return self.provenance.get("placement") == "internode"
+
+    @property
+    def over_tcp(self):
+        return self.provenance.get("transport") in TCP_TRANSPORTS
+
+
+def curve_of(key, tc, record):
+    times, rates = {}, {}
+    for (_, column), (unit, per_size) in size_figures(record).items():
+        if column == "usec" and unit == "us":
+            times = per_size
+        elif column == "Mbps":
+            rates = per_size
+    return Curve(key, record.get("provenance") or {}, times, rates, record.get("node_state"),
+                 tc.get("check_vars") or {})
+
+
+def sized(figures, at_least=0, at_most=float("inf")):
+    return [(b, e) for b, e in sorted(figures.items()) if at_least <= b <= at_most]
+
+
+def mib(nbytes):
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes:g} B"
+
+
+def node_values(curve, *path):
+    """{node: value} of a path into each node's state (None: no state)."""
+    if not curve.node_state:
+        return None
+    found = {}
+    for node, state in sorted(curve.node_state.items()):
+        value = state
+        for key in path:
+            value = value.get(key) if isinstance(value, dict) else None
+        found[node] = value
+    return found
+
+
+def link_mtus(curve):
+    """{node: [mtu of each interface but lo]} from the node state, or None."""
+    links = node_values(curve, "interfaces")
+    if links is None:
+        return None
+    return {node: sorted({v.get("mtu") for name, v in (ifs or {}).items()
+                          if isinstance(v, dict) and name != "lo"})
+            for node, ifs in links.items()}
+
+
+# ---- the rules -----------------------------------------------------------------
+
+def socket_buffer_plateau(curve, t):
+    if not (curve.internode and curve.over_tcp and curve.line_rate):
+        return None
+    large = sized(curve.rates, t["from_bytes"])
+    if len(large) < t["min_sizes"]:
+        return None
+    best = max(e.value for _, e in large)
+    first, last = large[0][1].value, large[-1][1].value
+    # a window-bound stream gains nothing from longer messages
+    if best < t["below_line_rate"] * curve.line_rate and last <= (1 + t["rising_by"]) * first:
+        return (f"bandwidth from {mib(large[0][0])} to {mib(large[-1][0])} flat at "
+                f"{min(first, last):.0f}-{best:.0f} Mbit/s, at most {best / curve.line_rate:.0%} "
+                f"of the {curve.line_rate:g} Mbit/s line rate (threshold "
+                f"{t['below_line_rate']:.0%})" + rmem_text(curve))
+    return None
+
+
+def rmem_text(curve):
+    rmem = node_values(curve, "sysctl", "net.ipv4.tcp_rmem")
+    if not rmem:
+        return ""
+    return "; tcp_rmem " + ", ".join(f"{n}: {v}" for n, v in rmem.items())
+
+
+def mtu_path_mismatch(curve, t):
+    if not curve.internode:
+        return None
+    mtus = link_mtus(curve)
+    if mtus and len({tuple(v) for v in mtus.values()}) > 1:
+        return "the nodes' MTUs differ: " + ", ".join(
+            f"{node} {'/'.join(map(str, v))}" for node, v in mtus.items())
+    if not curve.line_rate:
+        return None
+    large = sized(curve.rates, t["from_bytes"])
+    small = sized(curve.times, 0, t["small_bytes"])
+    if len(large) < t["min_sizes"] or not small:
+        return None
+    best = max(e.hi for _, e in large)
+    if best < t["collapse_below"] * curve.line_rate:
+        return (f"small messages cross, but every size from {mib(large[0][0])} stays below "
+                f"{best:.1f} Mbit/s, under {t['collapse_below']:.0%} of the "
+                f"{curve.line_rate:g} Mbit/s line rate")
+    return None
+
+
+def jumbo_frames_missing(curve, t):
+    mtus = link_mtus(curve)
+    if not (mtus and curve.internode and curve.line_rate
+            and curve.line_rate >= t["min_line_rate_mbps"] and curve.rates):
+        return None
+    if all(v == [t["standard_mtu"]] for v in mtus.values()):
+        size, last = max(curve.rates.items())
+        if last.value < t["below_line_rate"] * curve.line_rate:
+            return (f"every node at MTU {t['standard_mtu']:g} and {mib(size)} at "
+                    f"{last.value:.0f} Mbit/s, {last.value / curve.line_rate:.0%} of the line rate")
+    return None
+
+
+def interrupt_coalescing_floor(curve, t):
+    if not curve.internode:
+        return None
+    small = sized(curve.times, 0, t["small_bytes"])
+    if len(small) < t["min_sizes"]:
+        return None
+    # noise only adds time: the fastest small message is the floor
+    floor = min(e.lo for _, e in small)
+    if floor >= t["floor_us"]:
+        coalesce = node_values(curve, "interfaces")
+        usecs = ""
+        if coalesce:
+            usecs = "; rx-usecs " + ", ".join(
+                f"{n}: {'/'.join(str((v or {}).get('coalesce', {}).get('rx-usecs')) for v in (ifs or {}).values())}"
+                for n, ifs in coalesce.items())
+        return (f"every size up to {mib(t['small_bytes'])} takes at least {floor:.0f} us "
+                f"(threshold {t['floor_us']:g} us){usecs}")
+    return None
+
+
+def eager_rendezvous_step(curve, t):
+    # a token bucket's bursts and waits make steps of their own (measured: a
+    # 2 KiB message at 1.8 Gbit/s, 4 KiB at 0.18, on a 1 Gbit/s tbf link)
+    if curve.provenance.get("line_rate_source") == "tbf":
+        return None
+    rates = sized(curve.rates, t["from_bytes"], t["to_bytes"])
+    for (small, a), (large, b) in zip(rates, rates[1:]):
+        # apart by their intervals: the larger size's best below the smaller's worst
+        if b.hi < t["drop_to"] * a.lo:
+            regained = [s for s, e in sized(curve.rates, large + 1) if e.value >= a.value]
+            if regained:
+                return (f"bandwidth falls from {a.value:.0f} Mbit/s at {mib(small)} to "
+                        f"{b.value:.0f} at {mib(large)} and regains it at {mib(regained[0])}")
+    return None
+
+
+def shm_without_single_copy(curve, t):
+    # from the node state only: on a VM, process_vm_readv can be slower than
+    # copy-in copy-out (tests/test_baselines.py measured 72 us with CMA and
+    # 24 us without at 1 MiB), so the curve alone cannot tell
+    p = curve.provenance
+    if p.get("mpi_family") != "openmpi" or p.get("transport") != "shm":
+        return None
+    scope = node_values(curve, "sysctl", "kernel.yama.ptrace_scope")
+    if scope and any(v is not None and str(v) not in ("0",) for v in scope.values()):
+        return ("kernel.yama.ptrace_scope " + ", ".join(f"{n}: {v}" for n, v in scope.items())
+                + ": Open MPI's CMA single copy is refused between ranks")
+    return None
+
+
+CURVE_RULES = {f.__name__: f for f in (socket_buffer_plateau, mtu_path_mismatch,
+                                       jumbo_frames_missing, interrupt_coalescing_floor,
+                                       eager_rendezvous_step, shm_without_single_copy)}
+
+
+def one_stream_below_several(curves, t):
+    """Across cases: TcpStreams' one connection against several."""
+    found = []
+    streams = [c for c in curves if "connections" in c.params and c.rates]
+    for one in (c for c in streams if int(c.params["connections"]) == 1):
+        peers = [c for c in streams if int(c.params["connections"]) > 1
+                 and c.provenance.get("placement") == one.provenance.get("placement")]
+        if not peers:
+            continue
+        best_one = max(e.value for e in one.rates.values())
+        best = max(peers, key=lambda c: max(e.value for e in c.rates.values()))
+        best_many = max(e.value for e in best.rates.values())
+        if best_one < t["below"] * best_many:
+            found.append((one, f"one connection peaks at {best_one:.0f} Mbit/s, "
+                               f"{best.params['connections']} at {best_many:.0f} Mbit/s"))
+    return found
+
+
+def setting_text(rule, curve):
+    setting = rule["setting"]
+    if isinstance(setting, str):
+        return setting
+    by_family = setting.get(curve.provenance.get("mpi_family")) or {}
+    return by_family.get(curve.provenance.get("transport")) or "; ".join(
+        f"{family} {transport}: {var}" for family, vars_ in setting.items()
+        for transport, var in vars_.items())
+
+
+def diagnose_cases(cases, rules=None):
+    """[Diagnosis] of [(case key, testcase, record)]."""
+    rules = rules or load_rules()
+    curves = [curve_of(key, tc, record) for key, tc, record in cases]
+    found = []
+    for rule_id, rule in rules.items():
+        if rule_id in CURVE_RULES:
+            for curve in curves:
+                evidence = CURVE_RULES[rule_id](curve, rule["threshold"])
+                if evidence:
+                    found.append(Diagnosis(rule_id, curve.key, rule["cause"], evidence,
+                                           setting_text(rule, curve), " ".join(rule["source"].split())))
+        elif rule_id == "one_stream_below_several":
+            for curve, evidence in one_stream_below_several(curves, rule["threshold"]):
+                found.append(Diagnosis(rule_id, curve.key, rule["cause"], evidence,
+                                       setting_text(rule, curve), " ".join(rule["source"].split())))
+    return found
+
+
+def diagnose(session):
+    """[Diagnosis] of a session (report.sessions.Session)."""
+    from ..report.compare import case_key
+    from ..report.sections import case_record
+    cases = []
+    for tc in session.testcases:
+        record = case_record(tc)
+        if record.get("series"):
+            cases.append((case_key(tc), tc, record))
+    return diagnose_cases(cases)
+
+
+def proposals(diagnoses, profile_data, flavour=None):
+    """What a profile would set against the diagnoses: ["sysctl.net.ipv4.tcp_rmem =
+    4096 131072 16777216 (socket_buffer_plateau)"], from the profile's
+    settings merged with its flavour."""
+    rules = load_rules()
+    settings = merged_settings(profile_data, flavour)
+    lines = []
+    for rule_id in dict.fromkeys(d.rule for d in diagnoses):
+        for key in rules[rule_id]["profile_keys"]:
+            section, _, name = key.partition(".")
+            value = (settings.get(section) or {}).get(name) if name else settings.get(section)
+            if value is not None:
+                lines.append(f"{key} = {value} ({rule_id})")
+    return lines
+
+
+def merged_settings(profile_data, flavour=None):
+    settings = {k: dict(v) if isinstance(v, dict) else v
+                for k, v in (profile_data.get("settings") or {}).items()}
+    extra = (profile_data.get("flavours") or {}).get(flavour or "throughput") or {}
+    for section, values in extra.items():
+        if isinstance(values, dict):
+            settings.setdefault(section, {}).update(values)
+        else:
+            settings[section] = values
+    return settings

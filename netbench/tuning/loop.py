@@ -1,0 +1,311 @@
+"""`netbench tune`: does a tuning profile help this cluster?
+
+1. read back every host's settings (readback.py), the baseline a revert
+   must restore exactly;
+2. measure the chosen checks: a ReFrame session ("before");
+3. apply tune.yml with the profile;
+4. measure again ("after"); each side is `repeats` sessions;
+5. compare the two per figure and per size (report.compare) and decide
+   (decision.py): keep, or run revert.yml and read the settings back.
+
+Any failure after the tuning started (the playbook, a session that wrote
+no report, Ctrl-C) reverts the hosts, and the record says where it
+stopped.  Ansible is the engine: netbench runs its playbooks and reads
+what they write.  The tuning session's record and page go to
+reports/tune-<time>-<profile>/ (record.py, page.py).
+"""
+
+import contextlib
+import datetime
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from .. import paths, session
+from ..datafiles import DataError, load_yaml
+from ..report import compare, sessions
+from . import decision, diagnosis, record
+
+BIN = Path(sys.executable).parent
+PROFILES = paths.REPO / "playbooks" / "profiles"
+READBACK = Path(__file__).with_name("readback.py")
+NAME = re.compile(r"^[A-Za-z0-9_]+$")
+#: the line publishing prints after a session: its folder under reports/
+PUBLISHED = re.compile(r"\(session (\d{8}T\d{6}-[0-9a-f]{8})\)")
+PLAYBOOK_TIMEOUT = 900
+#: sessions per side: one launch's interval misses a busy host's
+#: session-to-session noise, the spread of two sessions shows it (decision.py)
+REPEATS = 2
+
+
+class TuneError(Exception):
+    """A step of the loop failed; str() is one line."""
+
+
+def profile_data(name, flavour, profiles=PROFILES):
+    """The profile's YAML; DataError for an unknown profile or flavour."""
+    path = Path(profiles) / f"{name}.yml"
+    if not NAME.match(name or "") or not path.is_file():
+        known = ", ".join(sorted(p.stem for p in Path(profiles).glob("*.yml")))
+        raise DataError(path, None, f"no such profile; use one of {known}")
+    data = load_yaml(path)
+    if flavour is not None and flavour not in (data.get("flavours") or {}):
+        raise DataError(path, "flavours",
+                        f"no flavour {flavour!r}; use one of "
+                        f"{', '.join(data.get('flavours') or {})}")
+    return data
+
+
+def sysctl_keys(profiles=PROFILES):
+    """Every sysctl any profile sets, in any flavour: what a read-back holds."""
+    keys = set()
+    for path in {*PROFILES.glob("*.yml"), *Path(profiles).glob("*.yml")}:
+        data = load_yaml(path)
+        keys.update((data.get("settings") or {}).get("sysctl") or {})
+        for flavour in (data.get("flavours") or {}).values():
+            keys.update((flavour or {}).get("sysctl") or {})
+    return sorted(keys)
+
+
+def ansible(tool, inventory, *args, timeout=PLAYBOOK_TIMEOUT, detached=False):
+    """`detached`: in a session of its own, so that a Ctrl-C at the
+    terminal does not stop a revert half-way."""
+    return subprocess.run([str(BIN / tool), "-i", str(inventory), *args], cwd=paths.REPO,
+                          capture_output=True, text=True, timeout=timeout,
+                          start_new_session=detached)
+
+
+def playbook(inventory, name, *args, detached=False):
+    """Run a playbook; TuneError with the end of its output if it fails."""
+    proc = ansible("ansible-playbook", inventory, name, *args, detached=detached)
+    if proc.returncode != 0:
+        tail = " | ".join(line.strip() for line in
+                          (proc.stdout + proc.stderr).splitlines()
+                          if re.search(r"fatal|FAILED|ERROR|failed=[1-9]", line))[-800:]
+        raise TuneError(f"{name} failed (exit {proc.returncode}): {tail or 'see ansible output'}")
+    return proc
+
+
+def read_back(inventory, profiles=PROFILES, detached=False):
+    """{host: settings} of every host (readback.py through Ansible's script
+    module; each host's result in a tree folder)."""
+    with tempfile.TemporaryDirectory(prefix="netbench-readback-") as tree:
+        proc = ansible("ansible", inventory, "all", "--become", "-m", "ansible.builtin.script",
+                       "-a", " ".join([str(READBACK), *sysctl_keys(profiles)]), "--tree", tree,
+                       timeout=300, detached=detached)
+        found = {}
+        for path in Path(tree).iterdir():
+            result = json.loads(path.read_text())
+            try:
+                found[path.name] = json.loads(result["stdout"])
+            except (KeyError, ValueError):
+                found[path.name] = None
+    missing = [h for h, v in found.items() if v is None]
+    if proc.returncode != 0 or missing or not found:
+        raise TuneError(f"cannot read the hosts' settings back ({', '.join(missing) or 'no host'}"
+                        f"): {proc.stdout[-400:].strip()}")
+    return found
+
+
+def measure(system, checks, label):
+    """A ReFrame session of the chosen checks; (run report path, exit code).
+    TuneError when the session published no report."""
+    proc = session.run_reframe(system, *checks)
+    found = PUBLISHED.findall(proc.stdout + proc.stderr)
+    if not found:
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-3:]
+        raise TuneError(f"the {label} session wrote no report (reframe exit "
+                        f"{proc.returncode}): {' | '.join(tail)}")
+    return paths.REPORTS / found[-1] / "run-report.json", proc.returncode
+
+
+@contextlib.contextmanager
+def interrupts_deferred():
+    """Ctrl-C waits until the block (a revert) is done."""
+    caught = []
+    previous = signal.signal(signal.SIGINT, lambda *_: caught.append(True))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def dry_run(inventory, profile, flavour, profiles=PROFILES, say=print):
+    """tune.yml in check mode: per host, the tasks that would change."""
+    proc = playbook(inventory, "tune.yml", "--check", "--diff",
+                    *profile_vars(profile, flavour, profiles))
+    changes = would_change(proc.stdout)
+    for host in sorted(changes):
+        say(f"{host}: {len(changes[host])} would change")
+        for task in changes[host]:
+            say(f"  {task}")
+    if not changes:
+        say("netbench tune: nothing would change")
+    return changes
+
+
+def would_change(output):
+    """{host: [task]} of ansible-playbook's default output: each `changed:`
+    line under its TASK header."""
+    changes, task = {}, None
+    for line in output.splitlines():
+        header = re.match(r"^TASK \[(.*)\]", line)
+        if header:
+            task = header.group(1)
+        hit = re.match(r"^changed: \[([^\]]+)\]", line)
+        if hit and task:
+            tasks = changes.setdefault(hit.group(1), [])
+            if task not in tasks:
+                tasks.append(task)
+    return changes
+
+
+def profile_vars(profile, flavour, profiles=PROFILES):
+    args = ["-e", f"tune_profile={profile}"]
+    if Path(profiles).resolve() != PROFILES.resolve():
+        args += ["-e", f"tune_profile_dir={Path(profiles).resolve()}"]
+    return args + (["-e", f"tune_flavour={flavour}"] if flavour else [])
+
+
+def new_folder(profile, reports_dir=paths.REPORTS):
+    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
+    folder = Path(reports_dir) / f"tune-{stamp}-{profile}"
+    folder.mkdir(parents=True)          # an existing folder is never reused
+    return folder
+
+
+def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=False,
+        repeats=REPEATS, profiles=PROFILES, reports_dir=paths.REPORTS, say=print):
+    """The loop; returns (exit code, record folder).  Exit 0: kept (by the
+    measurement or --keep), 1: reverted, 2: a step failed (reverted)."""
+    profile_data(profile, flavour, profiles)
+    inventory = Path(inventory or paths.REPO / "inventory" / "hosts.yml")
+    if not inventory.is_file():
+        raise DataError(inventory, None, "no such inventory")
+    folder = new_folder(profile, reports_dir)
+    rec = record.new(profile, flavour, inventory, system, list(checks), repeats)
+    state_file = folder / "tuning-state.json"
+    tuned = False
+    try:
+        say(f"netbench tune: reading the hosts' settings ({inventory})")
+        rec["baseline_state"] = read_back(inventory, profiles)
+        measure_side(rec, "before", system, checks, repeats, folder, say)
+        rec["diagnoses"] = diagnoses_of(rec["before"], folder, profile_data(profile, flavour,
+                                                                            profiles), flavour)
+        for found in rec["diagnoses"]:
+            say(f"netbench tune: diagnosis: {found['case']}: {found['cause']}: "
+                f"{found['evidence']}; setting: {found['setting']}"
+                + (f"; {profile} proposes {', '.join(found['proposal'])}"
+                   if found["proposal"] else ""))
+        say(f"netbench tune: applying {profile}" + (f" ({flavour})" if flavour else ""))
+        tuned = True
+        try:
+            playbook(inventory, "tune.yml", *profile_vars(profile, flavour, profiles),
+                     "-e", f"tune_record_file={state_file}")
+        finally:
+            rec["changes"] = read_json(state_file)
+        measure_side(rec, "after", system, checks, repeats, folder, say)
+        comparison = compare.compare(side_of(rec["before"], folder),
+                                     side_of(rec["after"], folder), "before", "after")
+        rec["decision"] = record.decision_entry(decision.decide(comparison, keep=keep))
+    except (TuneError, DataError, subprocess.TimeoutExpired, KeyboardInterrupt) as err:
+        stage = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+        rec["failure"] = {"stage": stage, "message": str(err) or type(err).__name__}
+        say(f"netbench tune: {stage}: {rec['failure']['message']}")
+    if tuned and not (rec.get("decision") or {}).get("kept"):
+        revert(inventory, state_file, rec, profiles, say)
+    rec["finished"] = record.now()
+    record.write(rec, folder)
+    from . import page
+    page.write(rec, folder)
+    say(summary(rec))
+    say(f"netbench tune: record {folder / record.FILE}, page {folder / 'index.html'}")
+    if rec.get("failure") or (rec.get("revert") or {}).get("exact") is False:
+        return 2, folder
+    return (0 if rec["decision"]["kept"] else 1), folder
+
+
+def measure_side(rec, label, system, checks, repeats, folder, say):
+    """`repeats` sessions of the checks; each run report copied beside the
+    record (it stands alone) as <label>-<n>.json."""
+    side = rec[label]
+    for n in range(1, repeats + 1):
+        say(f"netbench tune: measuring {label} the tuning ({n} of {repeats})")
+        run_report, code = measure(system, checks, label)
+        copy = folder / f"{label}-{n}.json"
+        shutil.copyfile(run_report, copy)
+        side.setdefault("sessions", []).append(
+            {"session": run_report.parent.name, "run_report": copy.name, "exit_code": code})
+
+
+def diagnoses_of(side, folder, data, flavour):
+    """The diagnoses every session of a side names (one session's noise
+    names nothing), each with what the profile sets against it."""
+    named = None
+    for s in side["sessions"]:
+        found = {(d.rule, d.case): d for d in
+                 diagnosis.diagnose(sessions.load_session(Path(folder) / s["run_report"]))}
+        named = found if named is None else {k: v for k, v in named.items() if k in found}
+    return [{**d.as_dict(), "proposal": diagnosis.proposals([d], data, flavour)}
+            for d in (named or {}).values()]
+
+
+def side_of(side, folder):
+    """The pooled compare side of a record's sessions (decision.pooled_side)."""
+    return decision.pooled_side([
+        compare.session_side(sessions.load_session(Path(folder) / s["run_report"]))
+        for s in side["sessions"]])
+
+
+def read_json(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def revert(inventory, state_file, rec, profiles, say):
+    """revert.yml, then the settings read back against the baseline."""
+    say("netbench tune: reverting")
+    entry = rec["revert"] = {"ran": True, "exact": None, "differences": []}
+    with interrupts_deferred():
+        try:
+            playbook(inventory, "revert.yml", "-e", f"tune_record_file={state_file}",
+                     detached=True)
+            now = read_back(inventory, profiles, detached=True)
+        except (TuneError, subprocess.TimeoutExpired) as err:
+            entry["error"] = str(err)
+            entry["exact"] = False
+            return
+    baseline = rec.get("baseline_state") or {}
+    entry["differences"] = [f"{host}: {line}" for host in sorted(set(baseline) | set(now))
+                            for line in decision.state_differences(baseline.get(host) or {},
+                                                                   now.get(host) or {})]
+    entry["exact"] = bool(baseline) and not entry["differences"]
+    entry["state"] = now
+
+
+def summary(rec):
+    """The outcome in a line or a few: kept or reverted, and why."""
+    lines = []
+    if rec.get("failure"):
+        lines.append(f"netbench tune: {rec['failure']['stage']}: {rec['failure']['message']}")
+    if rec.get("decision"):
+        d = rec["decision"]
+        verb = "kept" if d["kept"] else "reverted"
+        lines.append(f"netbench tune: {rec['profile']} {verb}: {d['reason']}")
+    revert = rec.get("revert")
+    if revert:
+        if revert.get("exact"):
+            lines.append("netbench tune: reverted exactly: every setting read back equals "
+                         "its baseline")
+        else:
+            lines.append("netbench tune: the revert did not restore the baseline: "
+                         + "; ".join(revert.get("differences", [])[:10] or
+                                     [revert.get("error", "no baseline was read")]))
+    return "\n".join(lines)

@@ -1,0 +1,109 @@
+"""The tuning session's record, reports/tune-<time>-<profile>/tune.json:
+what was tuned, on which hosts and how (tune_record's controller record),
+the sessions before and after (copies of their run reports beside it),
+the decision with its evidence, and the revert with its read-back.
+Validated (JSON Schema) when written and when read."""
+
+import datetime
+import json
+from pathlib import Path
+
+from .. import datafiles
+from ..report.publish import atomic_write
+
+FILE = "tune.json"
+VERSION = 1
+
+EVIDENCE = {
+    "type": "object", "additionalProperties": False,
+    "required": ["case", "figure", "unit", "bytes", "before", "after", "pct", "call"],
+    "properties": {"case": {"type": "string"}, "figure": {"type": "string"},
+                   "unit": {"type": "string"}, "bytes": {"type": ["number", "null"]},
+                   "before": {"type": "number"}, "after": {"type": "number"},
+                   "pct": {"type": ["number", "null"]},
+                   "call": {"enum": ["better", "worse"]}},
+}
+SESSION = {
+    "type": "object", "additionalProperties": False,
+    "required": ["session", "run_report", "exit_code"],
+    "properties": {"session": {"type": "string"},
+                   # the copy beside the record, by name only
+                   "run_report": {"type": "string", "pattern": r"^(before|after)-[0-9]+\.json$"},
+                   "exit_code": {"type": "integer"}},
+}
+SIDE = {"type": "object", "additionalProperties": False,
+        "properties": {"sessions": {"type": "array", "items": SESSION}}}
+SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "required": ["version", "profile", "flavour", "inventory", "system", "checks", "started",
+                 "before", "after"],
+    "properties": {
+        "version": {"const": VERSION},
+        "profile": {"type": "string"}, "flavour": {"type": ["string", "null"]},
+        "inventory": {"type": "string"}, "system": {"type": ["string", "null"]},
+        "checks": {"type": "array", "items": {"type": "string"}},
+        "started": {"type": "string"}, "finished": {"type": "string"},
+        # {host: readback.py's settings}: what a revert must restore
+        "baseline_state": {"type": "object"},
+        # tune_record's controller record (tune.yml's tune_record_file)
+        "changes": {"type": ["object", "null"]},
+        "repeats": {"type": "integer", "minimum": 1},
+        "before": SIDE, "after": SIDE,
+        "decision": {
+            "type": "object", "additionalProperties": False,
+            "required": ["kept", "overridden", "reason", "improved", "worse"],
+            "properties": {"kept": {"type": "boolean"}, "overridden": {"type": "boolean"},
+                           "reason": {"type": "string"},
+                           "improved": {"type": "array", "items": EVIDENCE},
+                           "worse": {"type": "array", "items": EVIDENCE}},
+        },
+        "revert": {
+            "type": "object", "additionalProperties": False, "required": ["ran", "exact"],
+            "properties": {"ran": {"type": "boolean"}, "exact": {"type": ["boolean", "null"]},
+                           "differences": {"type": "array", "items": {"type": "string"}},
+                           "state": {"type": "object"}, "error": {"type": "string"}},
+        },
+        "failure": {"type": "object", "additionalProperties": False,
+                    "required": ["stage", "message"],
+                    "properties": {"stage": {"enum": ["failed", "interrupted"]},
+                                   "message": {"type": "string"}}},
+        # diagnosis.py's Diagnoses of the sessions before, with the profile's
+        # values against each
+        "diagnoses": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["rule", "case", "cause", "evidence", "setting", "source", "proposal"],
+            "properties": {k: {"type": "string"} for k in
+                           ("rule", "case", "cause", "evidence", "setting", "source")}
+            | {"proposal": {"type": "array", "items": {"type": "string"}}}}},
+    },
+}
+
+
+def now():
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def new(profile, flavour, inventory, system, checks, repeats):
+    return {"version": VERSION, "profile": profile, "flavour": flavour,
+            "inventory": str(inventory), "system": system, "checks": checks,
+            "repeats": repeats,
+            "started": now(), "before": {}, "after": {}}
+
+
+def decision_entry(decided):
+    def entries(found):
+        return [{"case": e.case, "figure": e.figure, "unit": e.unit, "bytes": e.bytes,
+                 "before": e.before, "after": e.after, "pct": e.pct, "call": e.call}
+                for e in found]
+    return {"kept": decided.kept, "overridden": decided.overridden, "reason": decided.reason,
+            "improved": entries(decided.improved), "worse": entries(decided.worse)}
+
+
+def write(rec, folder):
+    datafiles.validate(rec, SCHEMA, Path(folder) / FILE)
+    atomic_write(Path(folder) / FILE, json.dumps(rec, indent=1, sort_keys=True) + "\n")
+
+
+def load(folder):
+    path = Path(folder) / FILE
+    return datafiles.validate(datafiles.load_json(path), SCHEMA, path)

@@ -1,0 +1,148 @@
+"""Diagnosis from curve signatures (netbench/tuning/diagnosis.py, rules in
+netbench/data/diagnosis.yaml) on recorded sessions with known answers
+(tests/data/tune/README.md): each injected cause named, nothing named on
+healthy runs."""
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from helpers.curves import with_time
+from netbench.report import sessions
+from netbench.report.compare import case_key
+from netbench.tuning import diagnosis, loop
+
+DATA = Path(__file__).parent / "data"
+TUNE = DATA / "tune"
+#: real sessions of healthy setups: emulated GigE before and after jumbo
+#: frames, Open MPI's shared memory on this machine
+HEALTHY = [TUNE / "gige-jumbo" / f"{n}.json" for n in ("before1", "before2", "after1", "after2")] \
+    + [TUNE / "diagnosis" / f"{n}.json" for n in ("shm-healthy1", "shm-healthy2")] \
+    + [DATA / "compare" / "pingpong-shm-openmpi.json"]
+
+
+def cases(report):
+    """[(case key, testcase, record)] of a run report (a dict)."""
+    return [(case_key(tc), tc, tc["record"]) for run in report["runs"]
+            for tc in run["testcases"] if tc.get("record", {}).get("series")]
+
+
+def load(path):
+    return json.loads(Path(path).read_text())
+
+
+def rules_named(report):
+    return sorted({d.rule for d in diagnosis.diagnose_cases(cases(report))})
+
+
+@pytest.mark.parametrize("path", HEALTHY, ids=lambda p: p.stem)
+def test_healthy_runs_name_nothing(path):
+    assert diagnosis.diagnose(sessions.load_session(path)) == []
+
+
+def test_a_socket_buffer_cap_is_named_with_its_setting_and_source():
+    # tcp_rmem/tcp_wmem capped at 4 KiB (tests/data/tune/profiles/sockbuf_capped.yml)
+    (found,) = diagnosis.diagnose(sessions.load_session(TUNE / "diagnosis" / "sockbuf-capped.json"))
+    assert found.rule == "socket_buffer_plateau"
+    assert found.evidence.startswith("bandwidth from 1 MiB to 8 MiB flat at ")
+    assert "net.ipv4.tcp_rmem" in found.setting and "seed000" in found.source
+
+
+def test_interrupt_coalescing_is_named_from_its_latency_floor():
+    # seed 004's ITR 8000: one interrupt per 125 us added to every message
+    # (a veth takes no coalescing: the recorded tuned run with that added)
+    report = with_time(load(TUNE / "gige-jumbo" / "after1.json"), 125)
+    assert rules_named(report) == ["interrupt_coalescing_floor"]
+    (found,) = diagnosis.diagnose_cases(cases(report))
+    assert "rx-usecs" in found.setting and "seed004" in found.source
+
+
+def test_an_eager_limit_moved_is_named_at_its_step():
+    # an eager limit lowered to 4 KiB: from 8 KiB a rendezvous handshake,
+    # 40 us on this busy host, up to the 64 KiB where the recorded run's
+    # own protocol switch already paid one
+    report = with_time(load(DATA / "compare" / "pingpong-shm-openmpi.json"), 40,
+                       at=lambda size: 8192 <= size <= 65536)
+    (found,) = diagnosis.diagnose_cases(cases(report))
+    assert found.rule == "eager_rendezvous_step"
+    assert "at 4 KiB to" in found.evidence and "at 8 KiB" in found.evidence
+    assert found.setting == "OMPI_MCA_btl_sm_eager_limit"
+
+
+def with_node_state(report, state):
+    report = copy.deepcopy(report)
+    for _, _, record in cases(report):
+        record["node_state"] = state
+    return report
+
+
+def link(mtu):
+    """A node's state as netbench/nodestate.py captures it (the part read)."""
+    return {"interfaces": {"eth0": {"mtu": mtu}}}
+
+
+def test_an_mtu_mismatch_and_missing_jumbo_frames_are_named_from_the_node_state():
+    tuned = load(TUNE / "gige-jumbo" / "after1.json")
+    mismatch = with_node_state(tuned, {"n1": link(9000), "n2": link(1500)})
+    assert rules_named(mismatch) == ["mtu_path_mismatch"]
+    (found,) = diagnosis.diagnose_cases(cases(mismatch))
+    assert found.evidence == "the nodes' MTUs differ: n1 9000, n2 1500"
+    untuned = with_node_state(load(TUNE / "gige-jumbo" / "before1.json"),
+                              {"n1": link(1500), "n2": link(1500)})
+    assert rules_named(untuned) == ["jumbo_frames_missing"]
+    # the tuned nodes, at 9000 both, name nothing
+    assert rules_named(with_node_state(tuned, {"n1": link(9000), "n2": link(9000)})) == []
+
+
+def test_an_mtu_black_hole_is_named_from_the_curve():
+    # every size from 16 KiB a hundred times as long: large segments lost
+    report = with_time(load(TUNE / "gige-jumbo" / "after1.json"), 0,
+                       at=lambda size: size >= 16384, factor=100)
+    assert "mtu_path_mismatch" in rules_named(report)
+
+
+def test_single_copy_disabled_is_named_from_ptrace_scope():
+    # Open MPI run with OMPI_MCA_smsc=^cma; its node state says why CMA is off
+    nocma = load(TUNE / "diagnosis" / "shm-nocma.json")
+    scoped = with_node_state(nocma, {"local": {"sysctl": {"kernel.yama.ptrace_scope": "1"}}})
+    assert rules_named(scoped) == ["shm_without_single_copy"]
+    open_scope = with_node_state(nocma, {"local": {"sysctl": {"kernel.yama.ptrace_scope": "0"}}})
+    assert rules_named(open_scope) == []
+
+
+def test_one_stream_below_several():
+    curve = diagnosis.Curve
+    one = curve("1", {"placement": "internode"}, {}, {65536: diagnosis.Estimate(300, 290, 310)},
+                None, {"connections": 1})
+    many = curve("16", {"placement": "internode"}, {}, {65536: diagnosis.Estimate(900, 880, 910)},
+                 None, {"connections": 16})
+    t = diagnosis.load_rules()["one_stream_below_several"]["threshold"]
+    (found,) = diagnosis.one_stream_below_several([one, many], t)
+    assert found[0] is one and found[1] == "one connection peaks at 300 Mbit/s, 16 at 900 Mbit/s"
+    assert diagnosis.one_stream_below_several([many], t) == []
+
+
+def test_every_rule_states_signature_threshold_setting_and_source():
+    rules = diagnosis.load_rules()
+    assert set(rules) == set(diagnosis.CURVE_RULES) | {"one_stream_below_several"}
+    for rule in rules.values():
+        assert rule["signature"].strip() and rule["source"].strip() and rule["setting"]
+
+
+def test_tune_proposes_the_profile_values_that_address_a_diagnosis():
+    found = diagnosis.diagnose(sessions.load_session(TUNE / "diagnosis" / "sockbuf-capped.json"))
+    lines = diagnosis.proposals(found, loop.profile_data("ethernet_1g", None))
+    assert "sysctl.net.ipv4.tcp_rmem = 4096 131072 16777216 (socket_buffer_plateau)" in lines
+    assert "sysctl.net.core.rmem_max = 16777216 (socket_buffer_plateau)" in lines
+
+
+def test_the_report_shows_the_diagnoses_beside_the_verdict():
+    from netbench.report import page
+    html = page.render_report([sessions.load_session(TUNE / "diagnosis" / "sockbuf-capped.json")])
+    verdict, diagnoses = html.index('id="verdict"'), html.index('id="diagnoses"')
+    assert verdict < diagnoses < html.index('class="headline"')
+    assert "TCP socket buffers too small for the bandwidth-delay product" in html
+    healthy = page.render_report([sessions.load_session(TUNE / "gige-jumbo" / "after1.json")])
+    assert 'id="diagnoses"' not in healthy

@@ -1,0 +1,125 @@
+"""`netbench tune` end to end (netbench/tuning/loop.py): real ReFrame
+sessions with real Open MPI launches across a virtual cluster's emulated
+GigE links, real tune.yml and revert.yml over ssh into the nodes.
+
+Light on purpose: one MPI, one case (the blocking ping-pong over TCP
+between the nodes).  The host's own settings are compared before and after
+(host_untouched): only the nodes' namespaces are tuned.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from helpers.tune import node_view
+from helpers.vcluster import cluster
+from netbench import paths
+from netbench.tuning import loop, record
+
+BIN = Path(sys.executable).parent
+PROFILES = Path(__file__).parent / "data" / "tune" / "profiles"
+CHECKS = ["-p", "^openmpi$", "-n", "^PingPong",
+          "-E", "placement=='internode' and transport=='tcp' and variant=='blocking'"]
+CHECKS_ARG = "-p ^openmpi$ -n ^PingPong -E \"placement=='internode' and transport=='tcp' " \
+             "and variant=='blocking'\""
+
+
+def views(state):
+    return {n["name"]: node_view(state, n) for n in state["nodes"]}
+
+
+def tune_cli(state, tmp_path, *args, **kw):
+    return subprocess.Popen(
+        [str(BIN / "netbench"), "tune", "-i", state["files"]["inventory"],
+         "--system", state["system"], f"--checks={CHECKS_ARG}", "--reports-dir", str(tmp_path),
+         *args], cwd=paths.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        **kw)
+
+
+def test_a_profile_that_hurts_is_reverted_exactly_and_so_is_an_interrupted_run(
+        tmp_path, host_untouched):
+    with cluster("s9tl", nodes=2, rate="1gbit", switch_mtu=9000) as state:
+        baseline = views(state)
+
+        # the dry run lists what would change and changes nothing
+        dry = tune_cli(state, tmp_path, "--profile", "sockbuf_capped", "--profile-dir",
+                       str(PROFILES), "--dry-run")
+        out, _ = dry.communicate(timeout=600)
+        assert dry.returncode == 0, out
+        assert "tune_sysctl : Write the sysctl.d file" in out
+        assert views(state) == baseline and list(tmp_path.iterdir()) == []
+
+        # TCP buffers capped at 4 KiB: slower from 16 KiB up, so reverted
+        said = []
+        code, folder = loop.run("sockbuf_capped", inventory=state["files"]["inventory"],
+                                system=state["system"], checks=CHECKS, repeats=1,
+                                profiles=PROFILES, reports_dir=tmp_path, say=said.append)
+        rec = record.load(folder)
+        assert code == 1, "\n".join(said)
+        for host in baseline:
+            applied = rec["changes"]["hosts"][host]["sysctl"]["applied"]
+            assert applied["net.ipv4.tcp_rmem"] == "4096 4096 4096"
+        assert not rec["decision"]["kept"] and not rec["decision"]["overridden"]
+        worse = {(e["figure"], e["bytes"]) for e in rec["decision"]["worse"]}
+        assert ("usec", 8 << 20) in worse or ("usec", 4 << 20) in worse, rec["decision"]
+        assert rec["decision"]["reason"].startswith("worse beyond the noise: ")
+        assert any(line.startswith("netbench tune: sockbuf_capped reverted: worse beyond the "
+                                   "noise: ") and "MiB" in line for line in said)
+        # read back by netbench and, apart, by the test
+        assert rec["revert"] == {"ran": True, "exact": True, "differences": [],
+                                 "state": rec["baseline_state"]}
+        assert views(state) == baseline
+        page = (folder / "index.html").read_text()
+        assert "reverted: the tuning did not help" in page and "Reverted exactly" in page
+        assert "<svg" in page and "8 MiB" in page
+
+        # Ctrl-C once the tuning is on: the nodes are reverted, the record says so
+        proc = tune_cli(state, tmp_path, "--profile", "sockbuf_capped", "--profile-dir",
+                        str(PROFILES), "--repeats", "1", start_new_session=True)
+        applied = None
+        deadline = time.monotonic() + 900
+        while time.monotonic() < deadline and proc.poll() is None and applied is None:
+            applied = next((f for f in tmp_path.glob("tune-*/tuning-state.json")), None)
+            time.sleep(1)
+        assert applied is not None, proc.communicate()[0]
+        time.sleep(3)       # into the session after the tuning
+        os.killpg(proc.pid, signal.SIGINT)
+        out, _ = proc.communicate(timeout=900)
+        assert proc.returncode == 2, out
+        rec = record.load(applied.parent)
+        assert rec["failure"]["stage"] == "interrupted"
+        assert rec["revert"]["exact"] is True and views(state) == baseline
+        assert "netbench tune: reverted exactly" in out
+
+
+def test_jumbo_frames_kept_by_keep_with_the_change_per_size(tmp_path, host_untouched):
+    # The switch carries jumbo frames; ethernet_1g raises the nodes to 9000.
+    # Whether that is a gain beyond this host's noise varies from run to run
+    # here (README, "Does it help?": kept in 4 of 8 runs, 1-8 MiB 9-38 %
+    # faster when it shows), so the decision on its measured gain is tested
+    # on recorded sessions (test_tune_decision.py); this test runs the real
+    # loop with --keep, which keeps the tuning whatever the measurement says
+    # and records whether that overrode it.
+    with cluster("s9tj", nodes=2, rate="1gbit", switch_mtu=9000) as state:
+        assert {v["mtu"] for v in views(state).values()} == {1500}
+        proc = tune_cli(state, tmp_path, "--profile", "ethernet_1g", "--keep")
+        out, _ = proc.communicate(timeout=3000)
+        (folder,) = tmp_path.glob("tune-*-ethernet_1g")
+        rec = record.load(folder)
+        assert proc.returncode == 0, out
+        decided = rec["decision"]
+        assert decided["kept"] and "revert" not in rec
+        measured_keep = bool(decided["improved"]) and not decided["worse"]
+        assert decided["overridden"] == (not measured_keep)
+        assert decided["reason"].startswith("kept by --keep, although the measurement says "
+                                            "revert: ") == decided["overridden"]
+        assert {v["mtu"] for v in views(state).values()} == {9000}
+        assert json.loads((folder / "tune.json").read_text())["changes"]["state"] == "tuned"
+        page = (folder / "index.html").read_text()
+        assert "Change per figure and size" in page and "8 MiB" in page
+        assert ("kept by --keep (overridden)" in page) == decided["overridden"]
+        print(decided["reason"])
