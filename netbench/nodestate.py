@@ -31,6 +31,11 @@ PROFILES = paths.REPO / "playbooks" / "profiles"
 UCX_CONF = Path("/etc/ucx/ucx.conf")
 
 
+#: sysctls read besides the profiles': the diagnosis rules read them
+#: (netbench/data/diagnosis.yaml: single copy between ranks needs ptrace)
+ALSO_READ = ("kernel.yama.ptrace_scope",)
+
+
 @functools.cache
 def touched(folder=PROFILES):
     """{sysctl: [...], features: [...], coalesce: [...], rings: [...],
@@ -47,6 +52,7 @@ def touched(folder=PROFILES):
                 found[key] |= set(nic.get(key) or {})
             for module, params in (part.get("modules") or {}).items():
                 found["modules"].setdefault(module, set()).update(params or {})
+    found["sysctl"] |= set(ALSO_READ)
     return {key: sorted(v) if isinstance(v, set) else {m: sorted(p) for m, p in v.items()}
             for key, v in found.items()}
 
