@@ -125,14 +125,27 @@ def test_a_node_with_a_smaller_mtu_is_named(gige):
         assert {names for _, names, _ in named(tc)} == {(victim,)}, tc["fail_reason"]
 
 
+#: how Slurm reports a rank that crashed before it measured anything
+MPI_INIT_CRASH = "Segmentation fault"
+
+
 def test_through_slurm_the_sweep_is_one_job_with_the_same_suspect():
     with cluster("tswsl", nodes=NODES, rate="1gbit", mtu=9000, slurm=True) as state:
         victim = state["nodes"][2]["name"]
         vcluster.set_fault(state["name"], "3", rate="333mbit", direction="both")
         proc = session.run_reframe(state["slurm"]["reframe"]["srun"], "-t", "sweep",
                                    "-p", MPIS, *SHORT, timeout=900)
-        assert proc.returncode == 1, proc.stdout[-4000:]
         cases = sweep_cases(session.latest_report())
+        if any(MPI_INIT_CRASH in (tc.get("fail_reason") or "") for tc in cases):
+            # Open MPI 5.0.11 (wheel) under srun now and then segfaults in
+            # MPI_Init (mca_pml_ob1_recv_frag_callback_match), before any
+            # measurement: 2 of about 10 Slurm sweeps this session, never
+            # the same node.  The launcher's crash is no verdict on the
+            # fabric: once more, and it must hold then
+            proc = session.run_reframe(state["slurm"]["reframe"]["srun"], "-t", "sweep",
+                                       "-p", MPIS, *SHORT, timeout=900)
+            cases = sweep_cases(session.latest_report())
+        assert proc.returncode == 1, proc.stdout[-4000:]
         assert {tc["environ"] for tc in cases} == {"mpich", "openmpi"}
         for tc in cases:
             assert named(tc) == {("node", (victim,), "both")}, tc["fail_reason"]

@@ -66,7 +66,7 @@ class Judging(rfm.RegressionTestPlugin):
             return
         self.job.num_tasks = self.num_tasks
         self.job.num_tasks_per_node = self.num_tasks_per_node
-        launch = " ".join(self.job.launcher.run_command(self.job))
+        launch = self.job.launcher.run_command(self.job)
         interface = self.current_partition.extras.get("interface")
         args = f" --interface {shlex.quote(str(interface))}" if interface else ""
         self.prerun_cmds.append(f"{launch} {shlex.quote(sys.executable)} -m netbench.linerate"

@@ -52,7 +52,7 @@ class Recording(rfm.RegressionTestPlugin):
         if getattr(self, "placement", "") == "internode":
             self.job.num_tasks = self.num_tasks
             self.job.num_tasks_per_node = self.num_tasks_per_node
-            tool = f"{' '.join(self.job.launcher.run_command(self.job))} {tool}"
+            tool = f"{self.job.launcher.run_command(self.job)} {tool}"
         else:
             tool += " --interface lo"       # ranks on one node: no NIC between them
         self.prerun_cmds.insert(0, f"{tool} > {self.node_state_output} 2>&1 || true")
