@@ -247,18 +247,25 @@ def matching_class(rate, matches):
 
 # ---- what a job prints, and reads back -------------------------------------------
 
-def parse_job_output(text):
-    """[LineRate] of every `@ line_rate {json}` line (one per node)."""
-    out = []
+def marked_objects(text, marker):
+    """The JSON objects of a job's output lines that start with `marker`
+    (one per rank of a node reader's launch); lines that are not one are
+    left out."""
     for line in (text or "").splitlines():
-        if line.startswith(MARKER):
+        if line.startswith(marker):
             try:
-                data = json.loads(line[len(MARKER):])
+                data = json.loads(line[len(marker):])
             except ValueError:
                 continue
-            fields = {f.name for f in dataclasses.fields(LineRate)}
-            out.append(LineRate(**{k: v for k, v in data.items() if k in fields}))
-    return out
+            if isinstance(data, dict):
+                yield data
+
+
+def parse_job_output(text):
+    """[LineRate] of every `@ line_rate {json}` line (one per node)."""
+    fields = {f.name for f in dataclasses.fields(LineRate)}
+    return [LineRate(**{k: v for k, v in data.items() if k in fields})
+            for data in marked_objects(text, MARKER)]
 
 
 def run_quietly(argv):

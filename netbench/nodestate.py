@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from . import paths
-from .linerate import run_quietly
+from .linerate import marked_objects, run_quietly
 
 MARKER = "# node_state "
 PROFILES = paths.REPO / "playbooks" / "profiles"
@@ -141,16 +141,8 @@ def node_state(interfaces, run, env=None, want=None):
 def parse_job_output(text):
     """{host: state} of every `# node_state` line of a job's output (the
     ranks of one node print the same)."""
-    states = {}
-    for line in (text or "").splitlines():
-        if line.startswith(MARKER):
-            try:
-                state = json.loads(line[len(MARKER):])
-            except ValueError:
-                continue
-            if isinstance(state, dict) and isinstance(state.get("host"), str):
-                states[state["host"]] = state
-    return states
+    return {state["host"]: state for state in marked_objects(text, MARKER)
+            if isinstance(state.get("host"), str)}
 
 
 def main(argv=None):
