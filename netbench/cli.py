@@ -270,7 +270,8 @@ def vcluster_status(vcluster, args):
         print(json.dumps(clusters, indent=2))
         return 0
     if not clusters:
-        print(f"netbench vcluster: {args.name or 'no virtual cluster'} is not up")
+        print(f"netbench vcluster: {args.name} is not up" if args.name
+              else "netbench vcluster: no virtual cluster is up")
     for c in clusters:
         # every text from the cluster's files goes through printable: a
         # hostname or path holding terminal escapes reaches no terminal raw
