@@ -117,9 +117,7 @@ class LinkSweep(checks.NetbenchRun):
     def remeasure_pairs_outside_the_band(self):
         """After set_command: the pairs the first pass puts outside the band
         (netbench.fleet.remeasure) are swept again by the same launcher."""
-        self.job.num_tasks = self.num_tasks
-        self.job.num_tasks_per_node = self.num_tasks_per_node
-        launch = self.job.launcher.run_command(self.job)
+        launch = self.launch_prefix()
         bandwidth_only = " --bandwidth-only" if "latency" in self.unjudged_figures() else ""
         pairs = (f"{sys.executable} -m netbench.fleet.remeasure{bandwidth_only} "
                  f"{self.job.stdout}")

@@ -152,6 +152,14 @@ class MpiJob(rfm.RunOnlyRegressionTest):
         return 1 if self.placement == "intranode" else \
             -(-self.num_tasks // self.num_tasks_per_node)
 
+    def launch_prefix(self):
+        """The job's launcher command for a launch of its own (the node
+        readers', a re-measurement): ReFrame copies the task counts into
+        the job only after the pre-run hooks, and the launcher needs them."""
+        self.job.num_tasks = self.num_tasks
+        self.job.num_tasks_per_node = self.num_tasks_per_node
+        return self.job.launcher.run_command(self.job)
+
     def read_stage_file(self, name):
         """A file of the stage folder, "" when absent."""
         try:

@@ -64,9 +64,7 @@ class Judging(rfm.RegressionTestPlugin):
         the route to another node of the job does."""
         if not self.needs_line_rate_discovery():
             return
-        self.job.num_tasks = self.num_tasks
-        self.job.num_tasks_per_node = self.num_tasks_per_node
-        launch = self.job.launcher.run_command(self.job)
+        launch = self.launch_prefix()
         interface = self.current_partition.extras.get("interface")
         args = f" --interface {shlex.quote(str(interface))}" if interface else ""
         self.prerun_cmds.append(f"{launch} {shlex.quote(sys.executable)} -m netbench.linerate"

@@ -141,10 +141,7 @@ class NetbenchRun(MpiRun):
     def run_files(self, name):
         """The stage files of every launch of run `name`, in order: the
         first, then the re-measurements `NAME-2.out`, `NAME-3.out`, ..."""
-        files = [self.first_outputs()[name]]
-        while os.path.exists(os.path.join(self.stagedir, f"{name}-{len(files) + 1}.out")):
-            files.append(f"{name}-{len(files) + 1}.out")
-        return files
+        return remeasure.launch_files(self.stagedir, name, self.first_outputs()[name])
 
     def launches(self, name=None):
         """Every launch of run `name` (default: the case's own) as parsed
@@ -181,13 +178,6 @@ class NetbenchRun(MpiRun):
         return {self.main_run(): f"{self.launch_prefix()} {self.executable} "
                                  f"{' '.join(self.executable_opts)}"}
 
-    def launch_prefix(self):
-        # ReFrame copies the task counts into the job only after the pre-run
-        # hooks; the launcher needs them now to build a second command
-        self.job.num_tasks = self.num_tasks
-        self.job.num_tasks_per_node = self.num_tasks_per_node
-        return self.job.launcher.run_command(self.job)
-
     def judged_bounds(self):
         """{variable: Bound} of the judged figures: the documented ones
         that have a spec, and every size of the partition's learned
@@ -211,10 +201,14 @@ class NetbenchRun(MpiRun):
     def baseline_bounds(self):
         """{bytes: Bound} of this case in its partition's baseline (the
         references folder's baselines/), {} without one."""
-        learned = baseline.for_partition(self.current_partition.fullname,
-                                         Path(self.thresholds_folder) / "baselines")
-        return baseline.case_bounds(learned, baseline.case_name(
-            {"display_name": self.display_name}), self.current_environ.name)
+        cached = self.__dict__.get("_baseline_bounds")
+        if cached is None:      # the file is read once per case, not per question
+            learned = baseline.for_partition(self.current_partition.fullname,
+                                             Path(self.thresholds_folder) / "baselines")
+            cached = self._baseline_bounds = baseline.case_bounds(
+                learned, baseline.case_name({"display_name": self.display_name}),
+                self.current_environ.name)
+        return cached
 
     @run_before("run")
     def launch_again_while_undecided(self):

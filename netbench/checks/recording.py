@@ -50,9 +50,7 @@ class Recording(rfm.RegressionTestPlugin):
         what the case ran under."""
         tool = f"{shlex.quote(sys.executable)} -m netbench.nodestate"
         if getattr(self, "placement", "") == "internode":
-            self.job.num_tasks = self.num_tasks
-            self.job.num_tasks_per_node = self.num_tasks_per_node
-            tool = f"{self.job.launcher.run_command(self.job)} {tool}"
+            tool = f"{self.launch_prefix()} {tool}"
         else:
             tool += " --interface lo"       # ranks on one node: no NIC between them
         self.prerun_cmds.insert(0, f"{tool} > {self.node_state_output} 2>&1 || true")

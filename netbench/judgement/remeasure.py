@@ -48,18 +48,21 @@ def bound_of(ref, lower, upper, unit):
     return upper_bound or lower_bound
 
 
-def _later(folder, name):
-    n = 2
-    while os.path.exists(os.path.join(folder, f"{name}-{n}.out")):
-        yield f"{name}-{n}.out"
-        n += 1
+def launch_files(folder, run, first):
+    """The output files of every launch of `run` in `folder`, in order:
+    its first, then the later launches `RUN-2.out`, `RUN-3.out`, ...
+    (job_lines names them so)."""
+    files = [first]
+    while os.path.exists(os.path.join(folder, f"{run}-{len(files) + 1}.out")):
+        files.append(f"{run}-{len(files) + 1}.out")
+    return files
 
 
 def undecided_runs(description, folder="."):
     """The names of the runs with a figure still undecided."""
     launches = {}
     for run, first in description["runs"].items():
-        files = [first] + list(_later(folder, run))
+        files = launch_files(folder, run, first)
         launches[run] = [parse_run(_read(os.path.join(folder, f)))["rows"] for f in files]
     rule = description_rule(description)
     again = set()
