@@ -29,7 +29,8 @@ from reframe.core.builtins import performance_function, run_before, sanity_funct
 from netbench import benchspec, checks, references
 from netbench.checks import exclusive
 from netbench.fleet import judge as fleet
-from netbench.fleet import reasons
+from netbench.fleet import reasons, remeasure
+from netbench.judgement.remeasure import launch_files
 from netbench.results.sweep import lost_hosts, parse_sweep
 from netbench.textsafe import printable
 
@@ -67,7 +68,6 @@ class LinkSweep(checks.NetbenchRun):
     #: fleet (fleet.partner_pairs), n*K/2 pairs instead of n(n-1)/2, for
     #: fleets too large to sweep whole (README: the cost model)
     partners = variable(int, value=0)
-    remeasure_output = "remeasure.out"
     time_limit = "10m"
     #: every node to itself: Slurm's (LSF's) exclusive allocation; on other
     #: partitions the partition's lock (hold_the_partition)
@@ -115,38 +115,47 @@ class LinkSweep(checks.NetbenchRun):
 
     @run_before("run")
     def remeasure_pairs_outside_the_band(self):
-        """After set_command: the pairs the first pass puts outside the band
-        (netbench.fleet.remeasure) are swept again by the same launcher."""
+        """After set_command: while a pair is outside the band in every pass
+        so far, fewer than the judging rule's `min_launches_to_fail`, the
+        same launcher sweeps those pairs again, up to its `launches` passes
+        (judging.yaml; netbench.fleet.remeasure decides between passes)."""
+        rule = self.judging_rule()
+        if rule.launches < 2:
+            return
         launch = self.launch_prefix()
         bandwidth_only = " --bandwidth-only" if "latency" in self.unjudged_figures() else ""
         pairs = (f"{sys.executable} -m netbench.fleet.remeasure{bandwidth_only} "
-                 f"{self.job.stdout}")
+                 f"--passes-to-fail {rule.min_launches_to_fail} {self.job.stdout}")
         self.postrun_cmds.append(
-            f'pairs=$({pairs}) && if [ -n "$pairs" ]; then '
+            f"for n in $(seq 2 {rule.launches}); do "
+            f'pairs=$({pairs}) || break; [ -n "$pairs" ] || break; '
             f"echo \"netbench: sweeping again: $pairs\" >&2; "
             f'{launch} {self.executable} {" ".join(self.executable_opts)} '
-            f'{pairs_flag()} "$pairs" > {self.remeasure_output}; fi')
+            f'{pairs_flag()} "$pairs" > {remeasure.RUN}-$n.out; done')
 
     def measured_series(self):
         return []                # the pairs are the record's `fleet`, not a curve
 
+    def again_files(self):
+        """The stage files of the sweep's later passes, in order."""
+        return launch_files(self.stagedir, remeasure.RUN, str(self.job.stdout))[1:]
+
     def job_texts(self):
-        """The job's stdout, stderr and re-measurement, read once."""
+        """The job's stdout, stderr and later passes, read once."""
         texts = self.__dict__.get("_job_texts")
         if texts is None:
             texts = self._job_texts = {
                 name: self.read_stage_file(name) for name in
-                (self.job.stdout, self.job.stderr, self.remeasure_output)}
+                (self.job.stdout, self.job.stderr, *self.again_files())}
         return texts
 
     def sweeps(self):
-        """The sweep and its re-measurement (None without one), parsed once."""
+        """The sweep and its later passes ([] without any), parsed once."""
         parsed = self.__dict__.get("_sweeps")
         if parsed is None:
             texts = self.job_texts()
-            again = texts[self.remeasure_output]
             parsed = self._sweeps = (parse_sweep(texts[self.job.stdout]),
-                                     parse_sweep(again) if again else None)
+                                     [parse_sweep(texts[f]) for f in self.again_files()])
         return parsed
 
     def fleet_references(self):
@@ -193,9 +202,8 @@ class LinkSweep(checks.NetbenchRun):
         """After record_measurement: the verdict over every pair, with the
         re-measured pairs' better figures, into the record."""
         first, again = self.sweeps()
-        measurements = first.measurements()
-        if again is not None:
-            measurements = fleet.merge_remeasurement(measurements, again.measurements())
+        measurements = fleet.merge_passes([first.measurements()] +
+                                          [a.measurements() for a in again])
         latency_ref, bw_ref = self.fleet_references()
         lost = lost_hosts(first, self.launcher_text())
         self.verdict = fleet.judge(
@@ -212,7 +220,7 @@ class LinkSweep(checks.NetbenchRun):
                       for (src, dst), figs in sorted(measurements.items())],
             "suspects": found["suspects"],
             "findings": [f["text"] for f in found["findings"]],
-            "remeasured": [list(p) for p in sorted(again.by_host)] if again else [],
+            "remeasured": [list(p) for p in sorted({p for a in again for p in a.by_host})],
             "sweep_seconds": first.sweep_seconds},
             # suspects are a loss shown, not a run that failed
             "verdict": "fail" if self.verdict.suspects else "pass"}

@@ -94,7 +94,7 @@ def test_a_transient_bad_pair_is_cleared_by_remeasurement():
     assert again_pairs == [("node02", "node04")]
     healthy = make_fleet(6, 99)
     again = {pair: healthy[pair] for pair in again_pairs}
-    merged = judge.judge(judge.merge_remeasurement(first, again))
+    merged = judge.judge(judge.merge_passes([first, again]))
     assert merged.suspects == [] and merged.bad_pairs == []
 
 
@@ -105,8 +105,8 @@ def test_a_persistent_bad_node_stays_named_after_remeasurement():
     # latency was measured one way only: re-measure the direction that has it
     assert ("node00", "node03") in again_pairs and ("node03", "node00") in again_pairs
     second = make_fleet(4, 6, slow=["node03"], slow_latency=["node03"])
-    merged = judge.judge(judge.merge_remeasurement(
-        first, {pair: second[pair] for pair in again_pairs}))
+    merged = judge.judge(judge.merge_passes(
+        [first, {pair: second[pair] for pair in again_pairs}]))
     assert named(merged) == [("node", ("node03",)), ("node", ("node03",))]
     assert sorted(s.metric for s in merged.suspects) == [f"bw_Mbps@{SIZES[-1]}",
                                                          "latency_us"]
@@ -506,3 +506,23 @@ def test_drain_script_names_only_vocabulary_for_a_node_and_a_pair():
     assert "stopped answering mid-sweep after 300 of its pairs" in text
     hostile = drain.drain_script(hostile_suspects("direction", "both)\ntouch X #"))
     assert "touch" not in hostile and hostile.count("refused direction") == 2
+
+
+def test_the_sweep_measures_again_by_the_judging_rule():
+    from netbench.judgement.rule import Rule
+    first = make_fleet(4, 5, slow=["node03"])
+    second = make_fleet(4, 6, slow=["node03"])
+    bad = judge.pairs_to_remeasure(judge.judge(first))
+    two_to_fail = Rule(launches=4, min_launches_to_fail=2, baseline_min_runs=3,
+                       baseline_min_band=0.05)
+    assert judge.pairs_still_undecided([first], two_to_fail) == bad
+    again = {pair: second[pair] for pair in bad}
+    # bad in both passes: named, nothing left to measure
+    assert judge.pairs_still_undecided([first, again], two_to_fail) == []
+    # a site that asks three passes before naming gets a third
+    three_to_fail = Rule(4, 3, 3, 0.05)
+    assert judge.pairs_still_undecided([first, again], three_to_fail) == bad
+    # a pair within the band in any pass is decided
+    healthy = make_fleet(4, 7)
+    assert judge.pairs_still_undecided([first, {p: healthy[p] for p in bad}],
+                                       three_to_fail) == []

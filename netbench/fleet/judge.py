@@ -33,9 +33,11 @@ The rule (parameters and their reasons: thresholds.yaml `sweep:`):
   the documented latency by ``latency_factor``.  A uniformly slow fleet
   has no outlier, so this is a fleet-level finding.
 
-Repeat before alarm: `pairs_to_remeasure` gives the bad directions; the
-check measures them again and `merge_remeasurement` keeps the better figure
-of each, so a pair stays bad only if it was bad both times.
+Repeat before alarm, by the judging rule (netbench.judgement.rule,
+judging.yaml): `pairs_still_undecided` gives the bad directions while fewer
+than `min_launches_to_fail` passes were made; the check measures them again
+(up to `launches` passes) and `merge_passes` keeps the best figure of each,
+so a pair stays bad only if it was bad in every pass.
 
 ``suspects.json`` (`FleetVerdict.to_json`, schema SUSPECTS_SCHEMA,
 read back with `read_suspects`)::
@@ -681,18 +683,33 @@ def better(metric_family, first, again):
     return min(first, again) if metric_family == LATENCY else max(first, again)
 
 
-def merge_remeasurement(first, again):
-    """The measurements with each re-measured figure replaced by the better
-    of the two (NetPIPE keeps its best repetition): judged again, a pair is
-    bad only if it was bad both times."""
+def merge_passes(passes):
+    """The measurements of every pass of a sweep (the first, then the
+    re-measurements of the pairs outside the band), each figure the best
+    of its passes: the judging rule's pick (netbench.judgement.rule: a
+    busy host only makes a pass worse).  Judged again, a pair is bad only
+    if it was bad in every pass."""
+    first, *later = passes
     merged = {pair: {LATENCY: figs.get(LATENCY), BANDWIDTH: dict(figs.get(BANDWIDTH) or {})}
               for pair, figs in first.items()}
-    for pair, figs in again.items():
-        target = merged.setdefault(pair, {LATENCY: None, BANDWIDTH: {}})
-        target[LATENCY] = better(LATENCY, target[LATENCY], figs.get(LATENCY))
-        for size, value in (figs.get(BANDWIDTH) or {}).items():
-            target[BANDWIDTH][size] = better(BANDWIDTH, target[BANDWIDTH].get(size), value)
+    for again in later:
+        for pair, figs in again.items():
+            target = merged.setdefault(pair, {LATENCY: None, BANDWIDTH: {}})
+            target[LATENCY] = better(LATENCY, target[LATENCY], figs.get(LATENCY))
+            for size, value in (figs.get(BANDWIDTH) or {}).items():
+                target[BANDWIDTH][size] = better(BANDWIDTH, target[BANDWIDTH].get(size), value)
     return merged
+
+
+def pairs_still_undecided(passes, rule):
+    """The directions a sweep measures in its next pass, by the judging
+    rule (rule.Rule): a pair outside the band in every pass so far is
+    named only after `min_launches_to_fail` passes, so until then it is
+    measured again; a pair within the band in any pass is decided (a
+    sweep's figures are points, never straddling a bound)."""
+    if len(passes) >= rule.min_launches_to_fail:
+        return []
+    return pairs_to_remeasure(judge(merge_passes(passes)))
 
 
 # -- reading suspects.json back ---------------------------------------------------

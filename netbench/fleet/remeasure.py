@@ -1,18 +1,30 @@
-"""`python -m netbench.fleet.remeasure [--bandwidth-only] SWEEP_OUTPUT`: the
-pairs a sweep must measure again before anything is named (repeat before
-alarm), as the benchmark's `-L` list of rank pairs (`0:1,2:3`), or nothing
-when every pair is within its band.
+"""`python -m netbench.fleet.remeasure [--bandwidth-only] [--passes-to-fail N]
+SWEEP_OUTPUT`: the pairs a sweep must measure again before anything is named,
+by the judging rule (netbench.judgement.rule: a pair is named only when it is
+outside the band in every pass, at least N of them; judging.yaml's
+`min_launches_to_fail`, which the check passes), as the benchmark's `-L` list
+of rank pairs (`0:1,2:3`), or nothing when every pair is decided.
 
-LinkSweep's job script runs it between the sweep and the re-measurement, on
-the node that runs the job script, so the second launch follows the first
-within the same job (one allocation, one launch per pass).  Pure: it reads
-one file and prints one line.
+The passes so far are SWEEP_OUTPUT and its later launches beside it,
+`sweep-2.out`, `sweep-3.out`, ... (netbench.judgement.remeasure's naming).
+LinkSweep's job script runs it between passes, on the node that runs the job
+script, so each pass follows the last within the same job (one allocation,
+one launch per pass).  Pure: it reads the passes and prints one line.
 """
 
+import dataclasses
+import os
 import sys
 
+from ..judgement.remeasure import launch_files
+from ..judgement.rule import load_rule
 from ..results.sweep import parse_sweep
-from .judge import judge, pairs_to_remeasure
+from .judge import pairs_still_undecided
+
+#: the run name of a sweep's passes: its later launches are `sweep-N.out`
+RUN = "sweep"
+USAGE = ("usage: python -m netbench.fleet.remeasure [--bandwidth-only] [--passes-to-fail N] "
+         "SWEEP_OUTPUT")
 
 
 class Unusable(Exception):
@@ -32,32 +44,55 @@ def without_latency(measurements):
     return {pair: {**figs, "latency_us": None} for pair, figs in measurements.items()}
 
 
+def parse_args(argv):
+    """(bandwidth_only, passes_to_fail or None, the first pass's file);
+    ValueError on anything else."""
+    bandwidth_only, passes, files = False, None, []
+    args = iter(argv)
+    for arg in args:
+        if arg == "--bandwidth-only":
+            bandwidth_only = True
+        elif arg == "--passes-to-fail":
+            passes = int(next(args, ""))
+            if passes < 1:
+                raise ValueError
+        else:
+            files.append(arg)
+    if len(files) != 1:
+        raise ValueError
+    return bandwidth_only, passes, files[0]
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    # --bandwidth-only: a partition whose latency is not judged (a link that
-    # emulates only its rate) has no latency to re-measure either
-    bandwidth_only = "--bandwidth-only" in argv
-    files = [a for a in argv if a != "--bandwidth-only"]
-    if len(files) != 1:
-        print("usage: python -m netbench.fleet.remeasure [--bandwidth-only] SWEEP_OUTPUT",
-              file=sys.stderr)
+    try:
+        bandwidth_only, passes, first = parse_args(argv)
+    except ValueError:
+        print(USAGE, file=sys.stderr)
         return 2
     try:
-        print(pairs_to_measure_again(files[0], bandwidth_only))
+        print(pairs_to_measure_again(first, bandwidth_only, passes))
     except OSError as err:
-        print(f"netbench.fleet.remeasure: {files[0]}: cannot read: {err.strerror}",
-              file=sys.stderr)
+        print(f"netbench.fleet.remeasure: {err.filename or first}: cannot read: "
+              f"{err.strerror}", file=sys.stderr)
         return 2
     except (Unusable, ValueError) as err:
-        print(f"netbench.fleet.remeasure: {files[0]}: {err}", file=sys.stderr)
+        print(f"netbench.fleet.remeasure: {first}: {err}", file=sys.stderr)
         return 2
     return 0
 
 
-def pairs_to_measure_again(path, bandwidth_only=False):
-    """The `-L` text for the sweep output in `path`; empty when every pair
-    is within its band, or when the sweep did not finish (a node that went
-    silent would fail the second launch too; the check names it).
+def passes_of(first):
+    """The file of every pass so far: the first, then `sweep-N.out`."""
+    folder = os.path.dirname(first) or "."
+    return [first] + [os.path.join(folder, f)
+                      for f in launch_files(folder, RUN, os.path.basename(first))[1:]]
+
+
+def pairs_to_measure_again(path, bandwidth_only=False, passes_to_fail=None):
+    """The `-L` text for the sweep whose first pass is in `path`; empty when
+    every pair is decided, or when the sweep did not finish (a node that
+    went silent would fail the next launch too; the check names it).
     ValueError (a figure that is not finite) or Unusable otherwise."""
     with open(path, errors="replace") as f:
         sweep = parse_sweep(f.read())
@@ -69,10 +104,16 @@ def pairs_to_measure_again(path, bandwidth_only=False):
     if unplaced:
         raise Unusable(f"no '# rank R host H' line for rank {unplaced[0]}: the output's "
                        f"header is cut or edited")
-    measurements = sweep.measurements()
+    passes = [sweep.measurements()]
+    for later in passes_of(path)[1:]:
+        with open(later, errors="replace") as f:
+            passes.append(parse_sweep(f.read()).measurements())
     if bandwidth_only:
-        measurements = without_latency(measurements)
-    return rank_pairs(sweep, pairs_to_remeasure(judge(measurements)))
+        passes = [without_latency(m) for m in passes]
+    rule = load_rule()
+    if passes_to_fail is not None:
+        rule = dataclasses.replace(rule, min_launches_to_fail=passes_to_fail)
+    return rank_pairs(sweep, pairs_still_undecided(passes, rule))
 
 
 if __name__ == "__main__":
