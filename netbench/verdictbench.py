@@ -1,25 +1,34 @@
 """`make bench-verdict`: can the verdicts be trusted?  False alarms and
-detected losses, counted over repeated real sessions (issue #25).
+detected losses, counted over repeated real sessions (issue #25).  Every
+part keeps one core busy with a spinning process it starts and stops (a
+login node's normal state), except where it says quiet.
 
-1. `local`: N consecutive default runs of this machine while one core is
-   kept busy by a spinning process this benchmark starts and stops:
-   failed cases (false alarms), inconclusive cases, exit codes, wall time.
-2. `cluster`: the same, 5 runs on a 3-node virtual cluster with unshaped
-   links (`--link none`), one core kept busy.
-3. `detect`: a 2-node 1 Gbit/s virtual cluster; 3 accepted runs of the
-   internode ping-pong become its baseline (in a copy of the references),
-   then 3 runs with both ends' links lowered by 10 % (900mbit) on a quiet
-   host, and 3 lowered by 20 % (800mbit) with one core kept busy: runs that
-   fail, and at which sizes; 3 healthy runs under load: false alarms.
+1. `local`: N consecutive default runs of this machine: failed cases
+   (false alarms), inconclusive cases, exit codes, wall time.
+2. `cluster`: the same, 5 default runs on a 3-node virtual cluster with
+   unshaped links (`--link none`).
+3. `sweep`: 5 fabric sweeps (LinkSweep, `-t sweep`) of a healthy 5-node
+   1 Gbit/s virtual cluster: false alarms and suspects named.
+4. `parity`: 5 runs of container parity (ContainerParity, podman).
+5. `detect`: a 2-node 1 Gbit/s virtual cluster's internode ping-pong
+   against baselines of 3 accepted runs each (in a copy of the
+   references): one accepted on a quiet host, one under the load.  Quiet:
+   links lowered by 10 % (900mbit on both ends) must fail, healthy links
+   must not.  Loaded, against the loaded baseline: lowered by 20 %
+   (800mbit) must fail, healthy must not; and healthy links against the
+   quiet baseline, which the load alone cannot fail.
+6. `shm`: locally, Open MPI's shared memory against a baseline of 3
+   accepted runs: slowed (single copy off, 256-byte fragments) must fail,
+   healthy must not.
 
 The cluster parts need root; each cluster is brought up here and taken
 down after, even on failure.  Prints figures; asserts nothing.
 """
-
 import argparse
 import contextlib
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -112,40 +121,110 @@ def failed_sizes(result):
     return sizes
 
 
-def detection(runs):
-    from . import vcluster
-    from .report import baselines
-    references = tempfile.mkdtemp(prefix="netbench-verdictbench-") + "/references"
-    shutil.copytree(paths.REFERENCES, references, ignore=shutil.ignore_patterns("baselines"))
-    judged = ("-S", f"thresholds_folder={references}")
+def sweep_false_alarms(runs):
+    with cluster(5, "1gbit") as state, busy_core():
+        results = [one_session(state["system"], ("-t", "sweep")) for _ in range(runs)]
+    tally("fabric sweep, healthy 5-node 1gbit cluster, one core busy", results)
+    for r in results:
+        suspects = [" ".join(s.get("names", [])) for rec in r["record"]
+                    for s in (rec.get("fleet") or {}).get("suspects", [])]
+        print(f"    suspects named: {suspects or 'none'}")
+
+
+def parity_false_alarms(runs):
+    with busy_core():
+        results = [one_session("local-container:container", ("-n", "^ContainerParity"))
+                   for _ in range(runs)]
+    tally("container parity (podman), one core busy", results)
+
+
+@contextlib.contextmanager
+def references_copy():
+    """A copy of the references without baselines, removed after."""
+    folder = tempfile.mkdtemp(prefix="netbench-verdictbench-")
+    shutil.copytree(paths.REFERENCES, f"{folder}/references",
+                    ignore=shutil.ignore_patterns("baselines"))
     try:
-        with cluster(2, "1gbit") as state:
-            system = state["system"]
-            accepted = []
-            for _ in range(3):
-                one_session(system, INTERNODE + judged)
-                accepted.append((paths.REPORTS / "latest").resolve().name)
-            baselines.accept(accepted, folder=f"{references}/baselines")
-            print(f"baseline of 3 accepted runs: {', '.join(accepted)}")
-            for rate, loaded in (("900mbit", False), ("800mbit", True), (None, True)):
-                for node in (1, 2):
-                    if rate:
-                        vcluster.set_fault(BENCH_CLUSTER, str(node), rate=rate,
-                                           direction="both")
-                    else:
-                        vcluster.set_fault(BENCH_CLUSTER, str(node), clear_fault=True)
-                with busy_core() if loaded else contextlib.nullcontext():
-                    results = [one_session(system, INTERNODE + judged) for _ in range(runs)]
-                label = (f"links at {rate}" if rate else "healthy links") + \
-                    (", one core busy" if loaded else ", quiet")
-                tally(f"2-node 1gbit cluster against its baseline, {label}", results)
-                for r in results:
-                    print(f"    failed sizes: {failed_sizes(r) or 'none'}")
+        yield f"{folder}/references"
     finally:
-        shutil.rmtree(os.path.dirname(references), ignore_errors=True)
+        shutil.rmtree(folder, ignore_errors=True)
 
 
-PARTS = {"local": local_false_alarms, "cluster": cluster_false_alarms, "detect": detection}
+def accept_baseline(system, selection, references, label, loaded=False):
+    """3 runs of `selection` accepted as `system`'s baseline in
+    `references`; the name of the baseline's folder."""
+    from .report import baselines
+    folder = f"{references}/baselines-{label}"
+    accepted = []
+    with busy_core() if loaded else contextlib.nullcontext():
+        for _ in range(3):
+            one_session(system, selection + ("-S", f"thresholds_folder={references}"))
+            accepted.append((paths.REPORTS / "latest").resolve().name)
+    baselines.accept(accepted, folder=folder)
+    print(f"baseline '{label}' of 3 accepted runs: {', '.join(accepted)}")
+    return folder
+
+
+def judged_against(system, selection, references, folder, runs, label, loaded, env=None):
+    """`runs` sessions judged against the baseline in `folder` (swapped in
+    as the references' baselines/), tallied under `label`."""
+    target = f"{references}/baselines"
+    if os.path.islink(target):
+        os.unlink(target)
+    os.symlink(folder, target)
+    with busy_core() if loaded else contextlib.nullcontext():
+        results = [one_session(system, selection + ("-S", f"thresholds_folder={references}"),
+                               env=env) for _ in range(runs)]
+    tally(label, results)
+    for r in results:
+        print(f"    failed sizes: {failed_sizes(r) or 'none'}")
+
+
+def set_links(rate):
+    from . import vcluster
+    for node in (1, 2):
+        if rate:
+            vcluster.set_fault(BENCH_CLUSTER, str(node), rate=rate, direction="both")
+        else:
+            vcluster.set_fault(BENCH_CLUSTER, str(node), clear_fault=True)
+
+
+def detection(runs):
+    with references_copy() as references, cluster(2, "1gbit") as state:
+        system = state["system"]
+        quiet = accept_baseline(system, INTERNODE, references, "quiet")
+        loaded = accept_baseline(system, INTERNODE, references, "loaded", loaded=True)
+        plan = (("900mbit", False, quiet, "links at 900mbit, quiet"),
+                (None, False, quiet, "healthy links, quiet"),
+                ("800mbit", True, loaded, "links at 800mbit, one core busy, loaded baseline"),
+                (None, True, loaded, "healthy links, one core busy, loaded baseline"),
+                (None, True, quiet, "healthy links, one core busy, quiet baseline"))
+        for rate, busy, folder, label in plan:
+            set_links(rate)
+            judged_against(system, INTERNODE, references, folder, runs,
+                           f"2-node 1gbit cluster against its baseline, {label}", busy)
+
+
+#: Open MPI's shared memory crippled (tests/test_baselines.py says why)
+SLOWED_SHM = {"OMPI_MCA_smsc": "^cma", "OMPI_MCA_btl_sm_max_send_size": "256"}
+SHM = ("-n", "^PingPong%variant=blocking%transport=shm%placement=intranode$",
+       "-p", "^openmpi$")
+
+
+def shm_detection(runs):
+    with references_copy() as references:
+        folder = accept_baseline("local", SHM, references, "shm", loaded=True)
+        judged_against("local", SHM, references, folder, runs,
+                       "local Open MPI shm, slowed, one core busy", True, env=SLOWED_SHM)
+        judged_against("local", SHM, references, folder, runs,
+                       "local Open MPI shm, healthy, one core busy", True)
+
+
+PARTS = {"local": local_false_alarms, "cluster": cluster_false_alarms,
+         "sweep": sweep_false_alarms, "parity": parity_false_alarms, "detect": detection,
+         "shm": shm_detection}
+#: parts that need root (a virtual cluster, podman's cgroup set-up)
+AS_ROOT = {"cluster", "sweep", "parity", "detect"}
 
 
 def main(argv=None):
@@ -155,15 +234,19 @@ def main(argv=None):
     parser.add_argument("parts", nargs="*", metavar="PART",
                         help=f"any of {', '.join(PARTS)} (default: all)")
     parser.add_argument("--runs", type=int, help="runs per part (default: local 20, "
-                                                 "cluster 5, detect 3)")
+                                                 "cluster, sweep and parity 5, detect and "
+                                                 "shm 3)")
     args = parser.parse_args(argv)
-    defaults = {"local": 20, "cluster": 5, "detect": 3}
+    # a benchmark stopped with kill still takes its clusters down and stops
+    # its spinning process (the finally blocks run on SystemExit)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    defaults = {"local": 20, "cluster": 5, "sweep": 5, "parity": 5, "detect": 3, "shm": 3}
     unknown = [p for p in args.parts if p not in PARTS]
     if unknown:
         parser.error(f"unknown part {unknown[0]!r} (parts: {', '.join(PARTS)})")
     for part in args.parts or list(PARTS):
-        if part != "local" and os.geteuid() != 0:
-            print(f"{part}: not measured: a virtual cluster needs root")
+        if part in AS_ROOT and os.geteuid() != 0:
+            print(f"{part}: not measured: it needs root (a virtual cluster or podman)")
             continue
         PARTS[part](args.runs or defaults[part])
     return 0

@@ -102,16 +102,11 @@ def test_the_healthy_path_passes_its_baseline(accepted):
     proc, tc, _ = run_shm(references)
     out = proc.stdout + proc.stderr
     verdict = tc["record"]["verdicts"][baseline.RATIO]
-    # where the crippled path loses 6x (1 MiB and up), the healthy one
-    # shows no loss.  Single mid sizes of a healthy run have landed 1.16x
-    # beyond a band of three accepted runs in every launch (1 in about 6
-    # runs here): three runs understate shared memory's run-to-run modes,
-    # an open false alarm of issue #25 (README, "Can the verdicts be
-    # trusted?"), so this test does not claim a clean pass at every size
-    failed = [s for s in verdict["sizes"] if s["verdict"] == "fail"]
-    assert not [s for s in failed if s["bytes"] >= 1 << 20], verdict
-    assert verdict["value"] < 2.0, verdict
-    assert proc.returncode in (0, 1, 3), out[-3000:]
+    # no loss: a band never narrower than the noise pooled over each size's
+    # neighbours, and a size beyond it alone is noise, not a loss; on a
+    # host busier than when the baseline was accepted, inconclusive at most
+    assert verdict["verdict"] in ("pass", "inconclusive"), verdict
+    assert proc.returncode in session.NO_FAILURE, out[-3000:]
 
 
 @pytest.mark.parametrize("change, key", [

@@ -124,14 +124,12 @@ class Judging(rfm.RegressionTestPlugin):
         """The per-size decisions against the partition's learned baseline
         (`usec@<bytes>`) become one: performance variable vs_baseline, the
         worst size's figure over its bound, judged at most 1."""
-        sizes = {var: d for var, d in self.decisions.items() if "@" in var}
+        bounds = self.judged_bounds()
+        sizes = {var: self.allowing_for_contention(var, d, bounds[var])
+                 for var, d in self.decisions.items() if "@" in var}
         if not sizes:
             return
-        combined, self.baseline_sizes = baseline.combine(sizes, self.judged_bounds(),
-                                                         self.baseline_source())
-        failed = [s["bytes"] for s in self.baseline_sizes if s["verdict"] == judgement.FAIL]
-        combined = self.allowing_for_contention(baseline.RATIO, combined,
-                                                judgement.Bound("upper", 1.0), failed)
+        combined, self.baseline_sizes = baseline.combine(sizes, bounds, self.baseline_source())
         self.decisions = {var: d for var, d in self.decisions.items() if "@" not in var}
         self.decisions[baseline.RATIO] = combined
         self.perf_variables[baseline.RATIO] = sn.make_performance_function(
@@ -169,8 +167,10 @@ class Judging(rfm.RegressionTestPlugin):
             self.record["verdicts"][baseline.RATIO]["sizes"] = self.baseline_sizes
         self.record["verdict"] = judgement.case_verdict(
             d.verdict for d in self.decisions.values())
+        # every judged case keeps the load it was measured under: a baseline
+        # learned from it knows whether contention is already in its band
+        self.record["host"] = self.host_load()
         if self.record["verdict"] == judgement.INCONCLUSIVE:
-            self.record["host"] = self.host_load()
             load = ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in self.record["host"].items())
             for var, entry in self.record["verdicts"].items():
                 if entry["verdict"] == judgement.INCONCLUSIVE and load:
@@ -179,7 +179,7 @@ class Judging(rfm.RegressionTestPlugin):
     def judged_bounds(self):
         return {}
 
-    def allowing_for_contention(self, var, decision, bound, sizes=()):
+    def allowing_for_contention(self, var, decision, bound):
         """The decision as the host's contention lets it stand (NetbenchRun)."""
         return decision
 

@@ -12,8 +12,14 @@ and the slow mode of a bimodal host alike:
     low      the fastest run's figure
     high     the slowest run's figure
     upper    the bound a later run fails beyond: the slowest run, and never
-             less than `min_band` above the centre (three runs understate a
-             host's run-to-run noise)
+             less than `min_band` above the centre, nor than the
+             run-to-run noise pooled over the size and its neighbours
+             (three runs understate a host's noise at any one size)
+
+A case also keeps the CPU pressure its accepted runs were measured under
+(the median of their jobs' PSI readings): a band learned on a contended
+host already holds what contention does, so contention excuses no miss
+of a later run from it (netbench.judgement.rule.allowing_for_contention).
 
 Judging time per message at every size covers latency and bandwidth
 alike: at one size, bandwidth is the message over its time.
@@ -64,6 +70,7 @@ SCHEMA = {
                 "case": {"type": "string"}, "environ": {"type": "string"},
                 "column": {"enum": [COLUMN]}, "unit": {"enum": [UNIT]},
                 "runs": {"type": "integer", "minimum": 1},
+                "cpu_pressure": {"type": "number", "minimum": 0, "maximum": 100},
                 "mpi": {"type": "string"}, "transport": {"type": "string"},
                 "sizes": {"type": "array", "minItems": 1, "items": SIZE_SCHEMA}}}},
     },
@@ -102,11 +109,37 @@ def best_launch_times(record):
     return best
 
 
-def band(values, min_band):
-    """A size's band from the runs' figures (see the module's docstring)."""
+def band(values, min_band, noise=1.0):
+    """A size's band from the runs' figures (see the module's docstring);
+    `noise`: the case's pooled run-to-run spread (slowest over fastest)."""
     centre = statistics.median(values)
     return {"centre": centre, "low": min(values), "high": max(values),
-            "upper": max(max(values), centre * (1 + min_band))}
+            "upper": max(max(values), centre * (1 + min_band), centre * noise)}
+
+
+#: sizes on either side of a size whose runs' spreads are pooled with its own
+NOISE_NEIGHBOURS = 2
+
+
+def pooled_noise(runs, sizes):
+    """{size: the run-to-run noise there}: the median, over the size and
+    its NOISE_NEIGHBOURS neighbours on either side, of the slowest run's
+    figure over the fastest's (1: none).  Three runs at one size say little
+    of its noise; its neighbours share its regime (latency sizes the
+    scheduler's, bandwidth sizes the link's), so five sizes' spreads
+    estimate it from 15 figures."""
+    spreads = [max(t[size] for t in runs) / min(t[size] for t in runs) for size in sizes]
+    k = NOISE_NEIGHBOURS
+    return {size: statistics.median(spreads[max(0, i - k):i + k + 1])
+            for i, size in enumerate(sizes)}
+
+
+def accepted_pressure(records):
+    """The median CPU pressure (PSI some avg10, %) the accepted runs' jobs
+    saw, or None where none recorded it."""
+    seen = [r["host"]["cpu_pressure"] for r in records
+            if isinstance((r.get("host") or {}).get("cpu_pressure"), (int, float))]
+    return statistics.median(seen) if seen else None
 
 
 def build(partition, sessions, rule=None):
@@ -128,13 +161,17 @@ def build(partition, sessions, rule=None):
             continue
         sizes = sorted(set.intersection(*(set(t) for _, t in runs)))
         prov = (runs[-1][0].get("record") or {}).get("provenance") or {}
+        noise = pooled_noise([t for _, t in runs], sizes)
+        pressure = accepted_pressure([tc.get("record") or {} for tc, _ in runs])
         cases.append({
             "case": name, "environ": environ, "column": COLUMN, "unit": UNIT,
             "runs": len(runs),
             "mpi": " ".join(str(prov.get(k, "")) for k in ("mpi_family", "mpi_version",
                                                            "mpi_source")).strip(),
             "transport": str(prov.get("transport", "")),
-            "sizes": [{"bytes": size, **band([t[size] for _, t in runs], rule.baseline_min_band)}
+            **({"cpu_pressure": round(pressure, 2)} if pressure is not None else {}),
+            "sizes": [{"bytes": size, **band([t[size] for _, t in runs],
+                                             rule.baseline_min_band, noise[size])}
                       for size in sizes]})
     if not cases:
         raise ValueError(f"no case of {partition} passed in {rule.baseline_min_runs} or more "
@@ -190,13 +227,24 @@ def for_partition(partition, folder=BASELINES):
     return load(path) if path.exists() else None
 
 
-def case_bounds(baseline, name, environ):
-    """{bytes: Bound} the case `name` on `environ` is held to, {} when the
-    baseline has no such case."""
+def case_of(baseline, name, environ):
+    """The baseline's entry of case `name` on `environ`, or None."""
     for case in (baseline or {}).get("cases", []):
         if case["case"] == name and case["environ"] == environ:
-            return {s["bytes"]: Bound("upper", s["upper"]) for s in case["sizes"]}
-    return {}
+            return case
+    return None
+
+
+def case_bounds(case):
+    """{bytes: Bound} a case's entry (case_of) holds it to; {} for None."""
+    return {s["bytes"]: Bound("upper", s["upper"]) for s in (case or {}).get("sizes", [])}
+
+
+def measured_under_contention(case, rule):
+    """Whether the case's accepted runs were themselves measured on a
+    contended host: then its band holds what contention does."""
+    pressure = (case or {}).get("cpu_pressure")
+    return pressure is not None and pressure >= rule.contended_cpu_pressure
 
 
 def figure_spec(nbytes):
@@ -218,8 +266,10 @@ def show(baseline):
              f"from {len(baseline.get('sessions', []))} sessions "
              f"({', '.join(s.get('name', '') for s in baseline.get('sessions', []))})"]
     for case in baseline["cases"]:
+        pressure = (f"; CPU pressure {case['cpu_pressure']:g} %"
+                    if case.get("cpu_pressure") is not None else "")
         lines.append(f"  {case['case']} @ {case['environ']} ({case.get('mpi', '')}; "
-                     f"{case['runs']} runs)")
+                     f"{case['runs']} runs{pressure})")
         for s in case["sizes"]:
             lines.append(f"    {int(s['bytes']):>9} B  {s['centre']:.4g} {case['unit']}  "
                          f"band {s['low']:.4g}-{s['high']:.4g}, fails above {s['upper']:.4g}")
@@ -238,6 +288,21 @@ def size_words(nbytes):
     return f"{nbytes:g} B"
 
 
+def unconfirmed(sizes):
+    """Indexes of the failed sizes of a curve (sizes in order) that no
+    neighbouring size confirms.  A path's loss touches a range of sizes
+    (a slower link every size it bounds, a protocol every size past its
+    switch), while a curve of ~20 sizes each judged on its own will, on a
+    busy host, see single sizes land beyond their band by chance: one
+    failed size alone is evidence of noise as much as of a loss.  Curves
+    of fewer than 3 judged sizes have no neighbours to ask."""
+    failed = [s["verdict"] == "fail" for s in sizes]
+    if len(sizes) < 3:
+        return []
+    return [i for i, f in enumerate(failed)
+            if f and not (i > 0 and failed[i - 1]) and not (i + 1 < len(sizes) and failed[i + 1])]
+
+
 def combine(size_decisions, bounds, source):
     """One Decision on a case's curve from its per-size ones ({`usec@N`:
     Decision}, with their Bounds): the worst verdict, reported as the ratio
@@ -252,6 +317,9 @@ def combine(size_decisions, bounds, source):
         sizes.append({"bytes": float(var.split("@", 1)[1]), "verdict": decision.verdict,
                       "value": decision.value, "lo": decision.lo, "hi": decision.hi,
                       "upper": bound, "launches": decision.launches})
+    isolated = set(unconfirmed(sizes))
+    for i in isolated:
+        sizes[i]["verdict"], sizes[i]["isolated"] = INCONCLUSIVE, True
     verdict = case_verdict(s["verdict"] for s in sizes)
     pick = [s for s in sizes if s["verdict"] == verdict] or sizes
     worst = max(pick, key=lambda s: s["value"] / s["upper"])
@@ -264,7 +332,9 @@ def combine(size_decisions, bounds, source):
         reason = f"slower than the baseline ({source}) in every launch at {named}"
     elif verdict == INCONCLUSIVE:
         reason = (f"too noisy to tell against the baseline ({source}) at "
-                  + ", ".join(size_words(s["bytes"]) for s in pick))
+                  + ", ".join(size_words(s["bytes"]) + (" (slower alone, not at the sizes "
+                                                        "beside it)" if s.get("isolated") else "")
+                              for s in pick))
     else:
         reason = f"within the baseline's band ({source}) at all {len(sizes)} sizes"
         verdict = PASS if verdict == PASS else verdict

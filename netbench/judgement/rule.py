@@ -202,13 +202,15 @@ def miss_factor(value, bound):
     return value / bound.value if bound.side == "upper" else bound.value / value
 
 
-def allowing_for_contention(decision, host, cpu_bound, rule, bound):
+def allowing_for_contention(decision, host, cpu_bound, rule, bound, explains=None):
     """A failure of a figure the CPUs bound, on a host whose CPUs were
     contended while it measured, becomes inconclusive when the miss is
-    within what contention explains (judging.yaml): the evidence cannot
+    within what contention explains (judging.yaml, or `explains` where the
+    path is the host's CPUs alone, e.g. math.inf): the evidence cannot
     tell the path's loss from the contention.  A larger miss still fails."""
     why = contended(host, rule) if cpu_bound and decision.verdict == FAIL else ""
-    if not why or miss_factor(decision.value, bound) > rule.contention_explains:
+    limit = rule.contention_explains if explains is None else explains
+    if not why or miss_factor(decision.value, bound) > limit:
         return decision
     return dataclasses.replace(decision, verdict=INCONCLUSIVE,
                                reason=f"{decision.reason}, but {why}: a CPU-bound figure "

@@ -1,0 +1,76 @@
+"""The learned baseline's band and the per-size curve verdict
+(netbench/judgement/baseline.py) on known figures: the band is never
+narrower than the case's pooled run-to-run noise; one size failing alone
+is not a loss; a band learned under contention already holds it."""
+
+from netbench.judgement import baseline
+from netbench.judgement.rule import FAIL, INCONCLUSIVE, PASS, Bound, Decision, load_rule
+
+
+def test_the_noise_at_a_size_is_pooled_with_its_neighbours():
+    sizes = [1, 2, 4, 8, 16, 32, 64]
+    spreads = [3.0, 3.0, 3.0, 1.1, 1.1, 1.2, 1.1]  # a noisy latency regime, a quiet link
+    runs = [{s: 10.0 for s in sizes}, {s: 10.0 * f for s, f in zip(sizes, spreads)},
+            {s: 10.0 for s in sizes}]
+    noise = baseline.pooled_noise(runs, sizes)
+    assert noise[1] == 3.0 and noise[64] == 1.1
+    # the median of five neighbours: a size's own lucky agreement does not
+    # narrow its band, and the noisy regime does not widen the quiet one's
+    assert noise[16] == 1.1 and noise[32] == 1.1
+    assert noise[4] == 3.0
+
+
+def test_a_band_is_never_narrower_than_the_pooled_noise():
+    # three runs that happened to agree at this size
+    tight = baseline.band([100.0, 100.5, 101.0], min_band=0.05, noise=1.2)
+    assert tight["centre"] == 100.5 and tight["high"] == 101.0
+    assert tight["upper"] == 100.5 * 1.2
+    # nor than the slowest run, nor than min_band
+    assert baseline.band([100.0, 100.0, 150.0], 0.05, 1.1)["upper"] == 150.0
+    assert baseline.band([100.0, 100.0, 100.0], 0.05, 1.0)["upper"] == 105.0
+
+
+def decision(verdict, value):
+    return Decision(verdict, value, value, value, 2, "")
+
+
+def curve(verdicts):
+    """size decisions and bounds of a curve at 1, 2, 4 ... bytes: a failed
+    size at 2x its bound, a passed one at 0.9x."""
+    sizes = {baseline.variable(1 << i): decision(v, 2.0 if v == FAIL else 0.9)
+             for i, v in enumerate(verdicts)}
+    bounds = {var: Bound("upper", 1.0) for var in sizes}
+    return baseline.combine(sizes, bounds, "test.yaml")
+
+
+def test_one_size_failing_alone_is_inconclusive_not_a_loss():
+    combined, sizes = curve([PASS, PASS, FAIL, PASS, PASS])
+    assert combined.verdict == INCONCLUSIVE
+    assert sizes[2]["verdict"] == INCONCLUSIVE and sizes[2]["isolated"]
+    assert "4 B (slower alone" in combined.reason
+
+
+def test_neighbouring_failed_sizes_are_a_loss():
+    combined, sizes = curve([PASS, PASS, FAIL, FAIL, FAIL])
+    assert combined.verdict == FAIL
+    assert [s["verdict"] for s in sizes] == [PASS, PASS, FAIL, FAIL, FAIL]
+    assert "4 B (2.00x" in combined.reason and "16 B" in combined.reason
+    # an isolated failure beside a confirmed loss is not named as one
+    combined, sizes = curve([FAIL, PASS, FAIL, FAIL, PASS])
+    assert combined.verdict == FAIL and sizes[0]["verdict"] == INCONCLUSIVE
+
+
+def test_a_curve_too_short_for_neighbours_fails_on_one_size():
+    combined, _ = curve([PASS, FAIL])
+    assert combined.verdict == FAIL
+
+
+def test_a_band_learned_under_contention_already_holds_it():
+    rule = load_rule()
+    assert baseline.measured_under_contention({"cpu_pressure": 70.0}, rule)
+    assert not baseline.measured_under_contention({"cpu_pressure": 3.0}, rule)
+    assert not baseline.measured_under_contention({}, rule)
+    assert not baseline.measured_under_contention(None, rule)
+    records = [{"host": {"cpu_pressure": p}} for p in (60.0, 80.0)] + [{"host": {}}, {}]
+    assert baseline.accepted_pressure(records) == 70.0
+    assert baseline.accepted_pressure([{}]) is None
