@@ -12,6 +12,7 @@ spinning process (tcp-openmpi-debian-loaded.*: batches from 5 us to 24 ms).
 import json
 import math
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -20,7 +21,7 @@ import pytest
 from netbench.datafiles import DataError
 from netbench.judgement import (FAIL, INCONCLUSIVE, PASS, UNDECIDED, Bound, Estimate,
                                 case_verdict, decide, figures, load_rule, remeasure)
-from netbench.judgement.rule import Rule
+from netbench.judgement.rule import Rule, after_the_job
 from netbench.results.benchmark import parse_run
 
 DATA = Path(__file__).parent / "data" / "judgement"
@@ -143,9 +144,11 @@ def write_job(folder, first, again, bound):
         "figures": {"latency": {"run": "mpi", "spec": LATENCY, "bound": bound}}}))
 
 
-def run_job_lines(folder, launches=4):
-    lines = remeasure.job_lines({"mpi": "cat next.txt"}, "judging.json", launches)
-    return subprocess.run(["sh", "-c", "\n".join(lines)], cwd=folder, capture_output=True,
+def run_job_lines(folder, launches=4, time_limit=None, started_ago=0):
+    lines = remeasure.job_lines({"mpi": "cat next.txt"}, "judging.json", launches, time_limit)
+    start = f"{remeasure.START}=$(( $(date +%s) - {started_ago} ))"
+    return subprocess.run(["sh", "-c", "\n".join([start] + lines)], cwd=folder,
+                          capture_output=True,
                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(
                               Path(__file__).resolve().parent.parent)})
 
@@ -172,6 +175,24 @@ def test_the_job_stops_at_the_budget(tmp_path):
     proc = run_job_lines(tmp_path, launches=3)
     assert (tmp_path / "mpi-3.out").exists(), proc.stderr
     assert not (tmp_path / "mpi-4.out").exists()
+
+
+def test_the_job_launches_no_more_when_its_time_runs_short(tmp_path):
+    write_job(tmp_path, "tcp-openmpi-debian-loaded.1", "tcp-openmpi-debian-loaded.1",
+              {"side": "upper", "value": 17.32})
+    # the first launch took 150 s of a 240 s limit: another would end past
+    # 80 % of it, so none starts, and the figure ends inconclusive
+    proc = run_job_lines(tmp_path, launches=4, time_limit=240, started_ago=150)
+    assert not (tmp_path / "mpi-2.out").exists(), proc.stderr
+    assert re.search(r"no launch 2: 15\d s spent of the job's 192 s", proc.stderr), proc.stderr
+    decision = decide([Estimate(20.0, 19.0, 21.0)], Bound("upper", 17.32))
+    assert decision.verdict == UNDECIDED
+    final = after_the_job(decision)
+    assert final.verdict == INCONCLUSIVE and "launched no more" in final.reason
+    assert after_the_job(decide([Estimate(1.0, 0.9, 1.1)], Bound("upper", 2.0))).verdict == PASS
+    # with time to spare, it launches again as before
+    proc = run_job_lines(tmp_path, launches=3, time_limit=240, started_ago=10)
+    assert (tmp_path / "mpi-3.out").exists(), proc.stderr
 
 
 def test_a_broken_description_stops_the_loop_with_one_line(tmp_path):

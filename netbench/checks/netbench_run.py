@@ -14,7 +14,7 @@ from reframe.core.builtins import (fixture, performance_function, run_after, run
 
 from .. import benchspec, paths
 from ..judgement import baseline, decide, figures, remeasure
-from ..judgement.rule import allowing_for_contention, rule_of
+from ..judgement.rule import after_the_job, allowing_for_contention, rule_of
 from ..results import benchmark
 from ..textsafe import printable
 from .base import KiB, MiB, RAW_TCP
@@ -249,8 +249,10 @@ class NetbenchRun(MpiRun):
                                 "min_launches_to_fail": rule.min_launches_to_fail}}
         with open(os.path.join(self.stagedir, self.judging_file), "w") as f:
             json.dump(description, f, indent=1)
-        self.postrun_cmds += remeasure.job_lines(commands, self.judging_file,
-                                                 rule.launches) if figures else []
+        if figures:
+            self.prerun_cmds.insert(0, remeasure.START_LINE)
+            self.postrun_cmds += remeasure.job_lines(commands, self.judging_file,
+                                                     rule.launches, self.time_limit)
         self.postrun_cmds += remeasure.HOST_LOAD_LINES
 
     def judging_rule(self):
@@ -280,7 +282,8 @@ class NetbenchRun(MpiRun):
             runs = [launch["rows"] for launch in self.launches(run)]
             if not any(runs):
                 continue        # nothing measured (a dry run): nothing to decide
-            decision = decide(figures.estimates(runs, spec), bound, self.judging_rule())
+            decision = after_the_job(decide(figures.estimates(runs, spec), bound,
+                                            self.judging_rule()))
             # a curve's sizes keep their evidence; the curve's combined
             # verdict allows for contention (judge_the_curve_by_its_baseline)
             decisions[var] = decision if "@" in var else self.allowing_for_contention(

@@ -95,17 +95,37 @@ def _read(path):
         return ""
 
 
-def job_lines(commands, judging_file, launches):
+#: the job script's variable holding when its first launch started
+#: (date +%s), set by START_LINE
+START = "netbench_started"
+START_LINE = f"{START}=$(date +%s)"
+#: the share of the job's time limit the launches may take: past it, no
+#: further launch starts, so the job ends on its own with what it has
+TIME_SHARE = 0.8
+
+
+def job_lines(commands, judging_file, launches, time_limit=None):
     """The job script's lines that launch each run again while it has an
     undecided figure, up to `launches` launches in all: `commands` {run
-    name: its command line}."""
+    name: its command line}.  With `time_limit` (seconds), a launch starts
+    only while the launches so far, plus one more of their mean length,
+    end within TIME_SHARE of it (the script must run START_LINE before the
+    first launch): on a host so busy that launches crawl, the figure ends
+    inconclusive instead of the job being killed at its limit."""
     if launches < 2 or not commands:
         return []
     tool = f"{shlex.quote(sys.executable)} -m netbench.judgement.remeasure {judging_file}"
     cases = " ".join(f"{name}) {command} > {name}-$n.out ;;"
                      for name, command in sorted(commands.items()))
+    in_time = ""
+    if time_limit:
+        budget = int(time_limit * TIME_SHARE)
+        in_time = (f'spent=$(( $(date +%s) - ${START} )); '
+                   f'if [ $(( spent + spent / (n - 1) )) -gt {budget} ]; then '
+                   f'echo "netbench: no launch $n: $spent s spent of the job\'s {budget} s" >&2; '
+                   f"break; fi; ")
     return [f"for n in $(seq 2 {launches}); do "
-            f'again=$({tool}) || break; [ -n "$again" ] || break; '
+            f'again=$({tool}) || break; [ -n "$again" ] || break; {in_time}'
             f'echo "netbench: launching again, undecided: $again" >&2; '
             f"for run in $again; do case $run in {cases} esac; done; done"]
 

@@ -184,6 +184,18 @@ def decide(estimates, bound, rule=None):
                     + (f"; {noise}" if noise else ""))
 
 
+def after_the_job(decision):
+    """The decision once the job is over: a figure still undecided (the
+    job stopped launching before the budget of launches, as its time ran
+    short or the host was too slow to launch again) is inconclusive."""
+    if decision.verdict != UNDECIDED:
+        return decision
+    return dataclasses.replace(decision, verdict=INCONCLUSIVE,
+                               reason=f"{decision.reason}; the job launched no more "
+                                      f"(its time limit was near, or the re-measurement "
+                                      f"could not read its launches: see the job's stderr)")
+
+
 def contended(host, rule):
     """Words naming the host's contention when other work waited for a CPU
     more than the rule allows (host: {cpu_pressure, host_load}), else ""."""
