@@ -13,9 +13,9 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 
-from netbench import checks, netpipe
+from netbench import checks
 from netbench.results import osu_imb
-from netbench.results.netpipe import parse_netpipe
+from netbench.results.netpipe import NETPIPE_MPI, SMALL, parse_netpipe
 
 checks.require_netbench_config()
 
@@ -193,7 +193,7 @@ class NetpipeMpi(ViewBinaryRun):
         # Debian's NetPIPE names its binary after the MPI it was built with
         if env.extras.get("mpi_prefix"):
             return self.binary
-        return netpipe.NETPIPE_MPI.get(env.extras.get("mpi_family", ""), self.binary)
+        return NETPIPE_MPI.get(env.extras.get("mpi_family", ""), self.binary)
 
     def find_binary(self, env):
         """NPmpi in a view; for a system MPI, Debian's NetPIPE built against
@@ -218,7 +218,7 @@ class NetpipeMpi(ViewBinaryRun):
     @run_before("performance")
     def set_perf_variables(self):
         small = sn.defer(min((r["usec"] for r in self.measured_rows()
-                              if 0 < r["bytes"] < netpipe.SMALL), default=0.0))
+                              if 0 < r["bytes"] < SMALL), default=0.0))
         self.perf_variables = {
             "latency": sn.make_performance_function(small, "us"),
             "peak_bw": sn.make_performance_function(self.figure("Mbps", max), "Mbit/s")}

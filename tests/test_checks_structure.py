@@ -5,7 +5,8 @@ attribute every MPI run needs fails naming it."""
 import os
 import subprocess
 
-from netbench import checks, paths, session
+from netbench import checks, paths
+from netbench.rfm import session
 
 #: MpiRun's hooks per stage, in the order ReFrame runs them (see
 #: netbench/checks/mpirun.py for why each comes where it does)

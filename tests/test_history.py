@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from netbench import cli, paths, session
+from netbench import cli, paths
 from netbench.datafiles import DataError
 from netbench.report import findings, page, store
+from netbench.rfm import session
 
 publish = sys.modules["netbench.report.publish"]     # the module, not the function
 

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from netbench import paths, report, session
+from netbench import paths, report
 from netbench.results import benchmark, record as results_record
+from netbench.rfm import session
 
 GOLDEN = Path(__file__).parent / "data" / "benchmark"
 #: golden file -> (MPI, ranks, the benchmark's arguments)
@@ -254,7 +255,7 @@ def capture():
     parser reads from it."""
     import tempfile
     from netbench import discovery
-    from netbench.benchrun import Benchmark
+    from netbench.tools.benchrun import Benchmark
     families = discovery.load_families()
     mpis = {m.name: m for m in discovery.discover(families=families)}
     GOLDEN.mkdir(parents=True, exist_ok=True)

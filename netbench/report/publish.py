@@ -37,7 +37,7 @@ from . import findings, page, store, sweep
 from .provenance import collect_provenance
 from .sessions import load_session, published_sessions
 
-#: where ReFrame writes its run reports (rfmconfig's `report_file`)
+#: where ReFrame writes its run reports (rfm/config.py's `report_file`)
 RAW_REPORTS = paths.STATE / "reports"
 
 #: the files netbench writes into a session folder: all it ever removes there
@@ -310,11 +310,10 @@ def write_report(run_reports, outdir, results_db=paths.RESULTS_DB):
 # ---- after every ReFrame session -------------------------------------------
 
 def place_junit_beside(run_report, start, pid=None):
-    """Rename the JUnit XML this ReFrame process wrote (rfmconfig's
+    """Rename the JUnit XML this ReFrame process wrote (rfm/config.py's
     `report_junit`, named by process) beside its run report
     (junit_beside), so each session keeps its own."""
-    from ..rfmconfig import junit_file
-    junit = junit_file(pid)
+    junit = paths.junit_file(pid)
     with contextlib.suppress(FileNotFoundError):
         if os.path.getmtime(junit) >= start:
             os.replace(junit, junit_beside(run_report))

@@ -26,7 +26,8 @@ import sys
 import tempfile
 import time
 
-from . import paths, session
+from .. import paths
+from ..rfm import session
 
 BENCH_CLUSTER = "vbench"
 #: the internode ping-pong judged against the baseline on the 2-node cluster
@@ -89,7 +90,7 @@ def local_false_alarms(runs):
 
 @contextlib.contextmanager
 def cluster(nodes, rate):
-    from . import vcluster
+    from .. import vcluster
     state, created = vcluster.up(BENCH_CLUSTER, nodes=nodes, rate=rate)
     try:
         yield state
@@ -113,8 +114,8 @@ def failed_sizes(result):
 
 
 def detection(runs):
-    from . import vcluster
-    from .report import baselines
+    from .. import vcluster
+    from ..report import baselines
     references = tempfile.mkdtemp(prefix="netbench-verdictbench-") + "/references"
     shutil.copytree(paths.REFERENCES, references, ignore=shutil.ignore_patterns("baselines"))
     judged = ("-S", f"thresholds_folder={references}")
@@ -149,7 +150,7 @@ PARTS = {"local": local_false_alarms, "cluster": cluster_false_alarms, "detect":
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m netbench.verdictbench",
+    parser = argparse.ArgumentParser(prog="python -m netbench.tools.verdictbench",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("parts", nargs="*", metavar="PART",

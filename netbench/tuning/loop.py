@@ -26,9 +26,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import paths, session
+from .. import paths
 from ..datafiles import DataError, load_yaml
 from ..report import compare, sessions
+from ..rfm import session
 from . import decision, diagnosis, record
 
 BIN = Path(sys.executable).parent
