@@ -32,7 +32,8 @@ from pathlib import Path
 
 from .. import paths
 from ..datafiles import DataError
-from ..fleet import drain, judge as fleet_judge
+from ..fleet import drain
+from ..results import suspects as fleet_suspects
 from . import findings, page, store, sweep
 from .provenance import collect_provenance
 from .sessions import load_session, published_sessions
@@ -109,9 +110,9 @@ def sweep_files(session):
     found = sweep.session_suspects(session)
     if found is None:
         return {}
-    suspects = [fleet_judge.suspect_from_json(s) for sw in found["sweeps"] for s in sw["suspects"]]
+    suspects = [fleet_suspects.suspect_from_json(s) for sw in found["sweeps"] for s in sw["suspects"]]
     # the records' suspects are validated (results.record): strict JSON
-    return {"suspects.json": fleet_judge.strict_json(found),
+    return {"suspects.json": fleet_suspects.strict_json(found),
             "drain.sh": drain.drain_script(suspects)}
 
 
