@@ -164,11 +164,11 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
     The figure is the median over rounds of each round's container/host
     ratio (netbench.results.container_parity.slowdowns): the two launches
     of a round share the load of that moment, and single rounds on busy
-    cores swing more than 5%.  A pair over the bound is measured again, `rounds` more interleaved
-    launches at a time up to `max_rounds`, before the check fails, and the
-    failure names the figure and the causes the job observed (capabilities
-    and seccomp state inside the image, both sides' cgroups and CPU weight,
-    the ranks' binding)."""
+    cores swing more than 5%.  A pair over the bound is measured again,
+    `rounds` more interleaved launches at a time up to `max_rounds`, before
+    the check fails, and the failure names the figure and the causes the
+    job observed (capabilities and seccomp state inside the image, both
+    sides' cgroups and CPU weight, the ranks' binding)."""
 
     descr = "container vs bare metal: same benchmark, MPI and transport"
     valid_systems = ["+container"]
@@ -186,7 +186,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
     #: (None for a round that did not finish)
     parity = variable(dict, value={})
     #: the report draws both sides' curves side by side per transport
-    section = "container"
+    category = "container_parity"
     tags = {"container"}
 
     def measured_series(self):

@@ -96,7 +96,7 @@ class OsuPt2Pt(ViewBinaryRun):
     transport = parameter(checks.configured_transports())
     placement = parameter(checks.configured_placements())
     package = PACKAGES["osu"]
-    section = "pingpong"
+    category = "external_pingpong"
     tags = {"osu", "external"}
 
     @run_after("init")
@@ -129,15 +129,16 @@ class ImbMpi1(ViewBinaryRun):
     binary = "IMB-MPI1"
     package = PACKAGES["IMB-MPI1"]
     ranks = variable(int, value=2)
-    #: PingPong is drawn with the ping-pong curves, Sendrecv and Exchange
-    #: with the throughput chains (set_kind)
-    section = "pingpong"
+    #: PingPong is judged and drawn with the ping-pong curves, Sendrecv and
+    #: Exchange with the throughput chains (declared_category)
+    category = "external_pingpong"
     tags = {"imb", "external"}
 
+    def declared_category(self):
+        return self.category if self.benchmark == "PingPong" else "external_throughput"
+
     @run_after("init")
-    def set_kind(self):
-        if self.benchmark != "PingPong":
-            self.kind, self.section = "collective", "throughput"
+    def set_ranks(self):
         self.num_ranks = self.ranks
 
     def scaling_group(self):
@@ -185,7 +186,7 @@ class NetpipeMpi(ViewBinaryRun):
     perturbation = variable(int, value=0)
     binary = "NPmpi"
     package = PACKAGES["NPmpi"]
-    section = "pingpong"
+    category = "external_pingpong"
     tags = {"netpipe", "external"}
     output_file = "np.out"
 
