@@ -1,5 +1,5 @@
 """History in ReFrame's results database (#25): every session is stored
-there (rfmconfig's `storage`), ReFrame's own commands read it, the report's
+there (rfm/config.py's `storage`), ReFrame's own commands read it, the report's
 trends and `netbench compare` read the same store, and a JUnit XML sits
 beside each run report.  Two real, short sessions of one case."""
 

@@ -111,3 +111,17 @@ def test_the_mpis_are_discovered_once_per_process(monkeypatch):
         rfm_config.site_configuration()
     assert [e for e in events if e[0] == "process"] == []
 
+
+
+def test_the_patches_name_the_reframe_release_pinned_and_installed():
+    """rfm/patches.py wraps ReFrame internals written for one release: the
+    release it names is the one pyproject.toml pins and the one installed,
+    so a ReFrame upgrade fails here before a patch silently stops working."""
+    import re
+
+    import reframe
+
+    from netbench import paths
+    from netbench.rfm import patches
+    pin = re.search(r'"reframe-hpc==([^"]+)"', (paths.REPO / "pyproject.toml").read_text())
+    assert pin and pin.group(1) == patches.REFRAME_VERSION == reframe.VERSION
