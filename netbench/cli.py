@@ -197,7 +197,7 @@ def add_tune_parser(sub):
 
 
 def cmd_spack_check(args):
-    from . import spackcheck
+    from .spack import check as spackcheck
     return spackcheck.main(args.spack_yaml, args.facts)
 
 

@@ -26,6 +26,14 @@ DATA = Path(__file__).resolve().parent / "data"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
+def junit_file(pid=None):
+    """The JUnit XML the ReFrame process `pid` (default: this one) writes
+    (rfm/config.py's `report_junit`): ReFrame expands no session number in
+    `report_junit`, so two sessions that end together need a name each;
+    report/publish.py moves it beside its run report."""
+    return STATE / "reports" / f"junit-{pid or os.getpid()}.xml"
+
+
 def state_dir(name):
     """A git-ignored working folder of ReFrame's, created on demand."""
     path = STATE / name

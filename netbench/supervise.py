@@ -9,7 +9,7 @@ launcher, never the processes it started through ssh, nor the ranks Open
 MPI puts in process groups of their own.  When a link stops carrying
 traffic those outlive ReFrame, and ReFrame's reason is "job timed out".
 
-So netbench.launch runs the MPI launcher under `supervise()`:
+So netbench.rfm.launch runs the MPI launcher under `supervise()`:
 
 * every process of the launch carries NETBENCH_LAUNCH_ID=<tag> in its
   environment (the launcher passes it to the ranks, the cluster's ssh

@@ -21,8 +21,9 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from netbench import checks, container, discovery, judgement
-from netbench.results import benchmark
+from netbench import checks, discovery, judgement, paths
+from netbench.results import benchmark, container_parity as parity
+from netbench.rfm import container
 
 checks.require_netbench_config()
 
@@ -48,7 +49,7 @@ require_readable_run_flags()
 #: environment variables that choose a transport (mpi_families.yaml)
 TRANSPORT_PREFIXES = ("FI_", "UCX_", "OMPI_MCA_", "MPIR_CVAR_", "MPICH_")
 #: the container may be this much slower before the parity check fails
-MAX_SLOWDOWN = container.MAX_SLOWDOWN
+MAX_SLOWDOWN = parity.MAX_SLOWDOWN
 
 
 @functools.lru_cache(maxsize=None)
@@ -161,13 +162,13 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
     both; fails when the container is more than 5% slower in latency or
     1 MiB bandwidth, or ran with other transport settings than the host.
     The figure is the median over rounds of each round's container/host
-    ratio (netbench.container.slowdowns): the two launches of a round share
-    the load of that moment, and single rounds on busy cores swing more than
-    5%.  A pair over the bound is measured again, `rounds` more interleaved
-    launches at a time up to `max_rounds`, before the check fails, and the
-    failure names the figure and the causes the job observed (capabilities
-    and seccomp state inside the image, both sides' cgroups and CPU weight,
-    the ranks' binding)."""
+    ratio (netbench.results.container_parity.slowdowns): the two launches
+    of a round share the load of that moment, and single rounds on busy
+    cores swing more than 5%.  A pair over the bound is measured again,
+    `rounds` more interleaved launches at a time up to `max_rounds`, before
+    the check fails, and the failure names the figure and the causes the
+    job observed (capabilities and seccomp state inside the image, both
+    sides' cgroups and CPU weight, the ranks' binding)."""
 
     descr = "container vs bare metal: same benchmark, MPI and transport"
     valid_systems = ["+container"]
@@ -185,7 +186,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
     #: (None for a round that did not finish)
     parity = variable(dict, value={})
     #: the report draws both sides' curves side by side per transport
-    section = "container"
+    category = "container_parity"
     tags = {"container"}
 
     def measured_series(self):
@@ -217,17 +218,17 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         # evidence for the failure reason: what the ranks' processes get,
         # and the cgroups both sides run in
         self.prerun_cmds += [
-            f"{self.image_command('sh', '-c', shlex.quote(container.EVIDENCE), ranks=2)} "
+            f"{self.image_command('sh', '-c', shlex.quote(parity.EVIDENCE), ranks=2)} "
             f"> container.status",
-            f"sh -c {shlex.quote(container.EVIDENCE)} > native.status"]
+            f"sh -c {shlex.quote(parity.EVIDENCE)} > native.status"]
         pairs = [self.round_commands(i, native, inside, options) for i in range(self.rounds)]
         self.prerun_cmds += [cmd for pair in pairs for cmd in pair]
         # one noisy round on busy cores must not fail the check: while the
         # pair is over the bound, `rounds` more interleaved launches, up to
         # max_rounds; the median of every round's ratio counts
-        undecided = (f"PYTHONPATH={shlex.quote(str(container.paths.REPO))} "
+        undecided = (f"PYTHONPATH={shlex.quote(str(paths.REPO))} "
                      # the netbench this check imported, not whichever the venv names
-                     f"{shlex.quote(sys.executable)} -m netbench.container parity-undecided "
+                     f"{shlex.quote(sys.executable)} -m netbench.results.container_parity "
                      f"--max-bytes {self.max_bytes} --rounds {self.rounds} "
                      f"--max-rounds {self.max_rounds}")
         for first in range(self.rounds, self.max_rounds, self.rounds):
@@ -260,14 +261,14 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         from the stage folder once into `parity`: the record (written first,
         by Recording's hook) and the sanity both need them."""
         if not self.parity:
-            runs = container.round_figures(self.stagedir, self.max_bytes)
+            runs = parity.round_figures(self.stagedir, self.max_bytes)
             self.parity = {side: [{"latency_us": fig[0], "bw_Mbps": fig[1]} if fig else None
                                   for fig in figures]
                            for side, figures in runs.items()}
         return self.parity_runs()
 
     def parity_runs(self):
-        """self.parity as netbench.container's {side: [(lat, bw) or None]}."""
+        """self.parity as netbench.results.container_parity's {side: [(lat, bw) or None]}."""
         return {side: [(r["latency_us"], r["bw_Mbps"]) if r else None for r in rounds]
                 for side, rounds in self.parity.items()}
 
@@ -295,7 +296,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         """{variable: Decision}: parity by the judging rule's paired form
         (netbench.judgement.rule.decide_paired), the median of the rounds'
         ratios and its interval against the bound."""
-        decided = container.parity_decisions(self.parity_runs(), self.rounds, self.max_rounds)
+        decided = parity.parity_decisions(self.parity_runs(), self.rounds, self.max_rounds)
         return {self.PARITY_VARIABLES[k]: d for k, d in decided.items()}
 
     def judged_bounds(self):
@@ -310,7 +311,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         """None unless the rule found the container slower (an inconclusive
         parity is no failure: the record says so), else one line: the
         figure, how much slower, and the causes the job observed."""
-        decided = container.parity_decisions(self.parity_runs(), self.rounds, self.max_rounds)
+        decided = parity.parity_decisions(self.parity_runs(), self.rounds, self.max_rounds)
         over = {k: d for k, d in decided.items() if d.verdict == judgement.FAIL}
         if not over:
             return None
@@ -318,11 +319,11 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
             f"{'latency' if k == 'latency' else f'{self.max_bytes}-byte bandwidth'} "
             f"{d.value:.2f}x the host's ({d.lo:.2f}-{d.hi:.2f})" for k, d in over.items())
         seen = self.seen
-        causes = container.likely_causes(
+        causes = parity.likely_causes(
             seen["container.status"], seen["native.0.out"], seen["container.0.out"],
             self.family, seen["loadavg"], native_status=seen["native.status"])
         return (f"container slower than the host by more than {MAX_SLOWDOWN - 1:.0%} "
-                f"(median of {len(container.paired_rounds(self.parity_runs()))} interleaved "
+                f"(median of {len(parity.paired_rounds(self.parity_runs()))} interleaved "
                 f"rounds' ratios and its interval): {figure}; "
                 f"likely cause: {'; '.join(causes)}")
 
@@ -346,11 +347,11 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
 
     @performance_function("x")
     def latency_slowdown(self):
-        return container.slowdowns(self.parity_runs())["latency"]
+        return parity.slowdowns(self.parity_runs())["latency"]
 
     @performance_function("x")
     def bw_slowdown(self):
-        return container.slowdowns(self.parity_runs())["bandwidth"]
+        return parity.slowdowns(self.parity_runs())["bandwidth"]
 
     @performance_function("us")
     def latency(self):

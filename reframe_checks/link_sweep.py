@@ -49,11 +49,9 @@ class LinkSweep(checks.NetbenchRun):
     placement = "internode"
     num_ranks = 0               # one rank on every node of the partition
     procs_per_node = 1
-    bench_mode = "sweep"
-    # the fleet's latency is judged by the ping-pong latency of the class;
-    # its bandwidth by the sweep's own line-rate fraction (sweep_reference)
-    kind = "pingpong"
-    section = "sweep"
+    # judged by the ping-pong latency of the class and the sweep's own
+    # line-rate fraction (sweep_reference): data/check_categories.yaml
+    category = "link_sweep"
     verifies = False
     tags = {"sweep"}
     #: the large message sizes each direction of each pair streams

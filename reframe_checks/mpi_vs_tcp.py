@@ -19,7 +19,7 @@ class MpiVsTcp(checks.PingPongBase):
 
     def in_default_set(self, env):
         return False        # raw TCP once per run is TcpSocketBuffer's; this runs it per MPI
-    section = "mpi_vs_tcp"
+    category = "mpi_vs_tcp"
     tcp_output = "tcp.out"
 
     def tcp_command(self):

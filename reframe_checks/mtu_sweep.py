@@ -26,7 +26,6 @@ class MtuMixin(rfm.RegressionTestPlugin):
     mtu = parameter(MTUS)
     placement = "internode"
     transport = checks.ANY_NETWORK
-    section = "mtu"
 
     def in_default_set(self, env):
         return False        # seed 004's MTU experiment: -t seeds
@@ -61,6 +60,7 @@ class MtuMixin(rfm.RegressionTestPlugin):
 @rfm.simple_test
 class MtuPingPong(MtuMixin, checks.PingPongBase):
     descr = "MPI ping-pong sweep at one MTU"
+    category = "mtu_pingpong"
     variant = parameter(["blocking", "nonblocking"])
     tags = {"mtu", "seeds"}
 
@@ -73,7 +73,7 @@ class MtuPingPong(MtuMixin, checks.PingPongBase):
 @rfm.simple_test
 class MtuRing(MtuMixin, checks.ThroughputBase):
     descr = "ring neighbour exchange over every node at one MTU"
-    bench_mode = "exchange"
+    category = "mtu_ring"
     num_ranks = 0           # one on every node
     procs_per_node = 1
     tags = {"mtu", "seeds"}

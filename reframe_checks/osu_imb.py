@@ -13,9 +13,9 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, run_after, run_before, sanity_function, variable
 
-from netbench import checks, netpipe
+from netbench import checks
 from netbench.results import osu_imb
-from netbench.results.netpipe import parse_netpipe
+from netbench.results.netpipe import NETPIPE_MPI, SMALL, parse_netpipe
 
 checks.require_netbench_config()
 
@@ -96,7 +96,7 @@ class OsuPt2Pt(ViewBinaryRun):
     transport = parameter(checks.configured_transports())
     placement = parameter(checks.configured_placements())
     package = PACKAGES["osu"]
-    section = "pingpong"
+    category = "external_pingpong"
     tags = {"osu", "external"}
 
     @run_after("init")
@@ -129,15 +129,16 @@ class ImbMpi1(ViewBinaryRun):
     binary = "IMB-MPI1"
     package = PACKAGES["IMB-MPI1"]
     ranks = variable(int, value=2)
-    #: PingPong is drawn with the ping-pong curves, Sendrecv and Exchange
-    #: with the throughput chains (set_kind)
-    section = "pingpong"
+    #: PingPong is judged and drawn with the ping-pong curves, Sendrecv and
+    #: Exchange with the throughput chains (declared_category)
+    category = "external_pingpong"
     tags = {"imb", "external"}
 
+    def declared_category(self):
+        return self.category if self.benchmark == "PingPong" else "external_throughput"
+
     @run_after("init")
-    def set_kind(self):
-        if self.benchmark != "PingPong":
-            self.kind, self.section = "collective", "throughput"
+    def set_ranks(self):
         self.num_ranks = self.ranks
 
     def scaling_group(self):
@@ -185,7 +186,7 @@ class NetpipeMpi(ViewBinaryRun):
     perturbation = variable(int, value=0)
     binary = "NPmpi"
     package = PACKAGES["NPmpi"]
-    section = "pingpong"
+    category = "external_pingpong"
     tags = {"netpipe", "external"}
     output_file = "np.out"
 
@@ -193,7 +194,7 @@ class NetpipeMpi(ViewBinaryRun):
         # Debian's NetPIPE names its binary after the MPI it was built with
         if env.extras.get("mpi_prefix"):
             return self.binary
-        return netpipe.NETPIPE_MPI.get(env.extras.get("mpi_family", ""), self.binary)
+        return NETPIPE_MPI.get(env.extras.get("mpi_family", ""), self.binary)
 
     def find_binary(self, env):
         """NPmpi in a view; for a system MPI, Debian's NetPIPE built against
@@ -218,7 +219,7 @@ class NetpipeMpi(ViewBinaryRun):
     @run_before("performance")
     def set_perf_variables(self):
         small = sn.defer(min((r["usec"] for r in self.measured_rows()
-                              if 0 < r["bytes"] < netpipe.SMALL), default=0.0))
+                              if 0 < r["bytes"] < SMALL), default=0.0))
         self.perf_variables = {
             "latency": sn.make_performance_function(small, "us"),
             "peak_bw": sn.make_performance_function(self.figure("Mbps", max), "Mbit/s")}

@@ -2,7 +2,7 @@
 host, one programming environment per discovered MPI.
 
 Loaded through RFM_CONFIG_FILES, which `.venv/bin/activate` exports.
-netbench.rfmconfig.site_configuration() only builds the dictionary; what a
+netbench.rfm.config.site_configuration() only builds the dictionary; what a
 netbench session needs besides is done here, one named step each.
 """
 
@@ -13,31 +13,31 @@ import sys
 # plain checkout (the venv installs it in editable mode)
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from netbench import rfmconfig  # noqa: E402
 from netbench.datafiles import DataError  # noqa: E402
 from netbench.report import publish_after_session  # noqa: E402
+from netbench.rfm import config, launchers, logs, patches, slurm  # noqa: E402
 
 try:
-    site_configuration = rfmconfig.site_configuration()
+    site_configuration = config.site_configuration()
 except DataError as _err:
     # one line naming the file and key, not a traceback of the loader
     sys.exit(f"netbench: {_err}")
 
 # the partitions name netbench's launchers (netbench-mpirun, -ssh, -alloc)
-rfmconfig.register_launchers()
+launchers.register_launchers()
 # a filter that matches no test case exits 1, not `PASSED 0/0` (ReFrame has
 # no option or hook for it: this wraps its runner)
-rfmconfig.refuse_empty_runs()
+patches.refuse_empty_runs()
 # the exit code tells a loss (1) from cases that did not run to the end (2)
 # and inconclusive cases (3): ReFrame exits 1 or 0
-rfmconfig.tell_verdicts_apart_in_the_exit_code()
+patches.tell_verdicts_apart_in_the_exit_code()
 # one line per reason a case was not generated (netbench/selection.py),
 # printed once the check files are loaded
-rfmconfig.say_what_was_not_generated()
+patches.say_what_was_not_generated()
 # ReFrame opens its log file in .reframe/logs/ before it creates any folder
-rfmconfig.make_state_folders()
+logs.make_state_folders()
 # sbatch and squeue run in ReFrame's own environment: with one virtual
 # cluster running Slurm and SLURM_CONF unset, they need its slurm.conf
-rfmconfig.point_slurm_clients_at_running_cluster()
+slurm.point_slurm_clients_at_running_cluster()
 # the HTML report of every session: reports/<session>/, when ReFrame exits
 publish_after_session()

@@ -26,9 +26,7 @@ class TcpSocketBuffer(checks.PingPongBase):
     sockbuf = parameter(SOCKET_BUFFERS)
     placement = parameter(checks.configured_placements())
     transport = checks.RAW_TCP
-    kind = "tcp"
-    bench_mode = "tcp"
-    section = "tcp_tuning"
+    category = "tcp_socket_buffer"
     tags = {"tcp", "seeds"}
 
     @run_before("run")
@@ -58,12 +56,10 @@ class TcpStreams(checks.NetbenchRun):
     connections = parameter([1, 16, 32])
     placement = parameter(checks.configured_placements())
     transport = checks.RAW_TCP
-    kind = "tcp-stream"
+    category = "tcp_streams"
 
     def in_default_set(self, env):
         return False        # seed 003's multi-socket experiment: -t seeds
-    bench_mode = "tcp"
-    section = "tcp_tuning"
     drawn_columns = ("Mbps", "MBps_mean", "MBps_low", "MBps_high")
     verifies = False
     #: stream runs per application buffer size (seed 003 used 5 and 9)

@@ -33,8 +33,7 @@ class Throughput(checks.ThroughputBase):
         return self.transport == network_transport_of(env)
 
     @run_after("init")
-    def set_pattern(self):
-        self.bench_mode = self.pattern
+    def set_ranks(self):
         self.num_ranks = self.ranks
 
     def scaling_group(self):
@@ -63,7 +62,7 @@ class ThroughputPerNode(checks.ThroughputBase):
     layout = parameter(PER_NODE_LAYOUTS, fmt=lambda x: f"{x[0]}ppn-{x[1]}")
     transport = checks.ANY_NETWORK
     placement = "internode"
-    section = "scaling"
+    category = "scaling"
     tags = {"throughput", "seeds"}
 
     def in_default_set(self, env):
@@ -71,5 +70,4 @@ class ThroughputPerNode(checks.ThroughputBase):
 
     @run_after("init")
     def set_layout(self):
-        self.bench_mode = self.pattern
         self.procs_per_node, self.num_ranks = self.layout

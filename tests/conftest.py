@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from netbench import discovery
-from netbench.benchrun import Benchmark
+from netbench.tools.benchrun import Benchmark
 
 IN_CI = os.environ.get("CI") == "true"
 

@@ -10,8 +10,9 @@ import shutil
 import pytest
 import yaml
 
-from netbench import cli, paths, references, sites
+from netbench import cli, paths, references
 from netbench.datafiles import DataError
+from netbench.rfm import sites
 
 VIEWS = ["mpich-ofi", "mpich-tcp", "mpich-ucx", "openmpi-ofi", "openmpi-ucx"]
 

@@ -9,11 +9,12 @@ import subprocess
 import pytest
 import yaml
 
-from netbench import paths, session
+from netbench import paths
 from netbench.datafiles import DataError
 from netbench.judgement import baseline
 from netbench.report import baselines
 from netbench.report.verdict import EXIT_LOSS
+from netbench.rfm import session
 
 SHM = "^PingPong%variant=blocking%transport=shm%placement=intranode$"
 #: Open MPI 5 (the wheel) with its shared-memory path crippled: single copy

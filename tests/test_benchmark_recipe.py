@@ -11,8 +11,9 @@ from pathlib import PurePosixPath
 
 import pytest
 
-from netbench import benchspec, datafiles, paths, rfmconfig
+from netbench import benchspec, datafiles, paths
 from netbench.checks import NetbenchBuild
+from netbench.rfm import config as rfm_config
 
 CONTAINERS = paths.REPO / "containers"
 SPACK_PACKAGE = paths.REPO / "spack_repo" / "netbench" / "packages" / "netbench" / "package.py"
@@ -81,13 +82,13 @@ def test_the_checks_build_by_the_recipe():
 def test_the_reframe_environments_build_by_the_recipe(mpis, families):
     build = benchspec.recipe()
     for mpi in mpis.values():
-        env = rfmconfig.environment(mpi, families)
+        env = rfm_config.environment(mpi, families)
         assert (env["cflags"], env["ldflags"]) == (build["cflags"], build["ldflags"]), mpi.name
 
 
 def test_no_python_module_spells_a_build_flag():
     """The flags are benchmark.yaml's alone: a module that spells one (as
-    rfmconfig's environments did) keeps it when the recipe changes."""
+    rfm/config.py's environments did) keeps it when the recipe changes."""
     build = benchspec.recipe()
     flags = set(build["cflags"]) | set(build["ldflags"])
     spelled = []

@@ -20,11 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from netbench import benchrun, paths, session
+from netbench import paths
+from netbench.rfm import session
+from netbench.tools import benchrun
 
 DROPPED = ("RFM_", "NETBENCH_", "SLURM_CONF")
-from netbench.benchrun import job_environment
 from netbench.results.benchmark import launcher_failure, parse_output
+from netbench.tools.benchrun import job_environment
 
 from helpers.launches import INTERNODE, rank_pid
 
@@ -174,7 +176,8 @@ def kill_rank(bench, rank, signum, cwd, cluster=None, transport="shm"):
     program = [str(bench.binary), "pingpong", "-x", str(8 << 20), "-t", "4"]
     env = job_environment(bench.mpi, bench.families, transport)
     if cluster:
-        from netbench import launch, vcluster
+        from netbench import vcluster
+        from netbench.rfm import launch
         env.update(vcluster.launch_environment(cluster))
         argv = launch.command(2, 1, program, env=env, families=bench.families)
     else:

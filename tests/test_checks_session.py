@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from netbench import paths, session
+from netbench import paths
+from netbench.rfm import session
 
 EMPTY_RUN = "netbench: no test case matched the filters"
 

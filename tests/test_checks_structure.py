@@ -5,14 +5,15 @@ attribute every MPI run needs fails naming it."""
 import os
 import subprocess
 
-from netbench import checks, paths, session
+from netbench import checks, paths
+from netbench.rfm import session
 
 #: MpiRun's hooks per stage, in the order ReFrame runs them (see
 #: netbench/checks/mpirun.py for why each comes where it does)
 MPIRUN_HOOKS = {
-    "post_init": ["generate_possible_cases_only"],
+    "post_init": ["take_category", "generate_possible_cases_only"],
     "post_setup": ["require_declared_attributes", "record_provenance", "select_transport",
-                   "place_ranks", "require_matching_slurm_conf", "require_section"],
+                   "place_ranks", "require_matching_slurm_conf"],
     "pre_run": ["discover_line_rate", "count_link_traffic", "capture_node_state"],
     "pre_sanity": ["read_job_outcome", "count_link_traffic_after", "record_measurement"],
     "pre_performance": ["set_perf_variables", "set_references", "report_link_traffic"],
@@ -29,7 +30,10 @@ def test_mpirun_hooks_run_in_the_order_they_depend_on():
 
 def test_netbench_runs_add_their_hooks_after_mpiruns():
     hooks = hook_names(checks.PingPongBase)
-    assert hooks == {"post_init": ["figures_of_the_main_run"] + MPIRUN_HOOKS["post_init"],
+    # take_category first (kind, section and mode follow from it), the
+    # case generation always last
+    assert hooks == {"post_init": ["take_category", "figures_of_the_main_run",
+                                   "generate_possible_cases_only"],
                      "post_setup": MPIRUN_HOOKS["post_setup"] + ["largest_message_crosses_links"],
                      # the launches while undecided repeat the command set_command built
                      "pre_run": MPIRUN_HOOKS["pre_run"] + ["set_command",

@@ -12,7 +12,8 @@ import shutil
 import pytest
 import yaml
 
-from netbench import paths, session
+from netbench import paths
+from netbench.rfm import session
 
 PINGPONG_SHM = "^PingPong%variant=blocking%transport=shm%placement=intranode$"
 SENDRECV_SHM = "^Throughput%pattern=sendrecv%ranks=2%transport=shm%placement=intranode$"

@@ -1,10 +1,11 @@
-"""The parity check's arithmetic and evidence (netbench.container), on
-figures and /proc texts as the job records them; the real runs are in
-tests/test_containers.py."""
+"""The parity check's arithmetic and evidence
+(netbench.results.container_parity), on figures and /proc texts as the
+job records them; the real runs are in tests/test_containers.py."""
 
 import pytest
 
-from netbench import container
+from netbench.results import container_parity as parity
+from netbench.rfm import container
 
 V1_HOST = """12:rdma:/
 4:memory:/process_api/c57d21da
@@ -20,7 +21,7 @@ STATUS = "Name:\tcat\nCapEff:\t00000000a80c25fb\nSeccomp:\t0\nCpus_allowed:\t3\n
 def test_slowdowns_are_the_median_of_each_rounds_ratio():
     runs = {"native": [(1.0, 100.0), (1.0, 100.0), (0.8, 125.0)],
             "container": [(1.02, 99.0), (1.04, 98.0), (1.0, 100.0)]}
-    slow = container.slowdowns(runs)
+    slow = parity.slowdowns(runs)
     # round 3's lucky host run (0.8 us) gives a ratio of 1.25: one round of
     # three, it does not move the median, where best over best would be 1.25
     assert slow["latency"] == pytest.approx(1.04)
@@ -30,9 +31,9 @@ def test_slowdowns_are_the_median_of_each_rounds_ratio():
 def test_a_round_one_side_did_not_finish_pairs_nothing_else():
     runs = {"native": [(1.0, 100.0), None, (1.0, 100.0)],
             "container": [(1.1, 90.0), (0.5, 200.0), (1.1, 90.0)]}
-    assert container.paired_rounds(runs) == [((1.0, 100.0), (1.1, 90.0))] * 2
-    assert container.slowdowns(runs)["latency"] == pytest.approx(1.1)
-    assert container.slowdowns({"native": [None], "container": [(1.0, 1.0)]}) == {}
+    assert parity.paired_rounds(runs) == [((1.0, 100.0), (1.1, 90.0))] * 2
+    assert parity.slowdowns(runs)["latency"] == pytest.approx(1.1)
+    assert parity.slowdowns({"native": [None], "container": [(1.0, 1.0)]}) == {}
 
 
 @pytest.mark.parametrize("text, path", [
@@ -41,13 +42,13 @@ def test_a_round_one_side_did_not_finish_pairs_nothing_else():
     # /proc/self/status and cgroup lines in one text: only cgroup lines count
     (STATUS + V1_UNDER_CALLER, "/libpod-0c87"), ("", None), (None, None)])
 def test_the_cgroup_the_scheduler_groups_by(text, path):
-    assert container.cgroup_path(text) == path
+    assert parity.cgroup_path(text) == path
 
 
 def test_levels_the_container_adds():
-    assert container.levels_added("/libpod_parent/libpod-b565", "/") == 2
-    assert container.levels_added("/slurm/job_5/step_0/libpod-1", "/slurm/job_5/step_0") == 1
-    assert container.levels_added(None, "/") is None
+    assert parity.levels_added("/libpod_parent/libpod-b565", "/") == 2
+    assert parity.levels_added("/slurm/job_5/step_0/libpod-1", "/slurm/job_5/step_0") == 1
+    assert parity.levels_added(None, "/") is None
 
 
 PTRACE_NO_FILTER = "CapEff:\t00000000a80c25fb\nSeccomp:\t0\n"
@@ -57,7 +58,7 @@ DEFAULT_PODMAN = "CapEff:\t00000000a80425fb\nSeccomp:\t2\n"
 def causes(cgroup="1:cpu,cpuacct:/libpod-0c87\n", status=PTRACE_NO_FILTER, shares=2048,
            family="mpich"):
     evidence = status + cgroup + (f"cpu.shares {shares}\n" if shares else "cpu.shares \n")
-    return container.likely_causes(evidence, "", "", family, "3.70 2.1 1.9 2/300 77\n",
+    return parity.likely_causes(evidence, "", "", family, "3.70 2.1 1.9 2/300 77\n",
                                    native_status=V1_HOST, ranks=2)
 
 
@@ -117,13 +118,13 @@ def test_parity_is_decided_by_the_median_ratio_and_its_interval():
     def runs(ratios):
         return {"native": [(1.0, 1000.0)] * len(ratios),
                 "container": [(r, 1000.0) for r in ratios]}
-    slower = container.parity_decisions(runs([1.10, 1.12, 1.13, 1.11, 1.12] * 4), 5, 20)
+    slower = parity.parity_decisions(runs([1.10, 1.12, 1.13, 1.11, 1.12] * 4), 5, 20)
     assert slower["latency"].verdict == FAIL and slower["bandwidth"].verdict == PASS
-    equal = container.parity_decisions(runs([0.99, 1.0, 1.01, 1.0, 0.98]), 5, 20)
+    equal = parity.parity_decisions(runs([0.99, 1.0, 1.01, 1.0, 0.98]), 5, 20)
     assert equal["latency"].verdict == PASS
     swinging = [0.8, 1.3, 0.9, 1.25, 1.0, 1.2, 0.85, 1.1, 1.3, 0.95]
-    assert container.parity_decisions(runs(swinging), 5, 20)["latency"].verdict == UNDECIDED
-    decided = container.parity_decisions(runs(swinging * 2), 5, 20)["latency"]
+    assert parity.parity_decisions(runs(swinging), 5, 20)["latency"].verdict == UNDECIDED
+    decided = parity.parity_decisions(runs(swinging * 2), 5, 20)["latency"]
     assert decided.verdict == INCONCLUSIVE and "too noisy to tell" in decided.reason
     assert decided.launches == 20
 

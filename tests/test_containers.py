@@ -13,8 +13,10 @@ import sys
 import pytest
 
 from conftest import require
-from netbench import container, paths
-from netbench.session import NO_FAILURE, latest_report, run_reframe
+from netbench import paths
+from netbench.results import container_parity as parity
+from netbench.rfm import container
+from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
 
 CONTAINERS = paths.REPO / "containers"
 SHORT = ["-S", "budget=0.01"]
@@ -53,7 +55,7 @@ def test_the_def_file_parses_and_matches_the_containerfile():
 
 def test_without_a_runtime_make_container_says_what_to_install(tmp_path):
     os.symlink(sys.executable, tmp_path / "python3")
-    proc = subprocess.run([str(tmp_path / "python3"), "-m", "netbench.container", "build"],
+    proc = subprocess.run([str(tmp_path / "python3"), "-m", "netbench.tools.image"],
                           capture_output=True, text=True, cwd=paths.REPO,
                           env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
     assert proc.returncode == 2
@@ -121,7 +123,7 @@ def parity_slowdowns(tc):
     round's ratio)."""
     runs = {side: [(r["latency_us"], r["bw_Mbps"]) if r else None for r in rounds]
             for side, rounds in tc["parity"].items()}
-    return container.slowdowns(runs)
+    return parity.slowdowns(runs)
 
 
 def test_the_parity_check_compares_container_and_host(image):
@@ -173,7 +175,7 @@ def inside_the_image(image, flags, path):
 def test_inside_the_image_the_run_flags_give_ptrace_under_podmans_filter(image,
                                                                          monkeypatch):
     def status(flags):
-        return container.process_status(inside_the_image(image, flags, "/proc/self/status"))
+        return parity.process_status(inside_the_image(image, flags, "/proc/self/status"))
     monkeypatch.delenv(container.OPT_IN_ENV, raising=False)
     assert status(container.run_flags()) == {"ptrace": True, "seccomp": True}
     # without a filter only when asked for (what it exposes: container_run.yaml)
@@ -265,18 +267,18 @@ def test_the_shipped_namespaces_are_the_containers_own_but_the_network():
 
 
 def test_the_container_runs_one_cgroup_level_below_its_caller(image):
-    require(container.cgroup_path(open("/proc/self/cgroup").read()) is not None
+    require(parity.cgroup_path(open("/proc/self/cgroup").read()) is not None
             and not os.path.exists("/sys/fs/cgroup/cgroup.controllers"),
             "cgroup v1 (on unified v2 the wrapper leaves podman's default parent)")
-    caller = container.cgroup_path(open("/proc/self/cgroup").read())
-    inside = container.cgroup_path(inside_the_image(image, container.run_flags(),
+    caller = parity.cgroup_path(open("/proc/self/cgroup").read())
+    inside = parity.cgroup_path(inside_the_image(image, container.run_flags(),
                                                     "/proc/self/cgroup"))
     # the caller's cgroup, then podman's one libpod-ID level
     assert re.fullmatch(re.escape(caller.rstrip("/")) + r"/libpod-[0-9a-f]{64}", inside), inside
-    assert container.levels_added(inside, caller) == 1
+    assert parity.levels_added(inside, caller) == 1
     # podman's default parent is two levels down: what cost MPICH's latency
-    default = container.cgroup_path(inside_the_image(image, [], "/proc/self/cgroup"))
-    assert container.levels_added(default, "/") == 2, default
+    default = parity.cgroup_path(inside_the_image(image, [], "/proc/self/cgroup"))
+    assert parity.levels_added(default, "/") == 2, default
     # and nothing of the run is left behind: no libpod-ID, no conmon cgroup
     cpu_root = "/sys/fs/cgroup/cpu" + caller.rstrip("/")
     assert not [d for d in os.listdir(cpu_root) if d.startswith("libpod-") or d == "conmon"]
@@ -297,7 +299,7 @@ def test_without_the_ptrace_capability_the_verdict_follows_the_evidence(image):
     print(tc["fail_reason"], json.dumps(tc["parity"]))
     rounds = {side: [(r["latency_us"], r["bw_Mbps"]) if r else None for r in tc["parity"][side]]
               for side in ("native", "container")}
-    decided = container.parity_decisions(rounds, 5, 20)
+    decided = parity.parity_decisions(rounds, 5, 20)
     failed = any(d.verdict == "fail" for d in decided.values())
     assert (tc["result"] == "fail") == failed, tc["fail_reason"]
     if decided["bandwidth"].verdict == "fail":

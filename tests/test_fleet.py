@@ -19,6 +19,7 @@ from helpers.fleet import LATENCY_US, LINE_MBPS, NOISE, SIZES, make_fleet
 from netbench import paths, references
 from netbench.datafiles import DataError
 from netbench.fleet import drain, judge
+from netbench.results import suspects as suspects_format
 
 def named(verdict):
     return sorted((s.kind, s.names) for s in verdict.suspects)
@@ -157,7 +158,7 @@ def test_suspects_json_round_trips_through_its_schema(tmp_path):
                           reference_bw_mbps=LINE_MBPS)
     path = tmp_path / "suspects.json"
     path.write_text(verdict.to_json())
-    suspects, data = judge.read_suspects(path)
+    suspects, data = suspects_format.read_suspects(path)
     assert suspects == verdict.suspects
     assert data == json.loads(verdict.to_json())
     assert {s.kind for s in suspects} == {"node", "pair"}
@@ -169,7 +170,7 @@ def test_a_malformed_suspects_json_names_file_and_key(tmp_path):
     path = tmp_path / "suspects.json"
     path.write_text(json.dumps(data))
     with pytest.raises(DataError) as err:
-        judge.read_suspects(path)
+        suspects_format.read_suspects(path)
     assert str(err.value).startswith(f"{path}: suspects[0].kind: ")
 
 
@@ -206,8 +207,8 @@ def test_drain_script_survives_hostile_host_names(tmp_path):
         if HOSTILE[1] in pair or "good-node.example" in pair:
             figures["bw_Mbps"] = {s: v / 3 for s, v in figures["bw_Mbps"].items()}
     suspects = judge.judge(measurements).suspects
-    suspects.append(judge.Suspect("node", (HOSTILE[5],), "latency_us", 1, 1))
-    suspects.append(judge.Suspect("node", (HOSTILE[6],), "latency_us", 1, 1))
+    suspects.append(suspects_format.Suspect("node", (HOSTILE[5],), "latency_us", 1, 1))
+    suspects.append(suspects_format.Suspect("node", (HOSTILE[6],), "latency_us", 1, 1))
     assert {s.names[0] for s in suspects if s.kind == "node"} >= {HOSTILE[1],
                                                                  "good-node.example"}
     text = drain.drain_script(suspects, reason_prefix="net\nbench $(id)")
@@ -225,7 +226,7 @@ def test_an_uncommented_drain_line_runs_scontrol_with_exactly_its_words(tmp_path
     fake.parent.mkdir()
     fake.write_text('#!/bin/sh\nprintf "%s\\n" "$#" "$@" > "$OUT"\n')
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
-    suspect = judge.Suspect("node", ("n7.rack-2",), "bw_Mbps@8388608", 300.0, 900.0)
+    suspect = suspects_format.Suspect("node", ("n7.rack-2",), "bw_Mbps@8388608", 300.0, 900.0)
     text = drain.drain_script([suspect], reason_prefix="it's $(id) `x`")
     line = next(l for l in text.splitlines() if l.startswith("# scontrol "))
     script = tmp_path / "run.sh"
@@ -434,8 +435,9 @@ def test_a_large_fleet_names_its_slow_node_and_cable_only():
 HOSTILE_TEXT = ["both)\ntouch PWNED #", "$(touch PWNED)", "`touch PWNED`", ") ; touch PWNED",
                 "x\rtouch PWNED", "\x1b]0;owned\x07\x1b[2J", "n\u2028touch PWNED", "né\u202e",
                 "egress\n>PWNED", "1;touch PWNED"]
-NODE = judge.Suspect("node", ("n7",), "bw_Mbps@8388608", 300.0, 900.0, None, "both",
-                     (judge.Evidence("n7", "n8", "bw_Mbps@8388608", 300.0, 700.0),))
+NODE = suspects_format.Suspect(
+    "node", ("n7",), "bw_Mbps@8388608", 300.0, 900.0, None, "both",
+    (suspects_format.Evidence("n7", "n8", "bw_Mbps@8388608", 300.0, 700.0),))
 PAIR = dataclasses.replace(NODE, kind="pair", names=("n7", "n8"), direction="n7->n8")
 FIELDS = ["kind", "names", "metric", "value", "fleet_median", "reference", "direction",
           "evidence"]

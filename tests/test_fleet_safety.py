@@ -15,6 +15,7 @@ import pytest
 from netbench import cli, report
 from netbench.fleet import drain, judge, reasons
 from netbench.report import plots
+from netbench.results import suspects as suspects_format
 from netbench.results.sweep import lost_hosts, parse_sweep
 from netbench.textsafe import printable
 from helpers.fleet import make_fleet
@@ -189,7 +190,7 @@ def test_suspects_json_is_strict_json_whatever_the_references():
                           reference_bw_mbps=float("inf"), line_rate_mbps=float("nan"))
     data = strict_loads(verdict.to_json())
     assert data["suspects"] and all(s["reference"] is None for s in data["suspects"])
-    assert judge.strict_json({"x": float("nan")}) == '{\n  "x": null\n}\n'
+    assert suspects_format.strict_json({"x": float("nan")}) == '{\n  "x": null\n}\n'
 
 
 def test_report_refuses_an_empty_output_folder(tmp_path, capsys, monkeypatch):

@@ -1,5 +1,5 @@
 """History in ReFrame's results database (#25): every session is stored
-there (rfmconfig's `storage`), ReFrame's own commands read it, the report's
+there (rfm/config.py's `storage`), ReFrame's own commands read it, the report's
 trends and `netbench compare` read the same store, and a JUnit XML sits
 beside each run report.  Two real, short sessions of one case."""
 
@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from netbench import cli, paths, session
+from netbench import cli, paths
 from netbench.datafiles import DataError
 from netbench.report import findings, page, store
+from netbench.rfm import session
 
 publish = sys.modules["netbench.report.publish"]     # the module, not the function
 

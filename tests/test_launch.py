@@ -1,8 +1,8 @@
-"""The command lines netbench.launch builds for each MPI family."""
+"""The command lines netbench.rfm.launch builds for each MPI family."""
 
 import pytest
 
-from netbench import launch
+from netbench.rfm import launch
 
 CLUSTER = {"NETBENCH_HOSTFILE": "/c/hostfile", "NETBENCH_SSH_AGENT": "/c/ssh",
            "NETBENCH_HEAD_ADDRESS": "198.18.0.3", "NETBENCH_NETWORK": "198.18.0.0/24",
@@ -44,18 +44,18 @@ def test_outside_a_cluster_partition_one_clear_error(families):
 
 
 def test_the_reframe_launchers_hand_the_time_limit_to_the_supervisor():
-    """netbench.launch ends the whole launch a little before the job's time
+    """netbench.rfm.launch ends the whole launch a little before the job's time
     limit and says why (netbench/supervise.py): ReFrame's launchers tell it
     that limit, and the local one goes through it too (issue #23, 11)."""
     import types
 
-    from netbench import rfmconfig
-    rfmconfig.register_launchers()
+    from netbench.rfm import launchers
+    launchers.register_launchers()
     from reframe.core.backends import getlauncher
     job = types.SimpleNamespace(num_tasks=2, num_tasks_per_node=1, time_limit=120.0)
     for name in ("netbench-mpirun", "netbench-ssh", "netbench-alloc"):
         argv = getlauncher(name)().command(job)
-        assert argv[1:3] == ["-m", "netbench.launch"], (name, argv)
+        assert argv[1:3] == ["-m", "netbench.rfm.launch"], (name, argv)
         assert argv[argv.index("--time-limit") + 1] == "120" and argv[-1] == "--", (name, argv)
     assert "--here" in getlauncher("netbench-mpirun")().command(job)
 

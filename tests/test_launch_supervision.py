@@ -1,4 +1,4 @@
-"""A link taken down mid-run (issue #23, 11): netbench.launch ends all of the
+"""A link taken down mid-run (issue #23, 11): netbench.rfm.launch ends all of the
 launch, the remote rank, the MPI proxy and the ssh session included, and
 says what it saw: no progress, the link that stopped carrying traffic, the
 ranks that had not finished.  On a real 2-node virtual cluster; the link is
@@ -15,13 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from netbench.benchrun import job_environment
-from netbench.checks.slurm import job_failure
 from netbench import supervise, vcluster
+from netbench.checks.slurm import job_failure
+from netbench.tools.benchrun import job_environment
 from helpers.launches import INTERNODE, rank_pid
 from helpers.vcluster import cluster
 
-LAUNCH = [sys.executable, "-m", "netbench.launch"]
+LAUNCH = [sys.executable, "-m", "netbench.rfm.launch"]
 
 
 def namespace_inode(path):

@@ -19,7 +19,8 @@ import time
 import pytest
 
 from conftest import require
-from netbench import paths, session, vcluster
+from netbench import paths, vcluster
+from netbench.rfm import session
 from helpers.browser import chromium, run_chromium
 from helpers.vcluster import cluster
 

@@ -22,8 +22,8 @@ import shutil
 import pytest
 
 from conftest import require
-from netbench import netpipe
 from netbench.results.netpipe import parse_netpipe
+from netbench.tools import netpipe
 
 TOLERANCE = 0.25
 LAUNCHES = 15

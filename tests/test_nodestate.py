@@ -7,8 +7,9 @@ import json
 import shutil
 from pathlib import Path
 
-from netbench import checkout, nodestate, report, session
+from netbench import checkout, nodestate, report
 from netbench.report import provenance
+from netbench.rfm import session
 
 DATA = Path(__file__).parent / "data" / "nodestate"
 SHM = "^PingPong%variant=blocking%transport=shm%placement=intranode$"

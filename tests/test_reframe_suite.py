@@ -7,7 +7,8 @@ import re
 import pytest
 
 from helpers.suite import ACTIVATE, bash
-from netbench import paths, session
+from netbench import paths
+from netbench.rfm import session
 
 @pytest.fixture
 def home(tmp_path):

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from helpers.reports import minimal_report, session_from, sweep_report
-from netbench import analysis, report
+from netbench import report
+from netbench.report import analysis
 from netbench.results import record as results_record
 
 SIZES = 2.0 ** np.arange(0, 24)

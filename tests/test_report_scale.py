@@ -10,10 +10,12 @@ import json
 import numpy as np
 import pytest
 
-from netbench import analysis, datafiles, report, reportbench
+from netbench import datafiles, report
 from netbench.datafiles import DataError
+from netbench.report import analysis
 from netbench.report import plots, sessions
 from netbench.results import record as results_record
+from netbench.tools import reportbench
 
 SIZES = 2.0 ** np.arange(0, 24)
 

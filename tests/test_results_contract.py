@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from netbench import paths, report, session
+from netbench import paths, report
 from netbench.results import benchmark, record as results_record
+from netbench.rfm import session
 
 GOLDEN = Path(__file__).parent / "data" / "benchmark"
 #: golden file -> (MPI, ranks, the benchmark's arguments)
@@ -180,6 +181,7 @@ from pathlib import Path
 import reframe.core.config as config
 import reframe.core.runtime as runtime
 import reframe.utility as util
+from netbench.checks.category import categories
 site = config.load_config(sys.argv[1])
 site.select_subconfig("local")
 runtime.init_runtime(site)
@@ -193,7 +195,8 @@ for path in sorted(Path(sys.argv[2]).glob("*.py")):
         if isinstance(node, ast.ClassDef) and any(
                 ast.unparse(d) == "rfm.simple_test" for d in node.decorator_list):
             cls = getattr(module, node.name)
-            found[node.name] = {"file": path.name, "section": cls.section}
+            found[node.name] = {"file": path.name,
+                                "section": categories()[cls.category]["section"]}
 print(json.dumps(found))
 """
 
@@ -221,32 +224,33 @@ def test_every_check_lands_in_a_section_of_the_report():
     assert checks["ThroughputPerNode"]["section"] == "scaling"
 
 
-UNSECTIONED = """
+UNCATEGORIZED = """
 import reframe as rfm
 from reframe.core.builtins import parameter
 from netbench import checks
 
 
 @rfm.simple_test
-class Unsectioned(checks.NetbenchRun):
+class Uncategorized(checks.NetbenchRun):
     transport = parameter(["shm"])
     placement = "intranode"
 """
 
 
-def test_a_check_without_a_section_fails_instead_of_dropping_out(tmp_path):
-    """A check that names no section of the taxonomy fails at setup, with
-    one line saying which sections there are."""
-    check = tmp_path / "unsectioned.py"
-    check.write_text(UNSECTIONED)
+def test_a_check_without_a_category_stops_the_session_instead_of_dropping_out(tmp_path):
+    """A check that names no category (so no report section) stops the
+    session as ReFrame loads it, with one line saying which categories
+    there are (netbench/data/check_categories.yaml)."""
+    check = tmp_path / "uncategorized.py"
+    check.write_text(UNCATEGORIZED)
     env = {k: v for k, v in os.environ.items() if not k.startswith(session.DROPPED)}
     proc = subprocess.run([str(session.BIN / "reframe"), "-C", str(paths.CONFIG), "-c",
                            str(check), "-p", "^mpich$", "-r"], cwd=paths.REPO, env=env,
                           capture_output=True, text=True, timeout=600)
     out = proc.stdout + proc.stderr
-    # the case failed before it could measure: exit 2, not a loss shown (1)
-    assert proc.returncode == 2, out[-3000:]
-    assert "Unsectioned: section '' is not one of pingpong, mpi_vs_tcp" in out, out[-3000:]
+    assert proc.returncode == 1, out[-3000:]
+    assert "netbench: Uncategorized: category '' is not one of pingpong, mpi_vs_tcp" in out, \
+        out[-3000:]
 
 
 def capture():
@@ -254,7 +258,7 @@ def capture():
     parser reads from it."""
     import tempfile
     from netbench import discovery
-    from netbench.benchrun import Benchmark
+    from netbench.tools.benchrun import Benchmark
     families = discovery.load_families()
     mpis = {m.name: m for m in discovery.discover(families=families)}
     GOLDEN.mkdir(parents=True, exist_ok=True)

@@ -9,8 +9,9 @@ import subprocess
 import pytest
 import yaml
 
-from netbench import paths, sites
+from netbench import paths
 from netbench.datafiles import DataError
+from netbench.rfm import sites
 
 EXAMPLE = sites.SITES / "example-slurm.yaml"
 VIEWS = ["mpich-ofi", "mpich-tcp", "mpich-ucx", "openmpi-ofi", "openmpi-ucx"]

@@ -16,8 +16,8 @@ import pytest
 
 from conftest import require
 from netbench import checks, vcluster
+from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
 from netbench.vcluster import netns, slurm
-from netbench.session import NO_FAILURE, latest_report, run_reframe
 from helpers.suite import cases_of, perf
 from helpers.vcluster import cluster, netbench_cli
 
@@ -126,7 +126,7 @@ def test_internode_checks_run_through_slurm_on_both_mpis(slurm_cluster, path):
         assert f"#SBATCH --partition={state['slurm']['partition']}" in script
         mpi_type = {"mpich": "pmi2", "openmpi": "pmix"}[tc["environ"]]
         assert f"export SLURM_MPI_TYPE={mpi_type}" in script
-        launcher = "srun " if path == "srun" else "netbench.launch --allocation"
+        launcher = "srun " if path == "srun" else "netbench.rfm.launch --allocation"
         assert launcher in script, script
     # the MTU checks reach the host's links from a job inside a node: jumbo
     # frames beat 1500 on the shaped links (seed 004)

@@ -11,8 +11,10 @@ import sys
 import pytest
 
 from conftest import require
-from netbench import discovery, paths, spackcheck, spackspec
-from netbench.session import NO_FAILURE, latest_report, run_reframe
+from netbench import discovery, paths
+from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
+from netbench.spack import check as spackcheck
+from netbench.spack import spec as spackspec
 
 NETBENCH = [sys.executable, "-m", "netbench.cli"]
 SHARED_FACTS = paths.REPO.parent / "shared" / "spack" / "builtin-packages.json"

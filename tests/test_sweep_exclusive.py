@@ -8,8 +8,8 @@ import os
 import subprocess
 import time
 
-from netbench import session
 from netbench.checks import exclusive
+from netbench.rfm import session
 from helpers.vcluster import cluster
 
 NODES = 3

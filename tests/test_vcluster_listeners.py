@@ -6,7 +6,7 @@ Open MPI 5's prterun listens on 0.0.0.0 and [::] whatever
 host, they were reachable from the host's real networks while a job ran.
 netbench starts them in the cluster's head namespace instead.  These tests
 launch real jobs across a real cluster, exactly as its ReFrame partition
-does (netbench.launch), and sample `ss -ltnp` while the job runs: in the
+does (netbench.rfm.launch), and sample `ss -ltnp` while the job runs: in the
 host's namespace (nothing of the job may appear there) and in the head's
 (the launcher must appear there: the sampler sees what it looks for).
 """
@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 
 from conftest import require
-from netbench import launch, vcluster
-from netbench.benchrun import job_environment
+from netbench import vcluster
+from netbench.rfm import launch
+from netbench.tools.benchrun import job_environment
 from helpers.vcluster import cluster
 
 MiB = 1024 * 1024

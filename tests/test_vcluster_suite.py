@@ -7,7 +7,8 @@ import re
 import subprocess
 
 from conftest import require
-from netbench import launch, session, vcluster
+from netbench import vcluster
+from netbench.rfm import launch, session
 from helpers.suite import cases_of, perf
 from helpers.vcluster import cluster
 

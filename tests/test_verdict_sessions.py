@@ -7,8 +7,9 @@ import shutil
 
 import pytest
 
-from netbench import paths, report, session
+from netbench import paths, report
 from netbench.report import verdict
+from netbench.rfm import session
 
 SHM = "^PingPong%variant=blocking%transport=shm%placement=intranode$"
 

@@ -5,6 +5,9 @@ parameterized on top of it).
   config.py        what the loaded configuration offers (environments,
                    transports, placements); require_netbench_config
   base.py          MpiJob: the MPI, the transport, the ranks' placement
+  category.py      Categorized: one declared category per check, from
+                   data/check_categories.yaml: thresholds' kind, report
+                   section and benchmark mode
   slurm.py         JobOutcome: the Slurm guard, every rank finished
   links.py         LinkCounters: traffic seen crossing the links
   judging.py       Judging: references of the interconnect class
@@ -15,6 +18,7 @@ parameterized on top of it).
 """
 
 from .base import ANY_NETWORK, KiB, MiB, PLACEMENTS, RAW_TCP, MpiJob
+from .category import Categorized
 from .config import (LOAD_HINT, configured_environments, configured_placements,
                      configured_transports, max_nodes, max_ranks, require_netbench_config,
                      throughput_transports)
@@ -27,7 +31,7 @@ from .recording import Recording
 from .slurm import SLURM_CANCELLED, SRUN_ERRORS, JobOutcome, job_failure, slurm_failure
 
 __all__ = [
-    "ANY_NETWORK", "INTRANODE_CLASS", "KiB", "LOAD_HINT", "MiB", "PLACEMENTS", "RAW_TCP",
+    "ANY_NETWORK", "Categorized", "INTRANODE_CLASS", "KiB", "LOAD_HINT", "MiB", "PLACEMENTS", "RAW_TCP",
     "SLURM_CANCELLED", "SRUN_ERRORS", "JobOutcome", "Judging", "LinkCounters", "MpiJob",
     "MpiRun", "NetbenchBuild", "NetbenchRun", "PingPongBase", "Recording", "ThroughputBase",
     "configured_environments", "configured_placements", "configured_transports",

@@ -24,8 +24,8 @@ class Judging(rfm.RegressionTestPlugin):
     documented threshold judges it.  Mixed into MpiRun (uses `transport`,
     `placement` and `record`)."""
 
-    #: the thresholds' check kind of the case
-    kind = "pingpong"
+    #: the thresholds' check kind of the case (`kind`) follows from the
+    #: check's category (checks/category.py)
     #: where the report draws a judged figure on the case's first series:
     #: {variable: (y column, message size; None: the size the source gives
     #: beside the figure)}

@@ -6,13 +6,16 @@ Hook order.  ReFrame runs the hooks of one stage in reverse MRO order (the
 least specialised class first; "Pipeline hooks are normally executed in
 reverse MRO order", ReFrame's regression test API), and a class's own hooks
 in the order they are defined.  MpiRun's bases are listed so that the
-reverse MRO, MpiJob, JobOutcome, Judging, LinkCounters, Recording, gives
-the order the hooks depend on:
+reverse MRO, MpiJob, Categorized, JobOutcome, Judging, LinkCounters,
+Recording, gives the order the hooks depend on:
+
+  init (first) Categorized: take_category (the check's one declared
+               category gives `kind`, `section` and `bench_mode`; an
+               unknown one stops the check as ReFrame loads it)
 
   setup        MpiJob: require_declared_attributes, record_provenance,
                select_transport, place_ranks (after select_transport);
-               JobOutcome: require_matching_slurm_conf;
-               Recording: require_section
+               JobOutcome: require_matching_slurm_conf
   pre-run      Judging: discover_line_rate (its launch before the counters'
                first reading); LinkCounters: count_link_traffic (before the
                checks' own); Recording: capture_node_state (first of the
@@ -33,6 +36,7 @@ place.  tests/test_checks_structure.py holds the order.
 """
 
 from .base import MpiJob
+from .category import Categorized
 from .generation import CaseGeneration
 from .judging import Judging
 from .links import LinkCounters
@@ -40,8 +44,11 @@ from .recording import Recording
 from .slurm import JobOutcome
 
 
-class MpiRun(CaseGeneration, Recording, LinkCounters, Judging, JobOutcome, MpiJob):
+class MpiRun(CaseGeneration, Recording, LinkCounters, Judging, JobOutcome, Categorized,
+             MpiJob):
     """An MPI run: placed on the partition (MpiJob: `transport`,
-    `placement`, `num_ranks`), its ranks seen to finish (JobOutcome), its
-    traffic seen on the links (LinkCounters), judged (Judging: `kind`) and
-    recorded for the report (Recording: `section`, measured_series)."""
+    `placement`, `num_ranks`), of one declared `category` (Categorized),
+    its ranks seen to finish (JobOutcome), its traffic seen on the links
+    (LinkCounters), judged (Judging: the category's `kind`) and recorded
+    for the report (Recording: the category's `section`,
+    measured_series)."""

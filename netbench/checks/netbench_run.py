@@ -56,7 +56,7 @@ CPU_BOUND_BYTES = 4096
 class NetbenchRun(MpiRun):
     """Run one mode of netbench's own benchmark (reframe_checks/src/netbench.c).
 
-    Subclasses set `bench_mode` besides MpiRun's attributes."""
+    The mode it runs (`bench_mode`) follows from the check's category."""
 
     netbench = fixture(NetbenchBuild, scope="environment")
     #: largest message of the sweep
@@ -67,7 +67,6 @@ class NetbenchRun(MpiRun):
     precision = variable(float, value=0.01)
     #: the mode checks received data (-V); TCP streams do not
     verifies = True
-    bench_mode = "pingpong"
     #: the columns of the benchmark's table the report draws
     drawn_columns = ("usec", "Mbps", "MBps")
 
@@ -355,9 +354,7 @@ class PingPongBase(NetbenchRun):
     their bounds, the job sweeps again, up to the rule's budget; every
     launch is in the record."""
 
-    kind = "pingpong"
-    bench_mode = "pingpong"
-    section = "pingpong"
+    category = "pingpong"
     figure_specs = {"latency": ("mpi", {"figure": "latency"}),
                     "peak_bw": ("mpi", {"figure": "peak", "column": "Mbps"})}
 
@@ -398,8 +395,7 @@ class ThroughputBase(NetbenchRun):
     throughput per process in MB/s (Sendrecv counts 2X bytes per call,
     Exchange 4X, as PMB does)."""
 
-    kind = "collective"
-    section = "throughput"
+    category = "throughput"
 
     @performance_function("MB/s")
     def peak_throughput(self):

@@ -21,23 +21,12 @@ class Recording(rfm.RegressionTestPlugin):
     #: where it ran (netbench/results/record.py): written before the
     #: performance stage, so a case that fails its references still has it
     record = variable(dict, value={})
-    #: the report section that draws the case, one of
-    #: results.record.SECTIONS: every check names one (require_section).
-    #: A plain attribute, not a ReFrame variable: plugins set it (MtuMixin),
-    #: and ReFrame refuses a plugin attribute named like a base's variable
-    section = ""
+    #: the report section that draws the case (`section`, one of
+    #: results.record.SECTIONS) follows from the check's category
+    #: (checks/category.py, data/check_categories.yaml)
     #: parameters that place a case along the scaling plot's x axis (its
     #: ranks), not on a line of its own
     scaling_parameters = ("ranks", "layout")
-
-    @run_after("setup")
-    def require_section(self):
-        """A case the report has no section for would drop out of it
-        silently: refuse it instead."""
-        if self.section not in results_record.SECTIONS:
-            raise ValueError(f"{type(self).__name__}: section {self.section!r} is not one of "
-                             f"{', '.join(results_record.SECTIONS)} "
-                             f"(netbench/results/record.py)")
 
     #: the stage file of the nodes' state (netbench.nodestate)
     node_state_output = "node_state.out"

@@ -33,7 +33,7 @@ def slurm_failure(stderr_text):
     return "; ".join(m.group(1).strip() for m in (cancelled, cause) if m) or None
 
 
-#: netbench.launch's line when it ended a launch that ran out of time or was
+#: netbench.rfm.launch's line when it ended a launch that ran out of time or was
 #: cancelled (netbench/supervise.py): what it saw, before the MPI launcher's
 #: words about the ranks it killed
 LAUNCH_STOPPED = r"^netbench\.launch: (stopped the job .*)$"
@@ -43,7 +43,7 @@ def job_failure(stdout_text, stderr_text):
     """Why the job's ranks did not all finish, from its output: Slurm's
     reason when Slurm ended the job (the ranks it killed are no cause),
     else the rank the MPI launcher saw die and how (`rank 1 (pid N on
-    host) was killed by signal 9 (SIGKILL)`), or netbench.launch's own
+    host) was killed by signal 9 (SIGKILL)`), or netbench.rfm.launch's own
     reason when it ended a launch that ran out of time; None when none."""
     reason = slurm_failure(stderr_text)
     if reason:

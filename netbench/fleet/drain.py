@@ -23,7 +23,7 @@ import math
 import re
 import shlex
 
-from .judge import KINDS, METRIC, NODE_DIRECTIONS, UNREACHABLE
+from ..results.suspects import KINDS, METRIC, NODE_DIRECTIONS, UNREACHABLE
 
 #: what Slurm and DNS call a host: letters, digits, dot, dash, underscore
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
@@ -123,7 +123,7 @@ def suspect_lines(suspect, reason_prefix):
 
 
 def drain_script(suspects, reason_prefix="netbench"):
-    """The text of drain.sh for `suspects` (judge.Suspect)."""
+    """The text of drain.sh for `suspects` (results.suspects.Suspect)."""
     reason_prefix = comment_text(reason_prefix)
     lines = [HEADER.rstrip("\n")]
     for suspect in suspects:

@@ -39,24 +39,8 @@ than `min_launches_to_fail` passes were made; the check measures them again
 (up to `launches` passes) and `merge_passes` keeps the best figure of each,
 so a pair stays bad only if it was bad in every pass.
 
-``suspects.json`` (`FleetVerdict.to_json`, schema SUSPECTS_SCHEMA,
-read back with `read_suspects`)::
-
-    {"version": 1,
-     "suspects": [{"kind": "node" | "pair", "names": [host, ...],
-                   "direction": "both" | "egress" | "ingress" | "a->b",
-                   "metric": "latency_us" | "bw_Mbps@<bytes>",
-                   "value": the suspect's median figure,
-                   "fleet_median": the median it was held to,
-                   "reference": documented figure or null,
-                   "evidence": [{"src", "dst", "metric", "value", "bound"}]}],
-     "bad_pairs": [the same as evidence, every bad pair],
-     "fleet": {metric: {"n", "median", "mad", "fleet_median", "fleet_mad",
-                        "left_out": host or null}},
-     "findings": [{"metric", "fleet_median", "reference", "bound", "text"}]}
-
-A node's direction: ``egress`` when only the directions from it are bad,
-``ingress`` only those to it; a pair's ``a->b`` when only that direction is.
+``suspects.json``, the judgement's output, and its vocabulary (kinds,
+directions, metrics) are netbench/results/suspects.py's.
 
 A node that stopped answering mid-sweep (its rank killed, its sshd gone:
 `lost`, found by netbench.results.sweep.lost_hosts) is the first suspect:
@@ -68,71 +52,18 @@ Every value is finite: suspects.json is strict JSON (no NaN, no Infinity).
 """
 
 import dataclasses
-import json
 import math
 import operator
-import re
 import statistics
 
 import numpy as np
 
 from .. import references
-from ..datafiles import load_json, validate
+from ..results.suspects import (ANSWERED, BANDWIDTH, LATENCY, UNREACHABLE, Evidence, Finding,
+                                FleetStat, Suspect, suspects_json)
 
-LATENCY = "latency_us"
-BANDWIDTH = "bw_Mbps"
-#: a lost node's metric and direction (the module docstring)
-ANSWERED = "answered_pairs"
-UNREACHABLE = "unreachable"
-#: the closed vocabularies of a suspect (SUSPECTS_SCHEMA; drain.sh writes
-#: nothing else): kinds, a node's directions, metrics
-KINDS = ("node", "pair")
-NODE_DIRECTIONS = ("both", "egress", "ingress", UNREACHABLE)
-METRIC = re.compile(rf"(?:{LATENCY}|{BANDWIDTH}@[0-9]{{1,15}}|{ANSWERED})\Z")
 #: MAD times this estimates a normal distribution's standard deviation
 MAD_TO_SIGMA = 1.4826
-SCHEMA_VERSION = 1
-
-
-@dataclasses.dataclass(frozen=True)
-class Evidence:
-    src: str
-    dst: str
-    metric: str
-    value: float
-    bound: float      # the figure it was held to (bad beyond it)
-
-
-@dataclasses.dataclass(frozen=True)
-class Suspect:
-    kind: str                 # "node" or "pair"
-    names: tuple
-    metric: str
-    value: float
-    fleet_median: float
-    reference: float = None
-    direction: str = "both"
-    evidence: tuple = ()
-
-
-@dataclasses.dataclass(frozen=True)
-class FleetStat:
-    metric: str
-    n: int
-    median: float             # over every pair
-    mad: float                # scaled to sigma
-    fleet_median: float       # over the pairs without `left_out`'s: what pairs are held to
-    fleet_mad: float
-    left_out: str = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Finding:
-    metric: str
-    fleet_median: float
-    reference: float
-    bound: float
-    text: str
 
 
 @dataclasses.dataclass
@@ -144,45 +75,8 @@ class FleetVerdict:
     measurements: dict        # the input, for re-measurement
 
     def to_json(self):
-        """The content of suspects.json (schema: the module docstring):
-        strict JSON, a figure that is not finite is null."""
-        return strict_json({
-            "version": SCHEMA_VERSION,
-            "suspects": [_suspect_json(s) for s in self.suspects],
-            "bad_pairs": [dataclasses.asdict(e) for e in self.bad_pairs],
-            "fleet": {m: _stat_json(s) for m, s in self.stats.items()},
-            "findings": [dataclasses.asdict(f) for f in self.findings],
-        })
-
-
-def finite_or_null(data):
-    """`data` with every NaN or infinity replaced by None (JSON's null)."""
-    if isinstance(data, float) and not math.isfinite(data):
-        return None
-    if isinstance(data, dict):
-        return {k: finite_or_null(v) for k, v in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [finite_or_null(v) for v in data]
-    return data
-
-
-def strict_json(data):
-    """JSON text that every JSON parser reads: NaN and Infinity, which
-    Python's json writes by default, become null."""
-    return json.dumps(finite_or_null(data), indent=2, allow_nan=False) + "\n"
-
-
-def _suspect_json(suspect):
-    out = dataclasses.asdict(suspect)
-    out["names"] = list(suspect.names)
-    out["evidence"] = [dataclasses.asdict(e) for e in suspect.evidence]
-    return out
-
-
-def _stat_json(stat):
-    out = dataclasses.asdict(stat)
-    del out["metric"]
-    return out
+        """The content of suspects.json (results/suspects.py)."""
+        return suspects_json(self.suspects, self.bad_pairs, self.stats, self.findings)
 
 
 # -- the measurements as figures per metric ---------------------------------
@@ -710,73 +604,3 @@ def pairs_still_undecided(passes, rule):
     if len(passes) >= rule.min_launches_to_fail:
         return []
     return pairs_to_remeasure(judge(merge_passes(passes)))
-
-
-# -- reading suspects.json back ---------------------------------------------------
-
-_NUMBER = {"type": "number"}
-_OPTIONAL_NUMBER = {"type": ["number", "null"]}
-_METRIC = {"type": "string", "pattern": "^" + METRIC.pattern.replace("\\Z", "$"),
-           "description": f"expected {LATENCY}, {BANDWIDTH}@<bytes> or {ANSWERED}"}
-_DIRECTION = {"type": "string",
-              "pattern": f"^(?:{'|'.join(NODE_DIRECTIONS)}|[^\\s]+->[^\\s]+)$",
-              "description": f"expected one of {', '.join(NODE_DIRECTIONS)} or <host>-><host>"}
-_EVIDENCE = {
-    "type": "object", "additionalProperties": False,
-    "required": ["src", "dst", "metric", "value", "bound"],
-    "properties": {"src": {"type": "string"}, "dst": {"type": "string"},
-                   "metric": _METRIC, "value": _NUMBER, "bound": _NUMBER},
-}
-#: one suspect, as suspects.json and a LinkSweep record (results.record)
-#: hold it: evidence is required, but a node that went silent before any of
-#: its pairs was measured has none
-SUSPECT_SCHEMA = {
-    "type": "object", "additionalProperties": False,
-    "required": ["kind", "names", "metric", "value", "fleet_median", "reference",
-                 "direction", "evidence"],
-    "properties": {
-        "kind": {"enum": list(KINDS)},
-        "names": {"type": "array", "items": {"type": "string"},
-                  "minItems": 1, "maxItems": 2},
-        "metric": _METRIC, "value": _NUMBER, "fleet_median": _NUMBER,
-        "reference": _OPTIONAL_NUMBER, "direction": _DIRECTION,
-        "evidence": {"type": "array", "items": _EVIDENCE},
-    },
-    "if": {"properties": {"direction": {"const": UNREACHABLE}}},
-    "else": {"properties": {"evidence": {"minItems": 1}}},
-}
-SUSPECTS_SCHEMA = {
-    "type": "object", "additionalProperties": False,
-    "required": ["version", "suspects", "bad_pairs", "fleet", "findings"],
-    "properties": {
-        "version": {"const": SCHEMA_VERSION},
-        "suspects": {"type": "array", "items": SUSPECT_SCHEMA},
-        "bad_pairs": {"type": "array", "items": _EVIDENCE},
-        "fleet": {"type": "object", "additionalProperties": {
-            "type": "object", "additionalProperties": False,
-            "required": ["n", "median", "mad", "fleet_median", "fleet_mad", "left_out"],
-            "properties": {"n": {"type": "integer"}, "median": _NUMBER, "mad": _NUMBER,
-                           "fleet_median": _NUMBER, "fleet_mad": _NUMBER,
-                           "left_out": {"type": ["string", "null"]}}}},
-        "findings": {"type": "array", "items": {
-            "type": "object", "additionalProperties": False,
-            "required": ["metric", "fleet_median", "reference", "bound", "text"],
-            "properties": {"metric": {"type": "string"}, "fleet_median": _NUMBER,
-                           "reference": _NUMBER, "bound": _NUMBER,
-                           "text": {"type": "string"}}}},
-    },
-}
-
-
-def read_suspects(path):
-    """suspects.json as Suspects, checked against SUSPECTS_SCHEMA (DataError
-    naming the file and key otherwise); and the whole validated document."""
-    data = validate(load_json(path), SUSPECTS_SCHEMA, path)
-    return [suspect_from_json(s) for s in data["suspects"]], data
-
-
-def suspect_from_json(s):
-    """A Suspect from its suspects.json form (a run report's record keeps
-    that form: publish makes drain.sh from it)."""
-    return Suspect(s["kind"], tuple(s["names"]), s["metric"], s["value"], s["fleet_median"],
-                   s["reference"], s["direction"], tuple(Evidence(**e) for e in s["evidence"]))

@@ -5,7 +5,7 @@ printed: both pass through textsafe.printable, so a name holding terminal
 escapes reaches the operator's terminal as the escapes it is made of."""
 
 from ..textsafe import printable
-from .judge import UNREACHABLE
+from ..results.suspects import UNREACHABLE
 
 
 def describe(suspect):

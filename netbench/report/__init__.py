@@ -3,6 +3,7 @@
 - sessions:   load a run report (and its provenance.json), validated
 - provenance: this machine at the end of a session
 - sections:   what each section of the page draws, from the cases' records
+- analysis:   curve fits the sections draw (Hockney fit, protocol switch, dips)
 - plots:      those sections as inline SVG (matplotlib, loaded when drawing)
 - page:       the HTML pages (Jinja2): a session, a comparison, the index
 - publish:    session folders under reports/, the index and `latest`, and

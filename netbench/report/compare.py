@@ -24,10 +24,10 @@ Estimate (centre, band low, band high); `compare` takes any two sides.
 
 import dataclasses
 import math
+import re
 
 from ..judgement.figures import row_estimate
 from ..judgement.rule import Estimate
-from .page import case_label
 
 BETTER, WORSE, SAME, CHANGED = "better", "worse", "same", "changed"
 SIGNIFICANT, NOISE, NO_INTERVAL = "significant", "within noise", "no interval"
@@ -200,6 +200,11 @@ def variable_figures(tc, record):
         if finite(e):
             found[var] = (unit, e)
     return found
+
+
+def case_label(tc):
+    """Display name without ReFrame's hash suffix: stable across sessions."""
+    return re.sub(r"\s+/[0-9a-f]{8}$", "", tc.get("display_name", tc.get("name", "")))
 
 
 def session_side(session):

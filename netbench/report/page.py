@@ -4,20 +4,15 @@ summary table comes from each case's perfvalues; the plots from sections
 (drawn by plots)."""
 
 import datetime
-import re
 
 import jinja2
 
 from .. import paths
 from . import findings, parity, plots, sweep, verdict
+from .compare import case_label
 from .sections import case_record
 
 TEMPLATES = paths.TEMPLATES
-
-
-def case_label(tc):
-    """Display name without ReFrame's hash suffix: stable across sessions."""
-    return re.sub(r"\s+/[0-9a-f]{8}$", "", tc.get("display_name", tc.get("name", "")))
 
 
 def headline_key(tc, var):

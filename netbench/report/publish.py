@@ -32,12 +32,13 @@ from pathlib import Path
 
 from .. import paths
 from ..datafiles import DataError
-from ..fleet import drain, judge as fleet_judge
+from ..fleet import drain
+from ..results import suspects as fleet_suspects
 from . import findings, page, store, sweep
 from .provenance import collect_provenance
 from .sessions import load_session, published_sessions
 
-#: where ReFrame writes its run reports (rfmconfig's `report_file`)
+#: where ReFrame writes its run reports (rfm/config.py's `report_file`)
 RAW_REPORTS = paths.STATE / "reports"
 
 #: the files netbench writes into a session folder: all it ever removes there
@@ -109,9 +110,9 @@ def sweep_files(session):
     found = sweep.session_suspects(session)
     if found is None:
         return {}
-    suspects = [fleet_judge.suspect_from_json(s) for sw in found["sweeps"] for s in sw["suspects"]]
+    suspects = [fleet_suspects.suspect_from_json(s) for sw in found["sweeps"] for s in sw["suspects"]]
     # the records' suspects are validated (results.record): strict JSON
-    return {"suspects.json": fleet_judge.strict_json(found),
+    return {"suspects.json": fleet_suspects.strict_json(found),
             "drain.sh": drain.drain_script(suspects)}
 
 
@@ -310,11 +311,10 @@ def write_report(run_reports, outdir, results_db=paths.RESULTS_DB):
 # ---- after every ReFrame session -------------------------------------------
 
 def place_junit_beside(run_report, start, pid=None):
-    """Rename the JUnit XML this ReFrame process wrote (rfmconfig's
+    """Rename the JUnit XML this ReFrame process wrote (rfm/config.py's
     `report_junit`, named by process) beside its run report
     (junit_beside), so each session keeps its own."""
-    from ..rfmconfig import junit_file
-    junit = junit_file(pid)
+    junit = paths.junit_file(pid)
     with contextlib.suppress(FileNotFoundError):
         if os.path.getmtime(junit) >= start:
             os.replace(junit, junit_beside(run_report))

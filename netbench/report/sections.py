@@ -12,7 +12,7 @@ Cases from run reports written before records are drawn from their legacy
 import dataclasses
 import re
 
-from .. import analysis
+from . import analysis
 from ..results import record as results_record
 
 #: the columns of the legacy curves (`curve`, `tcp_curve`) and their units

@@ -1,5 +1,5 @@
 """ReFrame's results database, read by netbench: the sessions ReFrame
-stored (rfmconfig's `storage`, paths.RESULTS_DB), as the report's
+stored (rfm/config.py's `storage`, paths.RESULTS_DB), as the report's
 Sessions.  netbench keeps no store of its own: the report's history and
 `netbench compare` read this one, the one `reframe --list-stored-sessions`
 and `--performance-compare` read.

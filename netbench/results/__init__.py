@@ -4,7 +4,8 @@ draws: the one stated path of netbench's results.
 The contract: `benchmark` reads netbench's own output by what it says of
 itself (the `# columns:` header, `@ key value` summaries, `# rank`
 placement lines, a launcher's report of a dead rank); `osu_imb` and
-`netpipe` read those tools' output into the same rows.  A ReFrame check
+`netpipe` read those tools' output into the same rows; `container_parity`
+reads the container parity check's interleaved rounds and evidence.  A ReFrame check
 turns what it parsed into one `record` per case (`record`: the series it
 measured with their units, the report section that draws them, the
 reference figures and bounds it was judged by, and where and how it ran),

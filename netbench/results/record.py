@@ -42,7 +42,7 @@ import copy
 import math
 
 from ..datafiles import DataError, dotted, validate
-from ..fleet.judge import SUSPECT_SCHEMA
+from .suspects import SUSPECT_SCHEMA
 
 #: the format of the record; readers refuse a newer one
 VERSION = 2

@@ -26,9 +26,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import paths, session
+from .. import paths
 from ..datafiles import DataError, load_yaml
 from ..report import compare, sessions
+from ..rfm import session
 from . import decision, diagnosis, record
 
 BIN = Path(sys.executable).parent
@@ -210,8 +211,9 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
         finally:
             rec["changes"] = read_json(state_file)
         measure_side(rec, "after", system, checks, repeats, folder, say)
-        comparison = compare.compare(side_of(rec["before"], folder),
-                                     side_of(rec["after"], folder), "before", "after")
+        comparison = compare.compare(record.side_of(rec["before"], folder),
+                                     record.side_of(rec["after"], folder), "before",
+                                     "after")
         rec["decision"] = record.decision_entry(decision.decide(comparison, keep=keep))
     except (TuneError, DataError, subprocess.TimeoutExpired, KeyboardInterrupt) as err:
         stage = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
@@ -253,13 +255,6 @@ def diagnoses_of(side, folder, data, flavour):
         named = found if named is None else {k: v for k, v in named.items() if k in found}
     return [{**d.as_dict(), "proposal": diagnosis.proposals([d], data, flavour)}
             for d in (named or {}).values()]
-
-
-def side_of(side, folder):
-    """The pooled compare side of a record's sessions (decision.pooled_side)."""
-    return decision.pooled_side([
-        compare.session_side(sessions.load_session(Path(folder) / s["run_report"]))
-        for s in side["sessions"]])
 
 
 def read_json(path):

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..report import compare, compare_page, page, plots, sessions
 from ..report.publish import atomic_write
 from ..report.sections import case_record
+from .record import side_of
 
 #: the columns drawn per case: time and rate against the message size
 DRAWN = (("usec", "time per message (us)"), ("Mbps", "bandwidth (Mbit/s)"))
@@ -67,7 +68,6 @@ def render(rec, folder):
     folder = Path(folder)
     comparison, figures = None, []
     if rec["before"].get("sessions") and rec["after"].get("sessions"):
-        from .loop import side_of
         comparison = compare.compare(side_of(rec["before"], folder),
                                      side_of(rec["after"], folder), "before", "after")
         figures = curve_figures(

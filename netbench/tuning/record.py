@@ -9,7 +9,9 @@ import json
 from pathlib import Path
 
 from .. import datafiles
+from ..report import compare, sessions
 from ..report.publish import atomic_write
+from . import decision
 
 FILE = "tune.json"
 VERSION = 1
@@ -107,3 +109,10 @@ def write(rec, folder):
 def load(folder):
     path = Path(folder) / FILE
     return datafiles.validate(datafiles.load_json(path), SCHEMA, path)
+
+
+def side_of(side, folder):
+    """The pooled compare side of a record's sessions (decision.pooled_side)."""
+    return decision.pooled_side([
+        compare.session_side(sessions.load_session(Path(folder) / s["run_report"]))
+        for s in side["sessions"]])

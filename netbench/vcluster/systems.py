@@ -105,7 +105,7 @@ def slurm_systems(state, base):
 
 
 def launch_environment(state):
-    """What netbench.launch needs to know about the cluster (the variables
+    """What netbench.rfm.launch needs to know about the cluster (the variables
     its ReFrame partition sets)."""
     launcher = state["launcher"]
     return {"NETBENCH_HOSTFILE": state["files"]["hostfile"],

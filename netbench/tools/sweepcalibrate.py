@@ -21,7 +21,8 @@ import subprocess
 import sys
 import time
 
-from . import session, vcluster
+from .. import vcluster
+from ..rfm import session
 
 CLUSTER = "bcalib"
 MPIS = "^(mpich|openmpi)$"

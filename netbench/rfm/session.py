@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import paths
+from .. import paths
 
 BIN = Path(sys.executable).parent
 DROPPED = ("RFM_", "NETBENCH_", "SLURM_CONF")

@@ -35,7 +35,8 @@ import sys
 import tempfile
 import time
 
-from . import paths, session
+from .. import paths
+from ..rfm import session
 
 BENCH_CLUSTER = "vbench"
 #: the internode ping-pong judged against the baseline on the 2-node cluster
@@ -98,7 +99,7 @@ def local_false_alarms(runs):
 
 @contextlib.contextmanager
 def cluster(nodes, rate):
-    from . import vcluster
+    from .. import vcluster
     state, created = vcluster.up(BENCH_CLUSTER, nodes=nodes, rate=rate)
     try:
         yield state
@@ -153,7 +154,7 @@ def references_copy():
 def accept_baseline(system, selection, references, label, loaded=False):
     """3 runs of `selection` accepted as `system`'s baseline in
     `references`; the name of the baseline's folder."""
-    from .report import baselines
+    from ..report import baselines
     folder = f"{references}/baselines-{label}"
     accepted = []
     with busy_core() if loaded else contextlib.nullcontext():
@@ -181,7 +182,7 @@ def judged_against(system, selection, references, folder, runs, label, loaded, e
 
 
 def set_links(rate):
-    from . import vcluster
+    from .. import vcluster
     for node in (1, 2):
         if rate:
             vcluster.set_fault(BENCH_CLUSTER, str(node), rate=rate, direction="both")
@@ -228,7 +229,7 @@ AS_ROOT = {"cluster", "sweep", "parity", "detect"}
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m netbench.verdictbench",
+    parser = argparse.ArgumentParser(prog="python -m netbench.tools.verdictbench",
                                      description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("parts", nargs="*", metavar="PART",

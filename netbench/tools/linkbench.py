@@ -13,9 +13,9 @@ import statistics
 import sys
 import tempfile
 
-from . import benchspec, discovery, vcluster
+from .. import benchspec, discovery, vcluster
+from ..results.benchmark import parse_output
 from .benchrun import Benchmark
-from .results.benchmark import parse_output
 
 CONFIGS = (("untuned", 1500), ("tuned", 9000))
 SIZE = 8 * 1024 * 1024
@@ -29,7 +29,7 @@ def bandwidth_8mib(bench, state, transport):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m netbench.linkbench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m netbench.tools.linkbench", description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--link", default="1gbit")
     args = parser.parse_args(argv)

@@ -15,8 +15,9 @@ import resource
 import sys
 import time
 
-from . import session, vcluster
-from .fleet.judge import judge, partner_pairs
+from .. import vcluster
+from ..fleet.judge import judge, partner_pairs
+from ..rfm import session
 
 CLUSTER = "bsweep"
 #: the fleets the model predicts for, and the partners of a partial sweep
@@ -68,7 +69,7 @@ def synthetic_measurements(n, slow, seed=23):
 def sweep_page(measurements, verdict):
     """(seconds, bytes) of the page's sweep section for one LinkSweep case
     of these measurements, its record as the check writes it."""
-    from .report import sweep
+    from ..report import sweep
     found = json.loads(verdict.to_json())
     fleet = {"hosts": sorted({h for pair in measurements for h in pair}), "findings": [],
              "suspects": found["suspects"], "remeasured": [], "sweep_seconds": None,

@@ -12,7 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from . import paths, session, vcluster
+from .. import paths, vcluster
+from ..rfm import session
 
 NAME = "tdemo"
 PROFILE = "ethernet_1g"

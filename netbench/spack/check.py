@@ -17,9 +17,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import discovery, paths, spackspec
-from .datafiles import DataError, load_yaml, validate
-from .spackfacts import FACTS, REPO_SCHEMA, is_boolean, load_facts, load_local_repo
+from .. import discovery, paths
+from ..datafiles import DataError, load_yaml, validate
+from . import spec as spackspec
+from .facts import FACTS, REPO_SCHEMA, is_boolean, load_facts, load_local_repo
 
 SPACK_YAML = paths.REPO / "spack.yaml"
 #: packages that provide MPI (whose builds get a view folder each)

@@ -22,14 +22,12 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from . import benchspec
+from .. import benchspec
+from ..results.benchmark import parse_output
+from ..results.netpipe import NETPIPE_MPI, SMALL, parse_netpipe
 from .benchrun import MPI_TIMEOUT, job_environment
-from .results.benchmark import parse_output
-from .results.netpipe import parse_netpipe
 
-NETPIPE_MPI = {"mpich": "NPmpich2", "openmpi": "NPopenmpi"}
 NETPIPE_TCP = "NPtcp"
-SMALL = 64                # latency: messages under 64 bytes (seed 000)
 # Where each tool looks for its figures: a short latency sweep and a
 # bandwidth sweep over the sizes where the peak lies (NetPIPE's full 1 B -
 # 8 MiB sweep takes 45-60 s; these two take about 10 s)

@@ -9,8 +9,8 @@ import ast
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import paths
-from .datafiles import DataError, load_json, validate
+from .. import paths
+from ..datafiles import DataError, load_json, validate
 
 #: versions and variants of the packages spack.yaml uses, from Spack's builtin
 #: repository at the commit in the file (a copy of the project's

@@ -24,9 +24,10 @@ import sys
 import tempfile
 import time
 
-from . import benchspec, discovery, netpipe, paths
+from .. import benchspec, discovery, paths
+from ..results.benchmark import parse_output
+from . import netpipe
 from .benchrun import Benchmark, job_environment
-from .results.benchmark import parse_output
 
 FULL = ((1, 8388608),)      # NetPIPE's default range; netbench's default sweep
 
@@ -60,7 +61,7 @@ def print_session(label, target, elapsed, rc, summary):
 def session_wall_times():
     """The three sessions of SESSIONS; the cluster ones on a 3-node cluster
     brought up here (root only) and taken down after, even on failure."""
-    from . import vcluster
+    from .. import vcluster
     cluster, created = None, False
     try:
         for label, system, selection, target in SESSIONS:

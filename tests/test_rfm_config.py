@@ -12,7 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from netbench import discovery, report, rfmconfig
+from netbench import discovery, report
+from netbench.rfm import config as rfm_config
 
 #: the audit events of a change outside the interpreter
 WRITES = {"os.mkdir", "os.rename", "os.remove", "os.rmdir", "os.symlink", "os.link",
@@ -78,11 +79,11 @@ def configuration(monkeypatch):
     from reframe.core import backends
     from reframe.frontend.executors import Runner
     before = (dict(os.environ), Runner.runall, dict(backends._launchers), publishing())
-    rfmconfig.site_configuration()
-    rfmconfig.discovered_mpis.cache_clear()
+    rfm_config.site_configuration()
+    rfm_config.discovered_mpis.cache_clear()
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
     with recorded() as events:
-        config = rfmconfig.site_configuration()
+        config = rfm_config.site_configuration()
     after = (dict(os.environ), Runner.runall, dict(backends._launchers), publishing())
     return config, events, before, after
 
@@ -107,6 +108,20 @@ def test_loading_the_configuration_changes_nothing(monkeypatch):
 def test_the_mpis_are_discovered_once_per_process(monkeypatch):
     configuration(monkeypatch)          # discovers
     with recorded() as events:
-        rfmconfig.site_configuration()
+        rfm_config.site_configuration()
     assert [e for e in events if e[0] == "process"] == []
 
+
+
+def test_the_patches_name_the_reframe_release_pinned_and_installed():
+    """rfm/patches.py wraps ReFrame internals written for one release: the
+    release it names is the one pyproject.toml pins and the one installed,
+    so a ReFrame upgrade fails here before a patch silently stops working."""
+    import re
+
+    import reframe
+
+    from netbench import paths
+    from netbench.rfm import patches
+    pin = re.search(r'"reframe-hpc==([^"]+)"', (paths.REPO / "pyproject.toml").read_text())
+    assert pin and pin.group(1) == patches.REFRAME_VERSION == reframe.VERSION

@@ -1,6 +1,6 @@
 """Start an MPI job across the nodes of a cluster partition.
 
-    python -m netbench.launch -np N --ppn K [--allocation] -- PROGRAM [ARGS...]
+    python -m netbench.rfm.launch -np N --ppn K [--allocation] -- PROGRAM [ARGS...]
 
 ReFrame's `netbench-ssh` launcher writes this line into the job script; the
 environment says the rest: the MPI (`NETBENCH_MPIRUN`, `NETBENCH_MPI_FAMILY`,
@@ -29,7 +29,7 @@ import os
 import shlex
 import sys
 
-from . import discovery, supervise
+from .. import discovery, supervise
 
 CLUSTER_VARIABLES = {"hostfile": "NETBENCH_HOSTFILE", "agent": "NETBENCH_SSH_AGENT",
                      "head": "NETBENCH_HEAD_ADDRESS", "network": "NETBENCH_NETWORK",
@@ -87,7 +87,7 @@ def here_command(nprocs, program, env=None):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m netbench.launch", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m netbench.rfm.launch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-np", type=int, required=True, help="number of processes")
     parser.add_argument("--ppn", type=int, help="processes per node (required but --here)")
@@ -110,6 +110,8 @@ def main(argv=None):
         argv = here_command(args.np, program, env) if args.here else \
             command(args.np, args.ppn or 1, program, env=env, allocation=args.allocation)
     except LaunchError as err:
+        # the lines' tag stays `netbench.launch:` (as supervise.py's):
+        # checks/slurm.py reads it in job outputs old and new
         print(f"netbench.launch: {err}", file=sys.stderr)
         return 2
     print("# launch: " + shlex.join(argv), file=sys.stderr, flush=True)

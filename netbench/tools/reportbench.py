@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .results import record as results_record
+from ..results import record as results_record
 
 SIZES = [float(1 << k) for k in range(24)]          # 1 B to 8 MiB, as the suite sweeps
 UNITS = {"bytes": "B", "usec": "us", "Mbps": "Mbit/s", "MBps": "MB/s"}

@@ -7,8 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from . import benchspec, discovery
-from .results.benchmark import launcher_failure
+from .. import benchspec, discovery
+from ..results.benchmark import launcher_failure
 
 # Debian's MPICH can hang in MPI_Finalize (docs/platform-facts.md): always bounded
 MPI_TIMEOUT = 300
@@ -49,8 +49,9 @@ class Benchmark:
 
     def run_on_cluster(self, state, nranks, ppn, *args, transport):
         """Across the nodes of a virtual cluster, as its ReFrame partition
-        launches (netbench.launch over ssh)."""
-        from . import launch, vcluster
+        launches (netbench.rfm.launch over ssh)."""
+        from .. import vcluster
+        from ..rfm import launch
         env = {**job_environment(self.mpi, self.families, transport),
                **vcluster.launch_environment(state)}
         argv = launch.command(nranks, ppn, [str(self.binary), *args], env=env,

@@ -10,14 +10,14 @@ templates and are not loaded.
 import re
 from pathlib import Path
 
-from . import paths, references
-from .datafiles import DataError, load_yaml, validate
+from .. import paths, references
+from ..datafiles import DataError, load_yaml, validate
 
 SITES = paths.CHECKS / "sites"
 #: ReFrame's schedulers that make sense for a benchmark site
 SCHEDULERS = ("slurm", "squeue", "local", "pbs", "torque", "lsf", "sge", "oar", "flux")
 #: ReFrame's launchers plus netbench's own (reframe_checks/settings.py registers them:
-#: rfmconfig.register_launchers)
+#: rfm/launchers.py)
 LAUNCHERS = ("srun", "srunalloc", "mpirun", "mpiexec", "local", "netbench-alloc",
              "netbench-mpirun", "netbench-ssh")
 #: ReFrame's modules systems (its configuration schema)

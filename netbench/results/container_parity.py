@@ -1,0 +1,227 @@
+"""What the container parity check (reframe_checks/container.py) makes of
+its job: the figures of each interleaved round on the host and in the
+image, their paired slowdowns and the verdict on them
+(netbench.judgement), and the likely causes of a slowdown from the
+evidence the job recorded inside and outside the image.
+
+    python -m netbench.results.container_parity --stagedir D [--max-bytes N] ...
+
+exits 0 when the rounds in D leave parity undecided: the job asks before
+measuring more rounds.
+"""
+
+import argparse
+import os
+import re
+import statistics
+import sys
+
+from ..judgement.rule import UNDECIDED, Bound, decide_paired
+
+#: the container may be this much slower before the parity check fails
+MAX_SLOWDOWN = 1.05
+#: CAP_SYS_PTRACE's bit in /proc/PID/status CapEff (linux/capability.h)
+CAP_SYS_PTRACE_BIT = 19
+SHARES_PER_RANK = 1024
+#: how a user drops the seccomp filter: the opt-in of data/container_run.yaml,
+#: named in rfm/container.py's OPT_IN_ENV
+SECCOMP_OPT_IN = "NETBENCH_CONTAINER_OPT_IN=seccomp-unconfined"
+#: what the parity check's job records of a process on each side: its
+#: capabilities and seccomp mode, its cgroups, and its cgroup's CPU weight
+#: (cgroup v1; v2's cpu.weight is on another scale and not read)
+EVIDENCE = ("cat /proc/self/status /proc/self/cgroup; "
+            "echo cpu.shares $(cat /sys/fs/cgroup/cpu/cpu.shares 2>/dev/null)")
+
+
+
+def process_status(text):
+    """CapEff and Seccomp of a /proc/PID/status as read inside the image."""
+    fields = dict(re.findall(r"^(CapEff|Seccomp):\s*(\S+)", text or "", re.M))
+    return {"ptrace": bool(int(fields["CapEff"], 16) >> CAP_SYS_PTRACE_BIT & 1)
+            if "CapEff" in fields else None,
+            "seccomp": fields["Seccomp"] != "0" if "Seccomp" in fields else None}
+
+
+def cgroup_path(text):
+    """The cgroup the CPU scheduler groups a process by, from the lines of
+    its /proc/PID/cgroup in `text`: cgroup v1's cpu controller, else the
+    unified (v2) hierarchy; None when there is neither."""
+    lines = re.findall(r"^(\d+):([^:\n]*):(/[^\n]*)$", text or "", re.M)
+    for _, controllers, path in lines:
+        if "cpu" in controllers.split(","):
+            return path
+    return next((path for number, controllers, path in lines
+                 if number == "0" and not controllers), None)
+
+
+def cgroup_depth(path):
+    return len([part for part in path.split("/") if part])
+
+
+def levels_added(container_cgroup, native_cgroup):
+    """How many cgroup levels deeper the container's ranks run than the
+    host's; None when either is unknown."""
+    if container_cgroup is None or native_cgroup is None:
+        return None
+    return cgroup_depth(container_cgroup) - cgroup_depth(native_cgroup)
+
+
+def bindings(text):
+    """The benchmark's `# rank R host H cpu C allowed L` lines, as
+    {rank: (cpu, allowed)}."""
+    return {int(r): (c, a) for r, c, a in
+            re.findall(r"^# rank (\d+) host \S+ cpu (\d+) allowed (\S+)", text or "", re.M)}
+
+
+def binding_text(binding):
+    return ", ".join(f"rank {r} cpu {c} allowed {a}" for r, (c, a) in sorted(binding.items()))
+
+
+def busy_cores(loadavg_text):
+    """The 1-minute load average of a /proc/loadavg, and the cores online."""
+    try:
+        return float(loadavg_text.split()[0]), os.cpu_count()
+    except (AttributeError, IndexError, ValueError):
+        return None
+
+
+def cpu_shares(text):
+    """The `cpu.shares N` line of EVIDENCE's output, None without one."""
+    found = re.search(r"^cpu\.shares (\d+)$", text or "", re.M)
+    return int(found.group(1)) if found else None
+
+
+def likely_causes(container_evidence, native_out, container_out, family, loadavg_text=None,
+                  native_status=None, ranks=2):
+    """What the container differs in that moves MPI's performance, from what
+    the job observed (EVIDENCE inside the image and on the host, the ranks'
+    binding lines); each is a fact seen, its effect on the figure is the
+    likely cause."""
+    status = process_status(container_evidence)
+    cgroups = (cgroup_path(container_evidence), cgroup_path(native_status))
+    causes = []
+    # podman's default seccomp profile opens process_vm_readv/writev only to
+    # CAP_SYS_PTRACE: with a filter and without the capability, Open MPI's
+    # smsc/cma says "processes do not have the necessary permissions"
+    if status.get("ptrace") is False and status.get("seccomp") and family == "openmpi":
+        causes.append("single-copy disabled in the container: no CAP_SYS_PTRACE inside "
+                      "under a seccomp filter, so Open MPI's smsc/cma cannot start "
+                      "(add --cap-add=SYS_PTRACE)")
+    # shipped on since issue #23: dropping it is opt-in, for what it exposes
+    if status.get("seccomp"):
+        causes.append(f"a seccomp filter inside the container taxes every system call "
+                      f"(MPI progress loops call sched_yield; {SECCOMP_OPT_IN} "
+                      f"drops it, and opens every system call to the container)")
+    # one level is the least runc allows; podman's default parent adds two
+    # (containers/README.md: each level costs MPICH's sched_yield loop)
+    added = levels_added(*cgroups)
+    if added is not None and added > 1:
+        causes.append(f"the ranks run {added} cgroup levels below the host run's "
+                      f"({cgroups[0]} against {cgroups[1]}), and every sched_yield of an "
+                      f"MPI progress loop walks them (--cgroup-parent=the caller's cgroup)")
+    # each host rank weighs one process, 1024; a container's cgroup weighs
+    # its cpu.shares for all its ranks together
+    shares = cpu_shares(container_evidence)
+    if shares is not None and shares < SHARES_PER_RANK * ranks:
+        causes.append(f"the container's {ranks} ranks share a CPU weight of {shares} where "
+                      f"each rank on the host weighs {SHARES_PER_RANK}: on a busy machine "
+                      f"they get less CPU (--cpu-shares={SHARES_PER_RANK * ranks})")
+    inside, outside = bindings(container_out), bindings(native_out)
+    if inside and outside and inside != outside:
+        causes.append(f"ranks bound differently: {binding_text(inside)} inside, "
+                      f"{binding_text(outside)} on the host")
+    if causes:
+        return causes
+    load = busy_cores(loadavg_text)
+    seen = f"; load average {load[0]:.1f} on {load[1]} cores at the end of the job" \
+        if load else ""
+    return [f"none detected in the container (capability, seccomp, cgroup depth and weight, "
+            f"binding as on the host){seen}: load on the machine, or a difference not checked"]
+
+
+def figures(text, max_bytes):
+    """(latency in us, bandwidth at max_bytes in Mbps) of a ping-pong output."""
+    from . import benchmark
+    rows, summary = benchmark.parse_output(text)
+    return summary["latency_usec"], next(r["Mbps"] for r in rows if r["bytes"] == max_bytes)
+
+
+def round_figures(stagedir, max_bytes):
+    """{"native": [(lat, bw) or None, ...], "container": [...]}, one entry
+    per launched round in round order (native.I.out, container.I.out);
+    None for a round that did not finish its sweep, so that round I of
+    one side stays beside round I of the other."""
+    runs = {"native": [], "container": []}
+    for side in runs:
+        i = 0
+        while os.path.exists(os.path.join(stagedir, f"{side}.{i}.out")):
+            try:
+                with open(os.path.join(stagedir, f"{side}.{i}.out")) as f:
+                    runs[side].append(figures(f.read(), max_bytes))
+            except (KeyError, StopIteration):
+                runs[side].append(None)
+            i += 1
+    return runs
+
+
+def paired_rounds(runs):
+    """The rounds both sides finished, as (native, container) figure pairs."""
+    return [(n, c) for n, c in zip(runs["native"], runs["container"])
+            if n is not None and c is not None]
+
+
+def slowdowns(runs):
+    """Container over host: the median over interleaved rounds of each
+    round's ratio (latency: container's over the host's; bandwidth: the
+    host's over the container's; above 1, the container is slower).
+    Paired and median, not best over best: the host's launch and the
+    container's of one round share the load of that moment, and one lucky
+    round on busy cores (10 % faster than the others, seen here) must not
+    decide the verdict either way."""
+    pairs = paired_rounds(runs)
+    if not pairs:
+        return {}
+    return {"latency": statistics.median(c[0] / n[0] for n, c in pairs),
+            "bandwidth": statistics.median(n[1] / c[1] for n, c in pairs)}
+
+
+def round_ratios(runs):
+    """{figure: [each paired round's container/host ratio]} (above 1 the
+    container is slower), the evidence slowdowns() takes the median of."""
+    pairs = paired_rounds(runs)
+    return {"latency": [c[0] / n[0] for n, c in pairs],
+            "bandwidth": [n[1] / c[1] for n, c in pairs]}
+
+
+def parity_decisions(runs, min_rounds, max_rounds):
+    """{figure: netbench.judgement Decision} of container parity: the
+    median of the rounds' ratios and its order-statistic interval against
+    MAX_SLOWDOWN (judgement.rule.decide_paired)."""
+    bound = Bound("upper", MAX_SLOWDOWN)
+    return {figure: decide_paired(ratios, bound, min_rounds, max_rounds)
+            for figure, ratios in round_ratios(runs).items()}
+
+
+def parity_undecided(stagedir, max_bytes, min_rounds, max_rounds):
+    """The job's question between batches of rounds: measure again?"""
+    decisions = parity_decisions(round_figures(stagedir, max_bytes), min_rounds, max_rounds)
+    return any(d.verdict == UNDECIDED for d in decisions.values())
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m netbench.results.container_parity",
+                                     description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--stagedir", default=".", help="the rounds' folder")
+    parser.add_argument("--max-bytes", type=int, default=1048576,
+                        help="the message size of the bandwidth figure")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds before anything is decided")
+    parser.add_argument("--max-rounds", type=int, default=20, help="rounds at most")
+    args = parser.parse_args(argv)
+    return 0 if parity_undecided(args.stagedir, args.max_bytes, args.rounds,
+                                 args.max_rounds) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,121 @@
+"""The three places where netbench changes ReFrame's own behaviour, each
+because ReFrame has no option or hook for it; each wraps one entry point of
+ReFrame's internals, once per interpreter, and reframe_checks/settings.py
+calls it by name:
+
+* refuse_empty_runs: a filter matching no case exits 1, not `PASSED 0/0`
+  (wraps reframe.frontend.executors.Runner.runall);
+* tell_verdicts_apart_in_the_exit_code: exit codes 1, 2 and 3 for a loss,
+  cases that did not run to the end, and inconclusive cases (gives
+  reframe.frontend.cli a `sys` whose exit refines the code);
+* say_what_was_not_generated: one line per reason a check generated fewer
+  cases (wraps reframe.frontend.loader.RegressionCheckLoader.load_all).
+
+They reach into ReFrame's internals, which change between releases:
+REFRAME_VERSION is the release they were written against, the one
+pyproject.toml pins (tests/test_rfm_config.py holds the two together).
+"""
+
+import json
+import sys
+import time
+
+#: the ReFrame release these patches were written and tested against
+#: (pyproject.toml pins reframe-hpc to it)
+REFRAME_VERSION = "4.10.4"
+
+
+def refuse_empty_runs():
+    """A run whose filters match no test case stops with one line and exit
+    code 1: ReFrame itself reports `PASSED 0/0` and exits 0, and a typo in
+    `-n`, `-t` or `-p` would look like a clean run.  ReFrame (REFRAME_VERSION) has no
+    option or hook for it and the check files cannot know what the filters
+    leave, so this wraps the runner's entry point, once per interpreter;
+    reframe_checks/settings.py calls it."""
+    from reframe.frontend.executors import Runner
+
+    if getattr(Runner.runall, "netbench_refuses_empty", False):
+        return
+    runall = Runner.runall
+
+    def checked_runall(self, testcases, restored_cases=None):
+        if not testcases and not restored_cases:
+            sys.stdout.flush()
+            print(EMPTY_RUN, file=sys.stderr)
+            sys.exit(1)
+        return runall(self, testcases, restored_cases)
+
+    checked_runall.netbench_refuses_empty = True
+    Runner.runall = checked_runall
+
+
+EMPTY_RUN = "netbench: no test case matched the filters"
+
+
+def tell_verdicts_apart_in_the_exit_code():
+    """ReFrame exits 1 for any failed case and 0 otherwise; netbench's
+    verdicts are four (report.verdict.exit_code): a loss shown (1), cases
+    that could not run to the end (2), inconclusive (3), pass (0).  ReFrame
+    (REFRAME_VERSION) has no option for it and ends its `main` with sys.exit(code):
+    this gives its module a `sys` whose exit refines the code from the run
+    report ReFrame has just written.  Once per interpreter."""
+    import types
+
+    from reframe.frontend import cli
+
+    if getattr(cli.sys, "netbench_refines_exit", False):
+        return
+    started = time.time()
+    real_sys = cli.sys
+
+    def exit(code=0):
+        real_sys.exit(refined_exit_code(code, started))
+
+    proxy = types.ModuleType("sys")
+    proxy.__dict__.update(real_sys.__dict__)
+    proxy.exit = exit
+    proxy.netbench_refines_exit = True
+    cli.sys = proxy
+
+
+def refined_exit_code(code, started):
+    """`code` refined by the run report this session wrote, if it wrote one."""
+    from ..report.publish import RAW_REPORTS
+    from ..report.verdict import exit_code
+
+    fresh = [p for p in RAW_REPORTS.glob("run-report-*.json")
+             if p.stat().st_mtime >= started]
+    if not fresh or not isinstance(code, int):
+        return code
+    try:
+        with open(max(fresh, key=lambda p: p.stat().st_mtime)) as f:
+            return exit_code(json.load(f), code)
+    except (OSError, ValueError):
+        return code
+
+
+def say_what_was_not_generated():
+    """After ReFrame has loaded the check files (for -l, -r and --dry-run
+    alike), one line per reason a check generated fewer cases, with the
+    count (netbench/selection.py), and how to reach the whole matrix from
+    a focused run.  ReFrame has no hook after loading; this wraps its
+    loader's entry point, once per interpreter; settings.py calls it."""
+    from reframe.frontend.loader import RegressionCheckLoader
+
+    if getattr(RegressionCheckLoader.load_all, "netbench_reports_dropped", False):
+        return
+    load_all = RegressionCheckLoader.load_all
+
+    def load_all_and_report(self, *args, **kwargs):
+        loaded = load_all(self, *args, **kwargs)
+        from reframe.core.logging import getlogger
+        from .. import selection
+        for line in selection.not_generated_lines():
+            getlogger().info(line)
+        if not selection.full_matrix_requested():
+            getlogger().info("the focused default set: `-t full` runs the whole matrix, "
+                             "`-t seeds` the source documents' experiments")
+        return loaded
+
+    load_all_and_report.netbench_reports_dropped = True
+    RegressionCheckLoader.load_all = load_all_and_report
