@@ -16,6 +16,10 @@ from ..results import record as results_record
 
 #: the thresholds class of cases whose ranks share one node
 INTRANODE_CLASS = "intranode"
+#: across nodes, messages up to this size are latency: the CPUs, not the
+#: link, bound them (the benchmark's latency takes sizes under 64 bytes;
+#: 4 KiB is one page, within the eager limit of the TCP transports)
+CPU_BOUND_BYTES = 4096
 
 
 class Judging(rfm.RegressionTestPlugin):
@@ -200,12 +204,44 @@ class Judging(rfm.RegressionTestPlugin):
                         "scheduler's, not a wire's; reported, not judged")
 
     def unjudged_figures(self):
-        """{performance variable: why it is reported but not judged}."""
-        if (getattr(self, "placement", "") == "internode"
-                and self.current_partition.extras.get("emulates") == "rate"):
-            return {var: self.EMULATED_LATENCY for var in self.perf_variables
+        """{performance variable: why it is reported but not judged}: across
+        links that emulate only their rate, latency and a baseline's sizes
+        up to CPU_BOUND_BYTES."""
+        if not self.link_is_emulated():
+            return {}
+        unjudged = {var: self.EMULATED_LATENCY for var in self.perf_variables
                     if var == "latency" or var.endswith("_latency")}
-        return {}
+        if baseline.case_bounds(self.baseline_case()):
+            unjudged[f"vs_baseline up to {baseline.size_words(CPU_BOUND_BYTES)}"] = \
+                self.EMULATED_LATENCY
+        return unjudged
+
+    def baseline_case(self):
+        """This case's entry in its partition's baseline (the references
+        folder's baselines/), or None without one."""
+        if "_baseline_case" not in self.__dict__:   # read once per case, not per question
+            learned = baseline.for_partition(self.current_partition.fullname,
+                                             Path(self.thresholds_folder) / "baselines")
+            self._baseline_case = baseline.case_of(
+                learned, baseline.case_name({"display_name": self.display_name}),
+                self.current_environ.name)
+        return self._baseline_case
+
+    def baseline_bounds(self):
+        """{bytes: Bound} of this case's baseline, less the sizes a link
+        that emulates only its rate cannot judge (its latency sizes: see
+        unjudged_figures)."""
+        bounds = baseline.case_bounds(self.baseline_case())
+        if self.link_is_emulated():
+            bounds = {n: b for n, b in bounds.items() if n > CPU_BOUND_BYTES}
+        return bounds
+
+    def link_is_emulated(self):
+        """Ranks across nodes joined by links that emulate only their rate
+        (a token bucket on a veth, forwarded by this host's CPUs)."""
+        return (getattr(self, "placement", "") == "internode"
+                and self.current_partition.extras.get("emulates") == "rate")
+
 
     def reference_position(self, var, figure):
         """Where the report draws `var`'s figure on the case's first series:

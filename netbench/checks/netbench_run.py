@@ -5,7 +5,6 @@ checks' figures."""
 import json
 import math
 import os
-from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -14,6 +13,7 @@ from reframe.core.builtins import (fixture, performance_function, run_after, run
 
 from .. import benchspec, paths
 from ..judgement import baseline, decide, figures, remeasure
+from .judging import CPU_BOUND_BYTES
 from ..judgement.rule import after_the_job, allowing_for_contention, rule_of
 from ..results import benchmark
 from ..textsafe import printable
@@ -47,10 +47,6 @@ class NetbenchBuild(rfm.CompileOnlyRegressionTest):
                               msg="netbench binary was not produced")
 
 
-#: across nodes, messages up to this size are latency: the CPUs, not the
-#: link, bound them (the benchmark's latency takes sizes under 64 bytes;
-#: 4 KiB is one page, within the eager limit of the TCP transports)
-CPU_BOUND_BYTES = 4096
 
 
 class NetbenchRun(MpiRun):
@@ -197,39 +193,6 @@ class NetbenchRun(MpiRun):
             return self.figure_specs[var]
         nbytes = float(var.split("@", 1)[1])
         return self.main_run(), baseline.figure_spec(nbytes)
-
-    def baseline_case(self):
-        """This case's entry in its partition's baseline (the references
-        folder's baselines/), or None without one."""
-        if "_baseline_case" not in self.__dict__:   # read once per case, not per question
-            learned = baseline.for_partition(self.current_partition.fullname,
-                                             Path(self.thresholds_folder) / "baselines")
-            self._baseline_case = baseline.case_of(
-                learned, baseline.case_name({"display_name": self.display_name}),
-                self.current_environ.name)
-        return self._baseline_case
-
-    def baseline_bounds(self):
-        """{bytes: Bound} of this case's baseline, less the sizes a link
-        that emulates only its rate cannot judge (its latency sizes: see
-        unjudged_figures)."""
-        bounds = baseline.case_bounds(self.baseline_case())
-        if self.link_is_emulated():
-            bounds = {n: b for n, b in bounds.items() if n > CPU_BOUND_BYTES}
-        return bounds
-
-    def link_is_emulated(self):
-        """Ranks across nodes joined by links that emulate only their rate
-        (a token bucket on a veth, forwarded by this host's CPUs)."""
-        return (getattr(self, "placement", "") == "internode"
-                and self.current_partition.extras.get("emulates") == "rate")
-
-    def unjudged_figures(self):
-        unjudged = super().unjudged_figures()
-        if self.link_is_emulated() and baseline.case_bounds(self.baseline_case()):
-            unjudged[f"vs_baseline up to {baseline.size_words(CPU_BOUND_BYTES)}"] = \
-                self.EMULATED_LATENCY
-        return unjudged
 
     @run_before("run")
     def launch_again_while_undecided(self):

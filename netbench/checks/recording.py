@@ -6,7 +6,7 @@ import shlex
 import sys
 
 import reframe as rfm
-from reframe.core.builtins import run_after, run_before, variable
+from reframe.core.builtins import run_before, variable
 
 from .. import checkout, nodestate
 from ..results import record as results_record
