@@ -189,11 +189,22 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
     category = "container_parity"
     tags = {"container"}
 
+    def first_outputs(self):
+        """The job's own output (its host load lines), and each side's
+        first round: every round is a launch of that side's run, parsed
+        once (NetbenchRun.launches) into the record's `runs`."""
+        return {**super().first_outputs(),
+                **{side: f"{side}.0.out" for side in parity.SIDES}}
+
+    def run_files(self, name):
+        if name in parity.SIDES:
+            return parity.round_files(self.stagedir, name)
+        return super().run_files(name)
+
     def measured_series(self):
         """Each side's curve from its round of median latency: a round the
         verdict is typical of, not the best or the worst."""
-        return [benchmark.series(side, self.read_stage_file(f"{side}.{i}.out"),
-                                 self.drawn_columns)
+        return [benchmark.rows_series(side, self.launches(side)[i]["rows"], self.drawn_columns)
                 for side, i in self.typical_rounds().items()]
 
     def typical_rounds(self):
@@ -253,15 +264,15 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         the evidence a failure names."""
         self.measured_rounds()
         self.seen = {name: self.read(name) for name in (
-            "container.env", "native.env", "container.status", "native.status",
-            "native.0.out", "container.0.out", "loadavg")}
+            "container.env", "native.env", "container.status", "native.status", "loadavg")}
 
     def measured_rounds(self):
-        """Every launched round's figures, {side: [(lat, bw) or None]}, read
-        from the stage folder once into `parity`: the record (written first,
-        by Recording's hook) and the sanity both need them."""
+        """Every launched round's figures, {side: [(lat, bw) or None]}, from
+        the rounds parsed once (launches), kept in `parity`: the record
+        (written first, by Recording's hook) and the sanity both need them."""
         if not self.parity:
-            runs = parity.round_figures(self.stagedir, self.max_bytes)
+            runs = {side: [parity.launch_figures(launch, self.max_bytes)
+                           for launch in self.launches(side)] for side in parity.SIDES}
             self.parity = {side: [{"latency_us": fig[0], "bw_Mbps": fig[1]} if fig else None
                                   for fig in figures]
                            for side, figures in runs.items()}
@@ -284,10 +295,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
 
     def launched_rounds(self):
         # `rounds`, and `rounds` more each time the job measured again
-        launched = 0
-        while os.path.exists(os.path.join(self.stagedir, f"native.{launched}.out")):
-            launched += 1
-        return launched
+        return len(parity.round_files(self.stagedir, "native"))
 
     #: the judged figures' performance variables
     PARITY_VARIABLES = {"latency": "latency_slowdown", "bandwidth": "bw_slowdown"}
@@ -320,7 +328,8 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
             f"{d.value:.2f}x the host's ({d.lo:.2f}-{d.hi:.2f})" for k, d in over.items())
         seen = self.seen
         causes = parity.likely_causes(
-            seen["container.status"], seen["native.0.out"], seen["container.0.out"],
+            seen["container.status"], self.first_launch("native")["placements"],
+            self.first_launch("container")["placements"],
             self.family, seen["loadavg"], native_status=seen["native.status"])
         return (f"container slower than the host by more than {MAX_SLOWDOWN - 1:.0%} "
                 f"(median of {len(parity.paired_rounds(self.parity_runs()))} interleaved "

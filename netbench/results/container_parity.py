@@ -66,15 +66,15 @@ def levels_added(container_cgroup, native_cgroup):
     return cgroup_depth(container_cgroup) - cgroup_depth(native_cgroup)
 
 
-def bindings(text):
-    """The benchmark's `# rank R host H cpu C allowed L` lines, as
-    {rank: (cpu, allowed)}."""
-    return {int(r): (c, a) for r, c, a in
-            re.findall(r"^# rank (\d+) host \S+ cpu (\d+) allowed (\S+)", text or "", re.M)}
+def bindings(placements):
+    """{rank: the CPUs it may run on} of a launch's placements
+    ({rank: {host, cpus}}, benchmark.parse_run)."""
+    return {int(rank): tuple(p.get("cpus") or ()) for rank, p in (placements or {}).items()}
 
 
 def binding_text(binding):
-    return ", ".join(f"rank {r} cpu {c} allowed {a}" for r, (c, a) in sorted(binding.items()))
+    return ", ".join(f"rank {r} on CPUs {','.join(map(str, cpus)) or 'any'}"
+                     for r, cpus in sorted(binding.items()))
 
 
 def busy_cores(loadavg_text):
@@ -91,12 +91,12 @@ def cpu_shares(text):
     return int(found.group(1)) if found else None
 
 
-def likely_causes(container_evidence, native_out, container_out, family, loadavg_text=None,
-                  native_status=None, ranks=2):
+def likely_causes(container_evidence, native_placements, container_placements, family,
+                  loadavg_text=None, native_status=None, ranks=2):
     """What the container differs in that moves MPI's performance, from what
     the job observed (EVIDENCE inside the image and on the host, the ranks'
-    binding lines); each is a fact seen, its effect on the figure is the
-    likely cause."""
+    placements of a round: benchmark.parse_run's); each is a fact seen, its
+    effect on the figure is the likely cause."""
     status = process_status(container_evidence)
     cgroups = (cgroup_path(container_evidence), cgroup_path(native_status))
     causes = []
@@ -126,7 +126,7 @@ def likely_causes(container_evidence, native_out, container_out, family, loadavg
         causes.append(f"the container's {ranks} ranks share a CPU weight of {shares} where "
                       f"each rank on the host weighs {SHARES_PER_RANK}: on a busy machine "
                       f"they get less CPU (--cpu-shares={SHARES_PER_RANK * ranks})")
-    inside, outside = bindings(container_out), bindings(native_out)
+    inside, outside = bindings(container_placements), bindings(native_placements)
     if inside and outside and inside != outside:
         causes.append(f"ranks bound differently: {binding_text(inside)} inside, "
                       f"{binding_text(outside)} on the host")
@@ -139,28 +139,41 @@ def likely_causes(container_evidence, native_out, container_out, family, loadavg
             f"binding as on the host){seen}: load on the machine, or a difference not checked"]
 
 
-def figures(text, max_bytes):
-    """(latency in us, bandwidth at max_bytes in Mbps) of a ping-pong output."""
-    from . import benchmark
-    rows, summary = benchmark.parse_output(text)
-    return summary["latency_usec"], next(r["Mbps"] for r in rows if r["bytes"] == max_bytes)
+#: the two sides of a round: the host's launch and the container's
+SIDES = ("native", "container")
+
+
+def round_files(stagedir, side):
+    """The output files of every launched round of `side`, in round order
+    (native.I.out, container.I.out)."""
+    files = []
+    while os.path.exists(os.path.join(stagedir, f"{side}.{len(files)}.out")):
+        files.append(f"{side}.{len(files)}.out")
+    return files
+
+
+def launch_figures(launch, max_bytes):
+    """(latency in us, bandwidth at max_bytes in Mbps) of one parsed launch
+    (benchmark.parse_run), or None when it did not finish its sweep."""
+    latency = launch["summary"].get("latency_usec")
+    bandwidth = next((r["Mbps"] for r in launch["rows"]
+                      if r["bytes"] == max_bytes and "Mbps" in r), None)
+    return None if latency is None or bandwidth is None else (latency, bandwidth)
 
 
 def round_figures(stagedir, max_bytes):
     """{"native": [(lat, bw) or None, ...], "container": [...]}, one entry
-    per launched round in round order (native.I.out, container.I.out);
-    None for a round that did not finish its sweep, so that round I of
-    one side stays beside round I of the other."""
-    runs = {"native": [], "container": []}
-    for side in runs:
-        i = 0
-        while os.path.exists(os.path.join(stagedir, f"{side}.{i}.out")):
-            try:
-                with open(os.path.join(stagedir, f"{side}.{i}.out")) as f:
-                    runs[side].append(figures(f.read(), max_bytes))
-            except (KeyError, StopIteration):
-                runs[side].append(None)
-            i += 1
+    per launched round in round order; None for a round that did not finish
+    its sweep, so that round I of one side stays beside round I of the
+    other.  The job's question between batches of rounds (parity_undecided);
+    the check reads the same rounds once through NetbenchRun.launches."""
+    from .benchmark import parse_run
+    runs = {}
+    for side in SIDES:
+        runs[side] = []
+        for name in round_files(stagedir, side):
+            with open(os.path.join(stagedir, name), errors="replace") as f:
+                runs[side].append(launch_figures(parse_run(f.read()), max_bytes))
     return runs
 
 
