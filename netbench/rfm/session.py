@@ -31,11 +31,32 @@ def run_reframe(system, *selection, env=None, timeout=1800, action="-r"):
     own choice of this machine's."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(DROPPED)}
     clean.update(env or {})
-    return subprocess.run([str(BIN / "reframe"), "-C", str(paths.CONFIG), "-c",
-                           str(paths.CHECKS), *(["--system", system] if system else []),
-                           *selection, action],
-                          cwd=paths.REPO, env=clean, capture_output=True, text=True,
-                          timeout=timeout)
+    args = [str(BIN / "reframe"), "-C", str(paths.CONFIG), "-c", str(paths.CHECKS),
+            *(["--system", system] if system else []), *selection, action]
+    with subprocess.Popen(args, cwd=paths.REPO, env=clean, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except BaseException:
+            stop_gracefully(proc)
+            raise
+    return subprocess.CompletedProcess(args, proc.returncode, out, err)
+
+
+#: how long ReFrame may take to cancel its jobs once asked to stop
+STOP_SECONDS = 30
+
+
+def stop_gracefully(proc):
+    """SIGTERM first: ReFrame then aborts its cases and cancels their jobs
+    (a SIGKILL would leave a running benchmark's ranks spinning); SIGKILL
+    only when it does not end within STOP_SECONDS."""
+    proc.terminate()
+    try:
+        proc.communicate(timeout=STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
 
 
 def latest_report():
