@@ -18,7 +18,8 @@ if __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] == "netbench":
 import argparse  # noqa: E402  (after the handler: Ctrl-C during the imports)
 import json  # noqa: E402
 
-from . import discovery, paths, references  # noqa: E402
+from . import paths, references  # noqa: E402
+from .probe import discovery  # noqa: E402
 from .datafiles import DataError  # noqa: E402
 from .textsafe import printable  # noqa: E402
 

@@ -25,7 +25,7 @@ FIGURE_FILES = ("seed*.yaml", "modern*.yaml")
 #: the interconnect class a partition declares to have it chosen from its
 #: discovered link (thresholds.yaml's `match` of each class)
 AUTO_CLASS = "auto"
-#: link layers netbench.linerate tells apart
+#: link layers netbench.probe.linerate tells apart
 LINK_LAYERS = ("ethernet", "infiniband", "omnipath", "slingshot")
 #: the virtual cluster's link classes: every class it can give a partition
 #: must have thresholds
@@ -114,7 +114,7 @@ THRESHOLDS_SCHEMA = {
             "properties": {
                 "description": _STRING,
                 # the discovered links this class is for, when a partition
-                # declares `interconnect: auto` (netbench/linerate.py)
+                # declares `interconnect: auto` (netbench/probe/linerate.py)
                 "match": {"type": "object", "required": ["link_layer", "mbps"],
                           "additionalProperties": False, "properties": {
                               "link_layer": {"type": "array", "minItems": 1,

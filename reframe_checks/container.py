@@ -21,7 +21,8 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from netbench import checks, discovery, judgement, paths
+from netbench import checks, judgement, paths
+from netbench.probe import discovery
 from netbench.results import benchmark, container_parity as parity
 from netbench.rfm import container
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from netbench import discovery
+from netbench.probe import discovery
 from netbench.tools.benchrun import Benchmark
 
 IN_CI = os.environ.get("CI") == "true"

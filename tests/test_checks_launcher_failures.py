@@ -317,7 +317,7 @@ CAPTURES = [  # (golden case, MPI environment, rank, signal)
 def capture(workdir):
     """Launch and kill as CAPTURES says; write the launcher's stdout (.out),
     stderr (.err) and the facts of each case (cases.json)."""
-    from netbench import discovery
+    from netbench.probe import discovery
     families = discovery.load_families()
     mpis = {m.name: m for m in discovery.discover(families=families)}
     # cases captured once, by hand (README.md), keep their facts

@@ -79,7 +79,7 @@ def with_node_state(report, state):
 
 
 def link(mtu):
-    """A node's state as netbench/nodestate.py captures it (the part read)."""
+    """A node's state as netbench/probe/nodestate.py captures it (the part read)."""
     return {"interfaces": {"eth0": {"mtu": mtu}}}
 
 

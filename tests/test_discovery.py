@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from conftest import require
-from netbench import discovery, paths
+from netbench import paths
+from netbench.probe import discovery
 
 
 def test_wheel_prefixes_are_found_with_family_version_and_transports(wheel_mpis):

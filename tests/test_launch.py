@@ -45,7 +45,7 @@ def test_outside_a_cluster_partition_one_clear_error(families):
 
 def test_the_reframe_launchers_hand_the_time_limit_to_the_supervisor():
     """netbench.rfm.launch ends the whole launch a little before the job's time
-    limit and says why (netbench/supervise.py): ReFrame's launchers tell it
+    limit and says why (netbench/rfm/supervise.py): ReFrame's launchers tell it
     that limit, and the local one goes through it too (issue #23, 11)."""
     import types
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from netbench import supervise, vcluster
+from netbench import vcluster
+from netbench.rfm import supervise
 from netbench.checks.slurm import job_failure
 from netbench.tools.benchrun import job_environment
 from helpers.launches import INTERNODE, rank_pid

@@ -1,4 +1,4 @@
-"""The line rate discovered on a node (netbench/linerate.py, issue #25):
+"""The line rate discovered on a node (netbench/probe/linerate.py, issue #25):
 parsers on captured text (tests/data/linerate/), discovery on sysfs trees
 laid out as the kernel lays them out, and the class a discovered link
 selects (thresholds.yaml `match`)."""
@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from netbench import linerate, references
-from netbench.linerate import LineRate
+from netbench import references
+from netbench.probe import linerate
+from netbench.probe.linerate import LineRate
 
 DATA = Path(__file__).parent / "data" / "linerate"
 
@@ -185,7 +186,7 @@ def test_a_jobs_output_is_read_back_per_node():
 
 
 def test_the_job_snippet_prints_one_line_a_job_can_read():
-    proc = subprocess.run([sys.executable, "-m", "netbench.linerate", "--interface", "lo"],
+    proc = subprocess.run([sys.executable, "-m", "netbench.probe.linerate", "--interface", "lo"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     (rate,) = linerate.parse_job_output(proc.stdout)

@@ -1,4 +1,4 @@
-"""What a run ran under, read by the run itself (netbench/nodestate.py):
+"""What a run ran under, read by the run itself (netbench/probe/nodestate.py):
 the parsers on captured ethtool output, the settings the profiles touch,
 a real session's records, and a re-published old session that keeps the
 commit and tuning state it ran under (never today's)."""
@@ -7,7 +7,8 @@ import json
 import shutil
 from pathlib import Path
 
-from netbench import checkout, nodestate, report
+from netbench import report
+from netbench.probe import checkout, nodestate
 from netbench.report import provenance
 from netbench.rfm import session
 

@@ -257,7 +257,7 @@ def capture():
     """Run CAPTURES with the wheel MPIs; write each output and what the
     parser reads from it."""
     import tempfile
-    from netbench import discovery
+    from netbench.probe import discovery
     from netbench.tools.benchrun import Benchmark
     families = discovery.load_families()
     mpis = {m.name: m for m in discovery.discover(families=families)}

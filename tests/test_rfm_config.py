@@ -12,7 +12,8 @@ import os
 import sys
 from pathlib import Path
 
-from netbench import discovery, report
+from netbench import report
+from netbench.probe import discovery
 from netbench.rfm import config as rfm_config
 
 #: the audit events of a change outside the interpreter

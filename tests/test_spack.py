@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from conftest import require
-from netbench import discovery, paths
+from netbench import paths
+from netbench.probe import discovery
 from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
 from netbench.spack import check as spackcheck
 from netbench.spack import spec as spackspec

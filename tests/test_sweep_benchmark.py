@@ -169,7 +169,7 @@ def test_ranks_waiting_their_turn_sleep(bench):
 
 def capture():
     """Run the CAPTURES with the wheel MPIs and rewrite the golden files."""
-    from netbench import discovery
+    from netbench.probe import discovery
     from netbench.tools.benchrun import Benchmark
     families = discovery.load_families()
     mpis = {m.name: m for m in discovery.discover(families=families)}

@@ -63,7 +63,7 @@ def test_internode_checks_run_on_both_mpis_over_the_emulated_links():
         # each case moved its largest message through the veths many times
         assert perf(tc, "link_traffic") > 2 * 8 * MiB / 1e6, tc["display_name"]
         assert tc["partition_info"]["interconnect"] == "gige"
-        # what each node ran under, read on the node itself (netbench.nodestate)
+        # what each node ran under, read on the node itself (netbench.probe.nodestate)
         states = tc["record"]["node_state"]
         assert len(states) >= 2, (tc["display_name"], sorted(states))
         assert all(s["interfaces"]["eth0"]["mtu"] in (1500, 9000) for s in states.values())

@@ -7,7 +7,7 @@ import os
 import reframe as rfm
 from reframe.core.builtins import run_after, variable
 
-from .. import discovery
+from ..probe import discovery
 
 KiB, MiB = 1024, 1024 * 1024
 #: the transport of the benchmark's TCP mode: sockets, no MPI in the data path

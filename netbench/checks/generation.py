@@ -15,7 +15,8 @@ import reframe as rfm
 import reframe.core.runtime as rt
 from reframe.core.builtins import run_after
 
-from .. import discovery, selection
+from .. import selection
+from ..probe import discovery
 from .base import ANY_NETWORK, RAW_TCP
 
 

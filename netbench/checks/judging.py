@@ -10,7 +10,8 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import run_before, variable
 
-from .. import judgement, linerate, paths, references
+from .. import judgement, paths, references
+from ..probe import linerate
 from ..judgement import baseline
 from ..results import record as results_record
 
@@ -38,7 +39,7 @@ class Judging(rfm.RegressionTestPlugin):
     #: by (`-S thresholds_folder=DIR` judges by a copy)
     thresholds_folder = variable(str, value=str(paths.REFERENCES))
 
-    #: what each node of the job printed of its line rate (netbench.linerate)
+    #: what each node of the job printed of its line rate (netbench.probe.linerate)
     line_rate_output = "linerate.out"
 
     # ---- the line rate: declared, or discovered by the job on its nodes ----
@@ -63,7 +64,7 @@ class Judging(rfm.RegressionTestPlugin):
     @run_before("run")
     def discover_line_rate(self):
         """Before the benchmark, one process per node of the job reads its
-        link's rate (`python -m netbench.linerate`, through the job's own
+        link's rate (`python -m netbench.probe.linerate`, through the job's own
         launcher); the partition's `interface` extra names the link, else
         the route to another node of the job does."""
         if not self.needs_line_rate_discovery():
@@ -71,11 +72,11 @@ class Judging(rfm.RegressionTestPlugin):
         launch = self.launch_prefix()
         interface = self.current_partition.extras.get("interface")
         args = f" --interface {shlex.quote(str(interface))}" if interface else ""
-        self.prerun_cmds.append(f"{launch} {shlex.quote(sys.executable)} -m netbench.linerate"
+        self.prerun_cmds.append(f"{launch} {shlex.quote(sys.executable)} -m netbench.probe.linerate"
                                 f"{args} > {self.line_rate_output} 2>&1 || true")
 
     def line_rate(self):
-        """The partition's netbench.linerate.LineRate: declared (or a
+        """The partition's netbench.probe.linerate.LineRate: declared (or a
         virtual cluster's tbf), else the slowest node's discovered one."""
         discovered = linerate.parse_job_output(self.read_stage_file(self.line_rate_output))
         return linerate.resolve(self.current_partition.extras, discovered)

@@ -8,7 +8,7 @@ import sys
 import reframe as rfm
 from reframe.core.builtins import run_before, variable
 
-from .. import checkout, nodestate
+from ..probe import checkout, nodestate
 from ..results import record as results_record
 
 
@@ -28,16 +28,16 @@ class Recording(rfm.RegressionTestPlugin):
     #: ranks), not on a line of its own
     scaling_parameters = ("ranks", "layout")
 
-    #: the stage file of the nodes' state (netbench.nodestate)
+    #: the stage file of the nodes' state (netbench.probe.nodestate)
     node_state_output = "node_state.out"
 
     @run_before("run")
     def capture_node_state(self):
         """Before anything else of the job: the tuning-relevant state of
-        each node, read on the node (`python -m netbench.nodestate`, through
+        each node, read on the node (`python -m netbench.probe.nodestate`, through
         the job's launcher when the ranks span nodes), so the record says
         what the case ran under."""
-        tool = f"{shlex.quote(sys.executable)} -m netbench.nodestate"
+        tool = f"{shlex.quote(sys.executable)} -m netbench.probe.nodestate"
         if getattr(self, "placement", "") == "internode":
             tool = f"{self.launch_prefix()} {tool}"
         else:

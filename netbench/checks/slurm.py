@@ -34,7 +34,7 @@ def slurm_failure(stderr_text):
 
 
 #: netbench.rfm.launch's line when it ended a launch that ran out of time or was
-#: cancelled (netbench/supervise.py): what it saw, before the MPI launcher's
+#: cancelled (netbench/rfm/supervise.py): what it saw, before the MPI launcher's
 #: words about the ranks it killed
 LAUNCH_STOPPED = r"^netbench\.launch: (stopped the job .*)$"
 

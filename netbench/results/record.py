@@ -31,7 +31,7 @@ reference files.
     host         (version 2, inconclusive cases) the host's load and CPU
                  pressure after the launches
     node_state   (version 2) per host, the settings the tuning profiles touch
-                 as the node had them when the job ran (netbench.nodestate);
+                 as the node had them when the job ran (netbench.probe.nodestate);
                  provenance also carries netbench's commit and spack.lock's
                  hash as the run had them
 
@@ -149,7 +149,7 @@ SCHEMA = {
                 "bound": {"type": "object"}, "sizes": {"type": "array"}}}},
         "verdict": {"enum": list(VERDICTS)},
         "host": {"type": "object", "additionalProperties": _NUMBER_OR_NULL},
-        # host -> the tuning-relevant settings it ran under (netbench.nodestate)
+        # host -> the tuning-relevant settings it ran under (netbench.probe.nodestate)
         "node_state": {"type": "object", "additionalProperties": {
             "type": "object", "required": ["host"], "properties": {
                 "host": _STRING, "sysctl": {"type": "object"}, "interfaces": {"type": "object"},
@@ -162,7 +162,7 @@ SCHEMA = {
             "partition": _STRING, "interconnect": _STRING,
             "line_rate_mbps": _NUMBER_OR_NULL,
             "netbench_commit": _STRING, "spack_lock_sha256": _STRING_OR_NULL,
-            # where the line rate came from (netbench/linerate.py SOURCES)
+            # where the line rate came from (netbench/probe/linerate.py SOURCES)
             "line_rate_source": _STRING,
         }},
     },

@@ -17,7 +17,8 @@ import functools
 import os
 import sys
 
-from .. import benchspec, discovery, paths, vcluster
+from .. import benchspec, paths, vcluster
+from ..probe import discovery
 from . import container, sites
 from .logs import logging_config
 

@@ -5,6 +5,7 @@ names).  Building the image is netbench/tools/image.py's; what the parity
 check makes of its runs, netbench/results/container_parity.py's.
 """
 
+import json
 import os
 import shlex
 import shutil

@@ -17,7 +17,7 @@ needed.  With `--here` it is the environment's own launcher on this host
 The command is printed to stderr before it runs, so the job's output says
 exactly what was launched.
 
-The launch runs under netbench.supervise: with `--time-limit` (the job's,
+The launch runs under netbench.rfm.supervise: with `--time-limit` (the job's,
 ReFrame's) it ends all of the launch, the ranks, proxies and ssh sessions on
 the nodes included, a little before that limit or when cancelled, and says
 on stderr what it saw (no progress, a link that stopped carrying traffic,
@@ -29,7 +29,8 @@ import os
 import shlex
 import sys
 
-from .. import discovery, supervise
+from . import supervise
+from ..probe import discovery
 
 CLUSTER_VARIABLES = {"hostfile": "NETBENCH_HOSTFILE", "agent": "NETBENCH_SSH_AGENT",
                      "head": "NETBENCH_HEAD_ADDRESS", "network": "NETBENCH_NETWORK",

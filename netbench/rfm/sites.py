@@ -70,7 +70,7 @@ SITE_SCHEMA = {
                         "interconnect": _STRING,
                         "nodes": {"type": "integer", "minimum": 1},
                         "line_rate_mbps": {"type": "number", "exclusiveMinimum": 0},
-                        # the link whose rate the job reads (netbench/linerate.py):
+                        # the link whose rate the job reads (netbench/probe/linerate.py):
                         # a net device, or an HCA port such as mlx5_0:1
                         "interface": {"type": "string", "pattern": r"^[\w.:@-]+$",
                                       "description": "a network interface or HCA port name"},

@@ -17,7 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import discovery, paths
+from .. import paths
+from ..probe import discovery
 from ..datafiles import DataError, load_yaml, validate
 from . import spec as spackspec
 from .facts import FACTS, REPO_SCHEMA, is_boolean, load_facts, load_local_repo

@@ -24,7 +24,8 @@ import sys
 import tempfile
 import time
 
-from .. import benchspec, discovery, paths
+from .. import benchspec, paths
+from ..probe import discovery
 from ..results.benchmark import parse_output
 from . import netpipe
 from .benchrun import Benchmark, job_environment

@@ -7,7 +7,8 @@ import os
 import subprocess
 from pathlib import Path
 
-from .. import benchspec, discovery
+from .. import benchspec
+from ..probe import discovery
 from ..results.benchmark import launcher_failure
 
 # Debian's MPICH can hang in MPI_Finalize (docs/platform-facts.md): always bounded

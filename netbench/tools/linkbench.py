@@ -13,7 +13,8 @@ import statistics
 import sys
 import tempfile
 
-from .. import benchspec, discovery, vcluster
+from .. import benchspec, vcluster
+from ..probe import discovery
 from ..results.benchmark import parse_output
 from .benchrun import Benchmark
 

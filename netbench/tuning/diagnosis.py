@@ -6,7 +6,7 @@ signature, its threshold, the setting to change and its source; this
 module holds one function per rule id that reads the signature from a
 case's curve (each size's best launch with its interval, as
 report.compare reads it) and, where the record carries it, the nodes'
-tuning state (`node_state`, netbench/nodestate.py: per node its sysctls,
+tuning state (`node_state`, netbench/probe/nodestate.py: per node its sysctls,
 and per interface its MTU, offloads, coalescing and rings).
 A rule that needs the node state and finds none says nothing.
 """

@@ -30,7 +30,7 @@ def reframe_system(state):
               "partition_lock": str(cluster_folder(state["name"]) / LOCK_NAME)}
     if link["rate_mbps"]:
         # the token bucket's rate is the line rate: the veth under it
-        # reports 10000 Mb/s whatever it carries (netbench/linerate.py)
+        # reports 10000 Mb/s whatever it carries (netbench/probe/linerate.py)
         extras["line_rate_mbps"] = link["rate_mbps"]
         extras["line_rate_source"] = "tbf"
         # a token bucket on a veth emulates the line's rate, not its wire:

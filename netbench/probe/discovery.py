@@ -23,8 +23,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from . import paths
-from .datafiles import DataError, load_yaml, require
+from .. import paths
+from ..datafiles import DataError, load_yaml, require
 
 FAMILIES_FILE = paths.DATA / "mpi_families.yaml"
 FABRICS_FILE = paths.DATA / "fabrics.yaml"

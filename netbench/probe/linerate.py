@@ -21,7 +21,7 @@ a VLAN or macvlan is followed to the device below it.
 
 The parsers are pure and tested on captured text (tests/data/linerate/);
 `discover` reads a sysfs tree whose root is a parameter, so a copy of a
-real node's tree can be judged anywhere.  `python -m netbench.linerate`
+real node's tree can be judged anywhere.  `python -m netbench.probe.linerate`
 is what a job runs on each node before its benchmark (checks/judging.py):
 it prints one line, ``@ line_rate {json}``.
 """

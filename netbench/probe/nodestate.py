@@ -1,4 +1,4 @@
-"""`python -m netbench.nodestate [--interface IF ...]`: the settings the
+"""`python -m netbench.probe.nodestate [--interface IF ...]`: the settings the
 tuning profiles touch (playbooks/profiles/*.yml), as this node has them
 now, as one line `# node_state {json}` for the job's output.
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import yaml
 
-from . import paths
+from .. import paths
 from .linerate import marked_objects, run_quietly
 
 MARKER = "# node_state "

@@ -7,7 +7,7 @@ import functools
 import hashlib
 import subprocess
 
-from . import paths
+from .. import paths
 
 
 @functools.cache

@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from .results.benchmark import rank_placements
+from ..results.benchmark import rank_placements
 
 TAG = "NETBENCH_LAUNCH_ID"
 #: how each launcher tells a rank its number
