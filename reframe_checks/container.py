@@ -22,6 +22,7 @@ from reframe.core.builtins import (parameter, performance_function, run_after, r
                                    sanity_function, variable)
 
 from netbench import checks, judgement, paths
+from netbench.judgement import parity as judgement_parity
 from netbench.probe import discovery
 from netbench.results import benchmark, container_parity as parity
 from netbench.rfm import container
@@ -240,7 +241,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         # max_rounds; the median of every round's ratio counts
         undecided = (f"PYTHONPATH={shlex.quote(str(paths.REPO))} "
                      # the netbench this check imported, not whichever the venv names
-                     f"{shlex.quote(sys.executable)} -m netbench.results.container_parity "
+                     f"{shlex.quote(sys.executable)} -m netbench.judgement.parity "
                      f"--max-bytes {self.max_bytes} --rounds {self.rounds} "
                      f"--max-rounds {self.max_rounds}")
         for first in range(self.rounds, self.max_rounds, self.rounds):
@@ -305,7 +306,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         """{variable: Decision}: parity by the judging rule's paired form
         (netbench.judgement.rule.decide_paired), the median of the rounds'
         ratios and its interval against the bound."""
-        decided = parity.parity_decisions(self.parity_runs(), self.rounds, self.max_rounds)
+        decided = judgement_parity.parity_decisions(self.parity_runs(), self.rounds, self.max_rounds)
         return {self.PARITY_VARIABLES[k]: d for k, d in decided.items()}
 
     def judged_bounds(self):
@@ -320,7 +321,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         """None unless the rule found the container slower (an inconclusive
         parity is no failure: the record says so), else one line: the
         figure, how much slower, and the causes the job observed."""
-        decided = parity.parity_decisions(self.parity_runs(), self.rounds, self.max_rounds)
+        decided = judgement_parity.parity_decisions(self.parity_runs(), self.rounds, self.max_rounds)
         over = {k: d for k, d in decided.items() if d.verdict == judgement.FAIL}
         if not over:
             return None

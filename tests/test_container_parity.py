@@ -4,6 +4,7 @@ job records them; the real runs are in tests/test_containers.py."""
 
 import pytest
 
+from netbench.judgement import parity as judgement_parity
 from netbench.results import container_parity as parity
 from netbench.rfm import container
 
@@ -118,13 +119,13 @@ def test_parity_is_decided_by_the_median_ratio_and_its_interval():
     def runs(ratios):
         return {"native": [(1.0, 1000.0)] * len(ratios),
                 "container": [(r, 1000.0) for r in ratios]}
-    slower = parity.parity_decisions(runs([1.10, 1.12, 1.13, 1.11, 1.12] * 4), 5, 20)
+    slower = judgement_parity.parity_decisions(runs([1.10, 1.12, 1.13, 1.11, 1.12] * 4), 5, 20)
     assert slower["latency"].verdict == FAIL and slower["bandwidth"].verdict == PASS
-    equal = parity.parity_decisions(runs([0.99, 1.0, 1.01, 1.0, 0.98]), 5, 20)
+    equal = judgement_parity.parity_decisions(runs([0.99, 1.0, 1.01, 1.0, 0.98]), 5, 20)
     assert equal["latency"].verdict == PASS
     swinging = [0.8, 1.3, 0.9, 1.25, 1.0, 1.2, 0.85, 1.1, 1.3, 0.95]
-    assert parity.parity_decisions(runs(swinging), 5, 20)["latency"].verdict == UNDECIDED
-    decided = parity.parity_decisions(runs(swinging * 2), 5, 20)["latency"]
+    assert judgement_parity.parity_decisions(runs(swinging), 5, 20)["latency"].verdict == UNDECIDED
+    decided = judgement_parity.parity_decisions(runs(swinging * 2), 5, 20)["latency"]
     assert decided.verdict == INCONCLUSIVE and "too noisy to tell" in decided.reason
     assert decided.launches == 20
 

@@ -14,6 +14,7 @@ import pytest
 
 from conftest import require
 from netbench import paths
+from netbench.judgement import parity as judgement_parity
 from netbench.results import container_parity as parity
 from netbench.rfm import container
 from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
@@ -299,7 +300,7 @@ def test_without_the_ptrace_capability_the_verdict_follows_the_evidence(image):
     print(tc["fail_reason"], json.dumps(tc["parity"]))
     rounds = {side: [(r["latency_us"], r["bw_Mbps"]) if r else None for r in tc["parity"][side]]
               for side in ("native", "container")}
-    decided = parity.parity_decisions(rounds, 5, 20)
+    decided = judgement_parity.parity_decisions(rounds, 5, 20)
     failed = any(d.verdict == "fail" for d in decided.values())
     assert (tc["result"] == "fail") == failed, tc["fail_reason"]
     if decided["bandwidth"].verdict == "fail":

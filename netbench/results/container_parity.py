@@ -1,22 +1,13 @@
 """What the container parity check (reframe_checks/container.py) makes of
 its job: the figures of each interleaved round on the host and in the
-image, their paired slowdowns and the verdict on them
-(netbench.judgement), and the likely causes of a slowdown from the
-evidence the job recorded inside and outside the image.
-
-    python -m netbench.results.container_parity --stagedir D [--max-bytes N] ...
-
-exits 0 when the rounds in D leave parity undecided: the job asks before
-measuring more rounds.
+image, their paired slowdowns, and the likely causes of a slowdown from
+the evidence the job recorded inside and outside the image.  The verdict
+on the slowdowns is the judging rule's (netbench/judgement/parity.py).
 """
 
-import argparse
 import os
 import re
 import statistics
-import sys
-
-from ..judgement.rule import UNDECIDED, Bound, decide_paired
 
 #: the container may be this much slower before the parity check fails
 MAX_SLOWDOWN = 1.05
@@ -204,37 +195,3 @@ def round_ratios(runs):
     pairs = paired_rounds(runs)
     return {"latency": [c[0] / n[0] for n, c in pairs],
             "bandwidth": [n[1] / c[1] for n, c in pairs]}
-
-
-def parity_decisions(runs, min_rounds, max_rounds):
-    """{figure: netbench.judgement Decision} of container parity: the
-    median of the rounds' ratios and its order-statistic interval against
-    MAX_SLOWDOWN (judgement.rule.decide_paired)."""
-    bound = Bound("upper", MAX_SLOWDOWN)
-    return {figure: decide_paired(ratios, bound, min_rounds, max_rounds)
-            for figure, ratios in round_ratios(runs).items()}
-
-
-def parity_undecided(stagedir, max_bytes, min_rounds, max_rounds):
-    """The job's question between batches of rounds: measure again?"""
-    decisions = parity_decisions(round_figures(stagedir, max_bytes), min_rounds, max_rounds)
-    return any(d.verdict == UNDECIDED for d in decisions.values())
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m netbench.results.container_parity",
-                                     description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--stagedir", default=".", help="the rounds' folder")
-    parser.add_argument("--max-bytes", type=int, default=1048576,
-                        help="the message size of the bandwidth figure")
-    parser.add_argument("--rounds", type=int, default=5,
-                        help="rounds before anything is decided")
-    parser.add_argument("--max-rounds", type=int, default=20, help="rounds at most")
-    args = parser.parse_args(argv)
-    return 0 if parity_undecided(args.stagedir, args.max_bytes, args.rounds,
-                                 args.max_rounds) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())
