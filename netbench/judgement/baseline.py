@@ -111,7 +111,7 @@ def best_launch_times(record):
 
 def band(values, min_band, noise=1.0):
     """A size's band from the runs' figures (see the module's docstring);
-    `noise`: the case's pooled run-to-run spread (slowest over fastest)."""
+    `noise`: the run-to-run spread pooled around the size (pooled_noise)."""
     centre = statistics.median(values)
     return {"centre": centre, "low": min(values), "high": max(values),
             "upper": max(max(values), centre * (1 + min_band), centre * noise)}
