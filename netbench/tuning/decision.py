@@ -1,25 +1,36 @@
 """Keep a tuning or revert it, from the comparison of the sessions before
-and after it (netbench.report.compare).  Pure: a Comparison in, a Decision
-out.
+and after it (netbench.report.compare).  Pure: sessions' launches in, a
+Decision out.
 
-The evidence is every change whose two sides have intervals: each judged
-performance variable (the interval its verdict rests on) and each message
-size of each case's curves (its best launch's order-statistic interval).
-Each side may pool several sessions (`pooled_side`): a figure's interval
-is then the hull of the sessions' intervals around their median, because
-one launch's interval misses the session-to-session noise of a busy host
-(two untuned sessions on an emulated GigE link differed "beyond their
-intervals" at 25 of 48 sizes).  A change counts when the intervals do not
-overlap (compare's `significant`): beyond the runs' noise.  The tuning is kept when at least
-one figure improved beyond the noise and none got worse beyond it;
-otherwise it is reverted, and the reason names the figures and sizes.
-Changes without intervals (a figure not judged) are shown, never counted.
+The evidence is each message size of each case's curves.  A side is every
+launch of every session measured on it (`launch_values`, `pooled_side`):
+at each size the median of the launches' figures with the judging rule's
+interval of that median (judgement.rule.median_interval: order
+statistics, the whole range below nine launches).  A launch is the unit,
+not a session's best launch with its own samples' interval: that interval
+misses the noise between launches and sessions of a busy host (two
+untuned sessions on an emulated GigE link differed "beyond their
+intervals" at 25 of 48 sizes that way), and a scheduler's stall in one
+launch at one size moves the median of several launches little and their
+range not past the other side's.
+
+A size's change is beyond the runs' noise when the two sides' intervals
+do not overlap (compare's `significant`) and each side has at least
+`MIN_LAUNCHES` launches there (loop.py measures more sessions, within its
+budget, until it has).  It counts when it spans `MIN_RUN` neighbouring
+sizes the same way: a setting (a socket buffer, the MTU) moves a range of
+sizes, a stall one; a change at a single size is named in the reason as
+noise, not counted.  The performance variables are read off the same
+curves, so they are shown (compare), not counted again.  The tuning is
+kept when at least one size improved beyond the noise and none got worse
+beyond it; otherwise it is reverted, and the reason names the sizes.
 """
 
 import dataclasses
+import math
 import statistics
 
-from ..judgement.rule import Estimate
+from ..judgement.rule import Estimate, median_interval
 from ..report import compare
 
 KEPT, REVERTED = "kept", "reverted"
@@ -50,6 +61,7 @@ class Decision:
     reason: str
     improved: tuple
     worse: tuple
+    isolated: tuple = ()
 
     @property
     def outcome(self):
@@ -64,60 +76,165 @@ def size(nbytes):
     return f"{nbytes:g} B"
 
 
-def pooled(estimates):
-    """One Estimate of several sessions': their median value, the lowest
-    low and the highest high; a point where any is a point (a figure
-    without an interval stays without one)."""
-    if any(compare.is_point(e) for e in estimates):
-        return Estimate.point(statistics.median(e.value for e in estimates))
-    return Estimate(statistics.median(e.value for e in estimates),
-                    min(e.lo for e in estimates), max(e.hi for e in estimates))
+#: launches a side needs at a size before its change is called: two
+#: launches' range is beaten by chance at one size in six (2 against 2,
+#: exchangeable), so a loss or gain is called on at least three a side
+MIN_LAUNCHES = 3
+#: a change is a tuning's when it spans neighbouring sizes: a socket buffer
+#: or an MTU moves a range of sizes, a scheduler's stall on a tbf link one
+#: size of one launch (measured: 6-16 ms at single sizes, in no other session)
+MIN_RUN = 2
 
 
-def pooled_side(sides):
-    """Several sessions' sides ({case key: CaseFigures}, compare.session_side)
-    as one: the cases and figures every session has, each pooled."""
+@dataclasses.dataclass
+class Launches:
+    """A case's figures over a side's sessions: {variable: (unit, [value
+    per session])} and {(series, column): (unit, {bytes: [value per
+    launch]})}."""
+    figures: dict
+    sizes: dict
+
+
+def launch_values(session):
+    """{case key: Launches} of one session (sessions.Session): every
+    launch's figure at every size, not only the best launch's."""
+    from ..report.sections import case_record
+
+    found = {}
+    for tc in session.testcases:
+        record = case_record(tc)
+        figures = {var: (unit, [e.value]) for var, (unit, e) in
+                   compare.variable_figures(tc, record).items()}
+        sizes = {}
+        runs = record.get("runs") or {}
+        for series in record.get("series", []):
+            launches = [launch["rows"] for launch in runs.get(series["name"], [])] \
+                or [series["rows"]]
+            shown = {y["column"] for y in series["y"]}
+            for col in series["y"]:
+                if compare.REPEATS.get(col["column"]) in shown:
+                    continue
+                per_size = {}
+                for rows in launches:
+                    for row in rows:
+                        value = row.get(col["column"])
+                        if "bytes" in row and isinstance(value, (int, float)) \
+                                and math.isfinite(value):
+                            per_size.setdefault(row["bytes"], []).append(value)
+                sizes[(series["name"], col["column"])] = (col["unit"], per_size)
+        if figures or sizes:
+            found[compare.case_key(tc)] = Launches(figures, sizes)
+    return found
+
+
+def merged_launches(sides):
+    """Several sessions' Launches as one side's: the cases, figures and
+    sizes every session has, their values together."""
     common = set.intersection(*(set(side) for side in sides)) if sides else set()
     merged = {}
     for key in sorted(common):
-        figures = [side[key] for side in sides]
-        variables = {}
-        for var, (unit, _) in figures[0].figures.items():
-            if all(var in f.figures for f in figures):
-                variables[var] = (unit, pooled([f.figures[var][1] for f in figures]))
+        parts = [side[key] for side in sides]
+        figures = {var: (unit, [v for p in parts for v in p.figures[var][1]])
+                   for var, (unit, _) in parts[0].figures.items()
+                   if all(var in p.figures for p in parts)}
         sizes = {}
-        for series, (unit, per_size) in figures[0].sizes.items():
-            if not all(series in f.sizes for f in figures):
-                continue
-            shared = [b for b in per_size if all(b in f.sizes[series][1] for f in figures)]
-            sizes[series] = (unit, {b: pooled([f.sizes[series][1][b] for f in figures])
-                                    for b in shared})
-        merged[key] = compare.CaseFigures(variables, sizes)
+        for series, (unit, per_size) in parts[0].sizes.items():
+            if all(series in p.sizes for p in parts):
+                sizes[series] = (unit, {b: [v for p in parts for v in p.sizes[series][1][b]]
+                                        for b in per_size
+                                        if all(b in p.sizes[series][1] for p in parts)})
+        merged[key] = Launches(figures, sizes)
     return merged
 
 
-def evidence(comparison):
-    """(improved, worse): every change beyond the noise, as Evidence.  A
-    size's rate repeats its time (the same samples), so each size counts
-    once, by its first column."""
-    improved, worse = [], []
+def median_estimate(values, min_values=MIN_LAUNCHES):
+    """The judging rule's interval of the median of a side's launches
+    (rule.median_interval: order statistics, the whole range below nine
+    values); a point, which is never called a change, below `min_values`."""
+    if len(values) < min_values:
+        return Estimate.point(statistics.median(values))
+    return median_interval(values)
+
+
+def pooled_side(sessions, min_values=MIN_LAUNCHES):
+    """One side's {case key: CaseFigures} from its sessions' launch_values:
+    per size the median of every launch of every session with its
+    interval.  A launch, not a session's best, is the unit: the best of a
+    session's launches with its own samples' interval misses the noise
+    between launches and sessions (two untuned sessions on an emulated GigE
+    link differed "beyond their intervals" at 25 of 48 sizes that way), and
+    a stall in one launch moves a median of several launches little."""
+    side = {}
+    for key, launches in merged_launches(list(sessions)).items():
+        variables = {var: (unit, median_estimate(values, min_values))
+                     for var, (unit, values) in launches.figures.items() if values}
+        sizes = {series: (unit, {b: median_estimate(v, min_values)
+                                 for b, v in sorted(per_size.items()) if v})
+                 for series, (unit, per_size) in launches.sizes.items()}
+        side[key] = compare.CaseFigures(variables, sizes)
+    return side
+
+
+def launch_counts(sessions):
+    """The fewest launches any case of the sessions has at any size: the
+    evidence a side has gathered so far (0 with no case)."""
+    counts = [len(values) for launches in merged_launches(list(sessions)).values()
+              for _, per_size in launches.sizes.values() for values in per_size.values()]
+    return min(counts) if counts else 0
+
+
+def sized_changes(case):
+    """{series figure: [Change at each size, by size]}, each size once per
+    series (a size's rate repeats its time: the same samples, so its first
+    column speaks for it)."""
+    found, seen = {}, set()
+    for change in case.sizes:
+        series = change.figure.rpartition(" ")[0]     # "usec" or "SERIES usec"
+        if (series, change.bytes) in seen:
+            continue
+        seen.add((series, change.bytes))
+        found.setdefault(change.figure, []).append(change)
+    return {figure: sorted(changes, key=lambda c: c.bytes) for figure, changes in found.items()}
+
+
+def called(change):
+    """better or worse when beyond the noise, else None."""
+    if change.significance != compare.SIGNIFICANT:
+        return None
+    return change.direction if change.direction in (compare.BETTER, compare.WORSE) else None
+
+
+def as_evidence(case, change):
+    return Evidence(case.key, change.figure, change.unit, change.bytes,
+                    change.a.value, change.b.value, change.pct, called(change))
+
+
+def evidence(comparison, min_run=MIN_RUN):
+    """(improved, worse, isolated): the sizes whose change is beyond the
+    noise and spans at least `min_run` neighbouring sizes the same way
+    (counted), and those beyond it alone (shown as noise, not counted).
+    The performance variables are read off the same curves (a size's
+    time, the peak of its rates), so they are shown, never counted twice."""
+    improved, worse, isolated = [], [], []
     for case in comparison.cases:
-        seen_sizes = set()
-        for change in case.figures + case.sizes:
-            if change.significance != compare.SIGNIFICANT:
-                continue
-            if change.bytes is not None:
-                # "usec", or "SERIES usec" where a case has several series
-                series = change.figure.rpartition(" ")[0]
-                if (series, change.bytes) in seen_sizes:
+        for changes in sized_changes(case).values():
+            calls = [called(c) for c in changes]
+            for i, change in enumerate(changes):
+                if calls[i] is None:
                     continue
-                seen_sizes.add((series, change.bytes))
-            if change.direction not in (compare.BETTER, compare.WORSE):
-                continue
-            found = Evidence(case.key, change.figure, change.unit, change.bytes,
-                             change.a.value, change.b.value, change.pct, change.direction)
-            (improved if change.direction == compare.BETTER else worse).append(found)
-    return tuple(improved), tuple(worse)
+                run = 1
+                j = i - 1
+                while j >= 0 and calls[j] == calls[i]:
+                    run, j = run + 1, j - 1
+                j = i + 1
+                while j < len(calls) and calls[j] == calls[i]:
+                    run, j = run + 1, j + 1
+                found = as_evidence(case, change)
+                if run < min_run:
+                    isolated.append(found)
+                else:
+                    (improved if calls[i] == compare.BETTER else worse).append(found)
+    return tuple(improved), tuple(worse), tuple(isolated)
 
 
 def named(found):
@@ -140,9 +257,10 @@ def named(found):
 
 
 def decide(comparison, keep=False):
-    """The Decision on a tuning from the Comparison of the session before
-    (A) and after it (B); `keep` overrides a revert (and says so)."""
-    improved, worse = evidence(comparison)
+    """The Decision on a tuning from the Comparison of the sides before
+    (A) and after it (B) (pooled_side); `keep` overrides a revert (and
+    says so)."""
+    improved, worse, isolated = evidence(comparison)
     if not comparison.cases:
         reason = "no case was measured both before and after the tuning"
         kept = False
@@ -157,10 +275,12 @@ def decide(comparison, keep=False):
     else:
         reason = "no figure changed beyond the noise"
         kept = False
+    if isolated:
+        reason += f"; single sizes beyond the noise, not counted: {named(isolated)}"
     overridden = keep and not kept
     if overridden:
         reason = f"kept by --keep, although the measurement says revert: {reason}"
-    return Decision(kept or keep, overridden, reason, improved, worse)
+    return Decision(kept or keep, overridden, reason, improved, worse, isolated)
 
 
 def state_differences(before, after, where=()):

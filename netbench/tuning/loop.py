@@ -38,9 +38,13 @@ NAME = re.compile(r"^[A-Za-z0-9_]+$")
 #: the line publishing prints after a session: its folder under reports/
 PUBLISHED = re.compile(r"\(session (\d{8}T\d{6}-[0-9a-f]{8})\)")
 PLAYBOOK_TIMEOUT = 900
-#: sessions per side: one launch's interval misses a busy host's
+#: sessions per side at first: one launch's interval misses a busy host's
 #: session-to-session noise, the spread of two sessions shows it (decision.py)
 REPEATS = 2
+#: the budget: at most this many sessions a side, measured one more at a
+#: time while a side has fewer than decision.MIN_LAUNCHES launches at some
+#: size (a session launches once when its verdict is clear at once)
+MAX_SESSIONS = 4
 
 
 class TuneError(Exception):
@@ -230,17 +234,34 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
     return (0 if rec["decision"]["kept"] else 1), folder
 
 
-def measure_side(rec, label, system, checks, repeats, folder, say):
-    """`repeats` sessions of the checks; each run report copied beside the
-    record (it stands alone) as <label>-<n>.json."""
+def measure_side(rec, label, system, checks, repeats, folder, say,
+                 max_sessions=MAX_SESSIONS):
+    """`repeats` sessions of the checks, then one more at a time while the
+    side has fewer than decision.MIN_LAUNCHES launches at some size, up to
+    `max_sessions`; each run report copied beside the record (it stands
+    alone) as <label>-<n>.json."""
     side = rec[label]
-    for n in range(1, repeats + 1):
-        say(f"netbench tune: measuring {label} the tuning ({n} of {repeats})")
+    n = 0
+    while n < max(repeats, 1) or (n < max_sessions and launches_of(side, folder)
+                                  < decision.MIN_LAUNCHES):
+        n += 1
+        more = "" if n <= repeats else f", more: fewer than {decision.MIN_LAUNCHES} launches"
+        say(f"netbench tune: measuring {label} the tuning ({n} of {max(repeats, n)}{more})")
         run_report, code = measure(system, checks, label)
         copy = folder / f"{label}-{n}.json"
         shutil.copyfile(run_report, copy)
         side.setdefault("sessions", []).append(
             {"session": run_report.parent.name, "run_report": copy.name, "exit_code": code})
+
+
+def launch_values_of(side, folder):
+    return [decision.launch_values(sessions.load_session(Path(folder) / s["run_report"]))
+            for s in side.get("sessions", [])]
+
+
+def launches_of(side, folder):
+    """The fewest launches the side's sessions have at any size."""
+    return decision.launch_counts(launch_values_of(side, folder))
 
 
 def diagnoses_of(side, folder, data, flavour):
@@ -257,9 +278,7 @@ def diagnoses_of(side, folder, data, flavour):
 
 def side_of(side, folder):
     """The pooled compare side of a record's sessions (decision.pooled_side)."""
-    return decision.pooled_side([
-        compare.session_side(sessions.load_session(Path(folder) / s["run_report"]))
-        for s in side["sessions"]])
+    return decision.pooled_side(launch_values_of(side, folder))
 
 
 def read_json(path):

@@ -55,7 +55,9 @@ SCHEMA = {
             "properties": {"kept": {"type": "boolean"}, "overridden": {"type": "boolean"},
                            "reason": {"type": "string"},
                            "improved": {"type": "array", "items": EVIDENCE},
-                           "worse": {"type": "array", "items": EVIDENCE}},
+                           "worse": {"type": "array", "items": EVIDENCE},
+                           # beyond the noise at a single size only: shown, not counted
+                           "isolated": {"type": "array", "items": EVIDENCE}},
         },
         "revert": {
             "type": "object", "additionalProperties": False, "required": ["ran", "exact"],
@@ -96,7 +98,8 @@ def decision_entry(decided):
                  "before": e.before, "after": e.after, "pct": e.pct, "call": e.call}
                 for e in found]
     return {"kept": decided.kept, "overridden": decided.overridden, "reason": decided.reason,
-            "improved": entries(decided.improved), "worse": entries(decided.worse)}
+            "improved": entries(decided.improved), "worse": entries(decided.worse),
+            "isolated": entries(decided.isolated)}
 
 
 def write(rec, folder):
