@@ -76,10 +76,14 @@ def size(nbytes):
     return f"{nbytes:g} B"
 
 
-#: launches a side needs at a size before its change is called: two
-#: launches' range is beaten by chance at one size in six (2 against 2,
-#: exchangeable), so a loss or gain is called on at least three a side
-MIN_LAUNCHES = 3
+#: launches a side needs at a size before its change is called.  With the
+#: whole range as the interval (below nine launches), n launches a side lie
+#: wholly apart by chance, when nothing changed, with probability
+#: n! n! / (2n)! each way: 1/6 at two, 1/20 at three, 1/70 at four; and a
+#: change must hold at two neighbouring sizes (MIN_RUN), so that on the
+#: 24 sizes of a ping-pong four launches a side call a change by chance in
+#: about 23/70**2 = 0.5 % of tunings each way (were the sizes independent)
+MIN_LAUNCHES = 4
 #: a change is a tuning's when it spans neighbouring sizes: a socket buffer
 #: or an MTU moves a range of sizes, a scheduler's stall on a tbf link one
 #: size of one launch (measured: 6-16 ms at single sizes, in no other session)

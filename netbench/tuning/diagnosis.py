@@ -69,6 +69,9 @@ class Curve:
     rates: dict
     node_state: dict | None
     params: dict
+    #: the environment the job set for its launches (ReFrame's env_vars:
+    #: the transport's MCA/CVAR variables and any a site or `-S` added)
+    env: dict = dataclasses.field(default_factory=dict)
 
     @property
     def line_rate(self):
@@ -91,7 +94,7 @@ def curve_of(key, tc, record):
         elif column == "Mbps":
             rates = per_size
     return Curve(key, record.get("provenance") or {}, times, rates, record.get("node_state"),
-                 tc.get("check_vars") or {})
+                 tc.get("check_vars") or {}, tc.get("env_vars") or {})
 
 
 def sized(figures, at_least=0, at_most=float("inf")):
@@ -224,13 +227,31 @@ def eager_rendezvous_step(curve, t):
     return None
 
 
+def single_copy_excluded(env):
+    """Words naming the variable of `env` that leaves Open MPI's shared
+    memory without CMA: OMPI_MCA_smsc excluding it (5.x: "^cma", or a list
+    without it), OMPI_MCA_btl_sm_single_copy_mechanism=none (4.x); else ""."""
+    smsc = env.get("OMPI_MCA_smsc")
+    if smsc is not None:
+        names = [n.strip() for n in str(smsc).lstrip("^").split(",")]
+        if str(smsc).startswith("^") == ("cma" in names):
+            return f"OMPI_MCA_smsc={smsc}"
+    mechanism = env.get("OMPI_MCA_btl_sm_single_copy_mechanism")
+    if mechanism is not None and str(mechanism).strip() == "none":
+        return f"OMPI_MCA_btl_sm_single_copy_mechanism={mechanism}"
+    return ""
+
+
 def shm_without_single_copy(curve, t):
-    # from the node state only: on a VM, process_vm_readv can be slower than
-    # copy-in copy-out (tests/test_baselines.py measured 72 us with CMA and
-    # 24 us without at 1 MiB), so the curve alone cannot tell
+    # from the run's settings only: on a VM, process_vm_readv can be slower
+    # than copy-in copy-out (tests/test_baselines.py measured 72 us with CMA
+    # and 24 us without at 1 MiB), so the curve alone cannot tell
     p = curve.provenance
     if p.get("mpi_family") != "openmpi" or p.get("transport") != "shm":
         return None
+    excluded = single_copy_excluded(curve.env)
+    if excluded:
+        return f"the job ran with {excluded}: no single copy (CMA) between ranks"
     scope = node_values(curve, "sysctl", "kernel.yama.ptrace_scope")
     if scope and any(v is not None and str(v) not in ("0",) for v in scope.values()):
         return ("kernel.yama.ptrace_scope " + ", ".join(f"{n}: {v}" for n, v in scope.items())
