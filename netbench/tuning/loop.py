@@ -28,7 +28,7 @@ from pathlib import Path
 
 from .. import paths, session
 from ..datafiles import DataError, load_yaml
-from ..report import compare, sessions
+from ..report import sessions
 from . import decision, diagnosis, record
 
 BIN = Path(sys.executable).parent
@@ -215,9 +215,9 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
         finally:
             rec["changes"] = read_json(state_file)
         measure_side(rec, "after", system, checks, repeats, folder, say)
-        comparison = compare.compare(side_of(rec["before"], folder),
-                                     side_of(rec["after"], folder), "before", "after")
-        rec["decision"] = record.decision_entry(decision.decide(comparison, keep=keep))
+        rec["decision"] = record.decision_entry(decision.decide(
+            launch_values_of(rec["before"], folder), launch_values_of(rec["after"], folder),
+            keep=keep))
     except (TuneError, DataError, subprocess.TimeoutExpired, KeyboardInterrupt) as err:
         stage = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
         rec["failure"] = {"stage": stage, "message": str(err) or type(err).__name__}
