@@ -77,6 +77,16 @@ def test_a_profile_that_hurts_is_reverted_exactly_and_so_is_an_interrupted_run(
         assert "reverted: the tuning did not help" in page and "Reverted exactly" in page
         assert "<svg" in page and "8 MiB" in page
 
+        # the MTU the nodes already have: nothing to gain, nothing kept, and the
+        # revert, with nothing to undo, reads every setting back equal
+        code, folder = loop.run("mtu_1500", inventory=state["files"]["inventory"],
+                                system=state["system"], checks=CHECKS, repeats=1,
+                                profiles=PROFILES, reports_dir=tmp_path, say=said.append)
+        rec = record.load(folder)
+        assert code == 1, "\n".join(said)
+        assert not rec["decision"]["kept"] and rec["decision"]["improved"] == []
+        assert rec["revert"]["exact"] is True and views(state) == baseline
+
         # Ctrl-C once the tuning is on: the nodes are reverted, the record says so
         proc = tune_cli(state, tmp_path, "--profile", "sockbuf_capped", "--profile-dir",
                         str(PROFILES), "--repeats", "1", start_new_session=True)

@@ -135,28 +135,35 @@ def launch_values(session):
         figures = {var: (unit, [e]) for var, (unit, e) in
                    compare.variable_figures(tc, record).items()}
         sizes = {}
-        runs = record.get("runs") or {}
         for series in record.get("series", []):
-            launched = series["name"] in runs
-            launches = [launch["rows"] for launch in runs[series["name"]]] if launched \
-                else [series["rows"]]
-            shown = {y["column"] for y in series["y"]}
-            for col in series["y"]:
-                column = col["column"]
-                if compare.REPEATS.get(column) in shown:
-                    continue
-                per_size = {}
-                for rows in launches:
-                    for row in rows:
-                        if column not in row or "bytes" not in row:
-                            continue
-                        e = row_estimate(row, column) if launched else Estimate.point(row[column])
-                        if compare.finite(e):
-                            per_size.setdefault(row["bytes"], []).append(e)
-                sizes[(series["name"], column)] = (col["unit"], per_size)
+            sizes.update(series_launches(series, record.get("runs") or {}))
         if figures or sizes:
             found[compare.case_key(tc)] = Launches(
                 figures, sizes, counted_from(record.get("provenance") or {}))
+    return found
+
+
+def series_launches(series, runs):
+    """{(series, column): (unit, {bytes: [Estimate of each launch]})} of one
+    series: its launches where the record has them (version 2), else its
+    rows as one launch of points; a column repeating another in another
+    unit (MB/s of Mbit/s) left out."""
+    launched = series["name"] in runs
+    launches = [launch["rows"] for launch in runs[series["name"]]] if launched \
+        else [series["rows"]]
+    shown = {y["column"] for y in series["y"]}
+    found = {}
+    for col in series["y"]:
+        column = col["column"]
+        if compare.REPEATS.get(column) in shown:
+            continue
+        per_size = {}
+        for row in (row for rows in launches for row in rows):
+            if column in row and "bytes" in row:
+                e = row_estimate(row, column) if launched else Estimate.point(row[column])
+                if compare.finite(e):
+                    per_size.setdefault(row["bytes"], []).append(e)
+        found[(series["name"], column)] = (col["unit"], per_size)
     return found
 
 

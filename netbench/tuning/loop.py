@@ -4,9 +4,11 @@
    must restore exactly;
 2. measure the chosen checks: a ReFrame session ("before");
 3. apply tune.yml with the profile;
-4. measure again ("after"); each side is `repeats` sessions;
-5. compare the two per figure and per size (report.compare) and decide
-   (decision.py): keep, or run revert.yml and read the settings back.
+4. measure again ("after"); each side is `repeats` sessions, and one
+   more at a time, up to MAX_SESSIONS, while it has fewer than
+   decision.MIN_LAUNCHES launches at a size it counts;
+5. judge each size of the two sides' launches and decide (decision.py):
+   keep, or run revert.yml and read the settings back.
 
 Any failure after the tuning started (the playbook, a session that wrote
 no report, Ctrl-C) reverts the hosts, and the record says where it
