@@ -20,7 +20,10 @@ TUNE = DATA / "tune"
 #: frames, Open MPI's shared memory on this machine
 HEALTHY = [TUNE / "gige-jumbo" / f"{n}.json" for n in ("before1", "before2", "after1", "after2")] \
     + [TUNE / "diagnosis" / f"{n}.json" for n in ("shm-healthy1", "shm-healthy2",
-                                                  "shm-healthy-live1", "shm-healthy-live2")] \
+                                                  "shm-healthy-live1", "shm-healthy-live2",
+                                                  "tcp-jumbo-healthy-live1",
+                                                  "tcp-jumbo-healthy-live2",
+                                                  "tcp-jumbo-healthy-live3")] \
     + [DATA / "compare" / "pingpong-shm-openmpi.json"]
 
 
