@@ -126,6 +126,26 @@ def test_an_mtu_mismatch_and_missing_jumbo_frames_are_named_from_the_node_state(
     assert rules_named(with_node_state(tuned, {"n1": link(9000), "n2": link(9000)})) == []
 
 
+def test_an_mtu_mismatch_is_named_in_a_real_run():
+    # vcluster fault --node 2 --mtu 9000 on a cluster whose switch carries
+    # jumbo frames (tests/data/tune/README.md): the job's node state
+    (found,) = diagnosis.diagnose(sessions.load_session(TUNE / "diagnosis" /
+                                                        "tcp-mtu-mismatch-live.json"))
+    assert found.rule == "mtu_path_mismatch"
+    assert found.evidence == "the nodes' MTUs differ: tuneh-n1 1500, tuneh-n2 9000"
+
+
+def test_a_tcp_eager_limit_moved_is_named_in_a_real_run():
+    # OMPI_MCA_btl_tcp_eager_limit=4096 across emulated GigE; the nodes at
+    # MTU 1500 on a switch that carries jumbo frames are named too
+    found = {d.rule: d for d in diagnosis.diagnose(sessions.load_session(
+        TUNE / "diagnosis" / "tcp-eager4k-live.json"))}
+    assert set(found) == {"eager_rendezvous_step", "jumbo_frames_missing"}
+    assert found["eager_rendezvous_step"].evidence == (
+        "the job set OMPI_MCA_btl_tcp_eager_limit=4096 (default 65536)")
+    assert found["eager_rendezvous_step"].setting == "OMPI_MCA_btl_tcp_eager_limit"
+
+
 def test_an_mtu_black_hole_is_named_from_the_curve():
     # every size from 16 KiB a hundred times as long: large segments lost
     report = with_time(load(TUNE / "gige-jumbo" / "after1.json"), 0,
