@@ -19,7 +19,11 @@ TUNE = DATA / "tune"
 #: real sessions of healthy setups: emulated GigE before and after jumbo
 #: frames, Open MPI's shared memory on this machine
 HEALTHY = [TUNE / "gige-jumbo" / f"{n}.json" for n in ("before1", "before2", "after1", "after2")] \
-    + [TUNE / "diagnosis" / f"{n}.json" for n in ("shm-healthy1", "shm-healthy2")] \
+    + [TUNE / "diagnosis" / f"{n}.json" for n in ("shm-healthy1", "shm-healthy2",
+                                                  "shm-healthy-live1", "shm-healthy-live2",
+                                                  "tcp-jumbo-healthy-live1",
+                                                  "tcp-jumbo-healthy-live2",
+                                                  "tcp-jumbo-healthy-live3")] \
     + [DATA / "compare" / "pingpong-shm-openmpi.json"]
 
 
@@ -59,16 +63,42 @@ def test_interrupt_coalescing_is_named_from_its_latency_floor():
     assert "rx-usecs" in found.setting and "seed004" in found.source
 
 
-def test_an_eager_limit_moved_is_named_at_its_step():
-    # an eager limit lowered to 4 KiB: from 8 KiB a rendezvous handshake,
-    # 40 us on this busy host, up to the 64 KiB where the recorded run's
-    # own protocol switch already paid one
-    report = with_time(load(DATA / "compare" / "pingpong-shm-openmpi.json"), 40,
-                       at=lambda size: 8192 <= size <= 65536)
-    (found,) = diagnosis.diagnose_cases(cases(report))
+def test_an_eager_limit_moved_is_named_in_a_real_run():
+    # Open MPI's shared memory with OMPI_MCA_btl_sm_eager_limit=1024 (the
+    # job's env_vars, set with reframe -S; tests/data/tune/README.md)
+    (found,) = diagnosis.diagnose(sessions.load_session(TUNE / "diagnosis" /
+                                                        "shm-eager1k-live.json"))
     assert found.rule == "eager_rendezvous_step"
-    assert "at 4 KiB to" in found.evidence and "at 8 KiB" in found.evidence
+    assert found.evidence == "the job set OMPI_MCA_btl_sm_eager_limit=1024 (default 4096)"
     assert found.setting == "OMPI_MCA_btl_sm_eager_limit"
+
+
+def rate_curve(rates, **provenance):
+    """A Curve between nodes over TCP from {bytes: [Mbit/s of each launch]}."""
+    launches = {b: [diagnosis.Estimate(v, 0.95 * v, 1.05 * v) for v in vs]
+                for b, vs in rates.items()}
+    best = {b: max(es, key=lambda e: e.value) for b, es in launches.items()}
+    prov = {"placement": "internode", "transport": "tcp", "mpi_family": "openmpi",
+            **provenance}
+    return diagnosis.Curve("case", prov, {}, best, None, {}, {}, launches)
+
+
+def test_an_eager_step_in_the_curve_must_hold_in_every_launch_away_from_the_default():
+    t = diagnosis.load_rules()["eager_rendezvous_step"]["threshold"]
+    # Open MPI over TCP: its default switch is at 64 KiB; a step at 8 KiB
+    # in both launches is a moved limit
+    step = {4096: [900, 880], 8192: [300, 310], 16384: [950, 940], 65536: [990, 980]}
+    assert diagnosis.eager_rendezvous_step(rate_curve(step), t) == (
+        "bandwidth falls from 900 Mbit/s at 4 KiB to 310 at 8 KiB in all 2 launches and "
+        "regains it at 16 KiB")
+    # one launch's stall is not a step
+    stall = {**step, 8192: [300, 890]}
+    assert not diagnosis.eager_rendezvous_step(rate_curve(stall), t)
+    # the same dip at the default switch (64 KiB to 128 KiB) is the default's
+    default = {32768: [900, 880], 65536: [950, 940], 131072: [300, 310], 262144: [990, 980]}
+    assert not diagnosis.eager_rendezvous_step(rate_curve(default), t)
+    # a token bucket's steps are its own
+    assert not diagnosis.eager_rendezvous_step(rate_curve(step, line_rate_source="tbf"), t)
 
 
 def with_node_state(report, state):
@@ -96,11 +126,50 @@ def test_an_mtu_mismatch_and_missing_jumbo_frames_are_named_from_the_node_state(
     assert rules_named(with_node_state(tuned, {"n1": link(9000), "n2": link(9000)})) == []
 
 
+def test_an_mtu_mismatch_is_named_in_a_real_run():
+    # vcluster fault --node 2 --mtu 9000 on a cluster whose switch carries
+    # jumbo frames (tests/data/tune/README.md): the job's node state
+    (found,) = diagnosis.diagnose(sessions.load_session(TUNE / "diagnosis" /
+                                                        "tcp-mtu-mismatch-live.json"))
+    assert found.rule == "mtu_path_mismatch"
+    assert found.evidence == "the nodes' MTUs differ: tuneh-n1 1500, tuneh-n2 9000"
+
+
+def test_a_tcp_eager_limit_moved_is_named_in_a_real_run():
+    # OMPI_MCA_btl_tcp_eager_limit=4096 across emulated GigE; the nodes at
+    # MTU 1500 on a switch that carries jumbo frames are named too
+    found = {d.rule: d for d in diagnosis.diagnose(sessions.load_session(
+        TUNE / "diagnosis" / "tcp-eager4k-live.json"))}
+    assert set(found) == {"eager_rendezvous_step", "jumbo_frames_missing"}
+    assert found["eager_rendezvous_step"].evidence == (
+        "the job set OMPI_MCA_btl_tcp_eager_limit=4096 (default 65536)")
+    assert found["eager_rendezvous_step"].setting == "OMPI_MCA_btl_tcp_eager_limit"
+
+
 def test_an_mtu_black_hole_is_named_from_the_curve():
     # every size from 16 KiB a hundred times as long: large segments lost
     report = with_time(load(TUNE / "gige-jumbo" / "after1.json"), 0,
                        at=lambda size: size >= 16384, factor=100)
     assert "mtu_path_mismatch" in rules_named(report)
+
+
+def test_single_copy_disabled_is_named_in_a_real_run():
+    # Open MPI's shared memory with OMPI_MCA_smsc=^cma (the job's env_vars)
+    found = diagnosis.diagnose(sessions.load_session(TUNE / "diagnosis" /
+                                                     "shm-smsc-nocma-live.json"))
+    assert [d.rule for d in found] == ["shm_without_single_copy"]
+    assert found[0].evidence == ("the job ran with OMPI_MCA_smsc=^cma: no single copy (CMA) "
+                                 "between ranks")
+
+
+@pytest.mark.parametrize("env, named", [
+    ({"OMPI_MCA_smsc": "^cma"}, "OMPI_MCA_smsc=^cma"),
+    ({"OMPI_MCA_smsc": "xpmem"}, "OMPI_MCA_smsc=xpmem"),
+    ({"OMPI_MCA_smsc": "cma"}, ""), ({"OMPI_MCA_smsc": "^xpmem"}, ""),
+    ({"OMPI_MCA_btl_sm_single_copy_mechanism": "none"},
+     "OMPI_MCA_btl_sm_single_copy_mechanism=none"), ({}, "")])
+def test_which_settings_leave_shared_memory_without_single_copy(env, named):
+    assert diagnosis.single_copy_excluded(env) == named
 
 
 def test_single_copy_disabled_is_named_from_ptrace_scope():

@@ -16,6 +16,7 @@ import functools
 
 from .. import paths
 from ..datafiles import load_yaml, validate
+from ..judgement.figures import row_estimate
 from ..judgement.rule import Estimate  # noqa: F401  (Curve figures)
 from ..report.compare import size_figures
 
@@ -33,6 +34,10 @@ RULES_SCHEMA = {
                        "setting": {"type": ["string", "object"]},
                        "profile_keys": {"type": "array", "items": {"type": "string"}},
                        "flavour": {"type": "string"},
+                       # {mpi family: {transport: [protocol switch sizes]}}
+                       "defaults": {"type": "object", "additionalProperties": {
+                           "type": "object", "additionalProperties": {
+                               "type": "array", "items": {"type": "integer"}}}},
                        "source": {"type": "string"}}}}},
 }
 TCP_TRANSPORTS = ("tcp", "ofi-tcp", "ucx-tcp", "raw-tcp")
@@ -69,6 +74,11 @@ class Curve:
     rates: dict
     node_state: dict | None
     params: dict
+    #: the environment the job set for its launches (ReFrame's env_vars:
+    #: the transport's MCA/CVAR variables and any a site or `-S` added)
+    env: dict = dataclasses.field(default_factory=dict)
+    #: per size every launch's rate Estimate (the best is in `rates`)
+    rate_launches: dict = dataclasses.field(default_factory=dict)
 
     @property
     def line_rate(self):
@@ -91,7 +101,24 @@ def curve_of(key, tc, record):
         elif column == "Mbps":
             rates = per_size
     return Curve(key, record.get("provenance") or {}, times, rates, record.get("node_state"),
-                 tc.get("check_vars") or {})
+                 tc.get("check_vars") or {}, tc.get("env_vars") or {}, rate_launches(record))
+
+
+def rate_launches(record):
+    """{bytes: [Estimate of each launch]} of the record's first series with
+    a Mbps column (its launches where the record has them)."""
+    runs = record.get("runs") or {}
+    for series in record.get("series", []):
+        if not any(y["column"] == "Mbps" for y in series["y"]):
+            continue
+        found = {}
+        for rows in [launch["rows"] for launch in runs.get(series["name"], [])] or \
+                [series["rows"]]:
+            for row in rows:
+                if "Mbps" in row and "bytes" in row:
+                    found.setdefault(row["bytes"], []).append(row_estimate(row, "Mbps"))
+        return found
+    return {}
 
 
 def sized(figures, at_least=0, at_most=float("inf")):
@@ -209,28 +236,80 @@ def interrupt_coalescing_floor(curve, t):
 
 
 def eager_rendezvous_step(curve, t):
+    rule = load_rules()["eager_rendezvous_step"]
+    family, transport = curve.provenance.get("mpi_family"), curve.provenance.get("transport")
+    switches = ((rule.get("defaults") or {}).get(family) or {}).get(transport) or []
+    moved = eager_variable_moved(curve, rule, switches)
+    step = eager_step(curve, t, switches)
+    if moved:
+        return moved + (f"; {step}" if step else "")
+    return step
+
+
+def eager_variable_moved(curve, rule, switches):
+    """Words naming the eager-limit variable the job set away from the
+    MPI's default, else ""."""
+    setting = rule["setting"].get(curve.provenance.get("mpi_family")) or {}
+    variable = setting.get(curve.provenance.get("transport"))
+    value = curve.env.get(variable) if variable else None
+    if value is None or not switches:
+        return ""
+    try:
+        moved = int(str(value).strip()) != switches[0]
+    except ValueError:
+        moved = True
+    default = "the provider's" if switches[0] < 0 else f"{switches[0]}"
+    return f"the job set {variable}={value} (default {default})" if moved else ""
+
+
+def eager_step(curve, t, switches):
+    """The step in the curve, where the default would not put it, else ""."""
     # a token bucket's bursts and waits make steps of their own (measured: a
-    # 2 KiB message at 1.8 Gbit/s, 4 KiB at 0.18, on a 1 Gbit/s tbf link)
-    if curve.provenance.get("line_rate_source") == "tbf":
-        return None
+    # 2 KiB message at 1.8 Gbit/s, 4 KiB at 0.18, on a 1 Gbit/s tbf link);
+    # shared memory on a busy host swings as much between neighbours
+    if curve.provenance.get("line_rate_source") == "tbf" or not curve.internode:
+        return ""
     rates = sized(curve.rates, t["from_bytes"], t["to_bytes"])
     for (small, a), (large, b) in zip(rates, rates[1:]):
-        # apart by their intervals: the larger size's best below the smaller's worst
-        if b.hi < t["drop_to"] * a.lo:
+        if any(small <= s < large for s in switches):
+            continue                    # the MPI's own switch: a dip there is its default
+        launches = curve.rate_launches.get(large) or []
+        # every launch below, apart by the intervals: not one launch's stall
+        if len(launches) >= t["min_launches"] and all(e.hi < t["drop_to"] * a.lo
+                                                      for e in launches):
             regained = [s for s, e in sized(curve.rates, large + 1) if e.value >= a.value]
             if regained:
                 return (f"bandwidth falls from {a.value:.0f} Mbit/s at {mib(small)} to "
-                        f"{b.value:.0f} at {mib(large)} and regains it at {mib(regained[0])}")
-    return None
+                        f"{b.value:.0f} at {mib(large)} in all {len(launches)} launches and "
+                        f"regains it at {mib(regained[0])}")
+    return ""
+
+
+def single_copy_excluded(env):
+    """Words naming the variable of `env` that leaves Open MPI's shared
+    memory without CMA: OMPI_MCA_smsc excluding it (5.x: "^cma", or a list
+    without it), OMPI_MCA_btl_sm_single_copy_mechanism=none (4.x); else ""."""
+    smsc = env.get("OMPI_MCA_smsc")
+    if smsc is not None:
+        names = [n.strip() for n in str(smsc).lstrip("^").split(",")]
+        if str(smsc).startswith("^") == ("cma" in names):
+            return f"OMPI_MCA_smsc={smsc}"
+    mechanism = env.get("OMPI_MCA_btl_sm_single_copy_mechanism")
+    if mechanism is not None and str(mechanism).strip() == "none":
+        return f"OMPI_MCA_btl_sm_single_copy_mechanism={mechanism}"
+    return ""
 
 
 def shm_without_single_copy(curve, t):
-    # from the node state only: on a VM, process_vm_readv can be slower than
-    # copy-in copy-out (tests/test_baselines.py measured 72 us with CMA and
-    # 24 us without at 1 MiB), so the curve alone cannot tell
+    # from the run's settings only: on a VM, process_vm_readv can be slower
+    # than copy-in copy-out (tests/test_baselines.py measured 72 us with CMA
+    # and 24 us without at 1 MiB), so the curve alone cannot tell
     p = curve.provenance
     if p.get("mpi_family") != "openmpi" or p.get("transport") != "shm":
         return None
+    excluded = single_copy_excluded(curve.env)
+    if excluded:
+        return f"the job ran with {excluded}: no single copy (CMA) between ranks"
     scope = node_values(curve, "sysctl", "kernel.yama.ptrace_scope")
     if scope and any(v is not None and str(v) not in ("0",) for v in scope.values()):
         return ("kernel.yama.ptrace_scope " + ", ".join(f"{n}: {v}" for n, v in scope.items())

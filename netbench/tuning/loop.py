@@ -4,9 +4,11 @@
    must restore exactly;
 2. measure the chosen checks: a ReFrame session ("before");
 3. apply tune.yml with the profile;
-4. measure again ("after"); each side is `repeats` sessions;
-5. compare the two per figure and per size (report.compare) and decide
-   (decision.py): keep, or run revert.yml and read the settings back.
+4. measure again ("after"); each side is `repeats` sessions, and one
+   more at a time, up to MAX_SESSIONS, while it has fewer than
+   decision.MIN_LAUNCHES launches at a size it counts;
+5. judge each size of the two sides' launches and decide (decision.py):
+   keep, or run revert.yml and read the settings back.
 
 Any failure after the tuning started (the playbook, a session that wrote
 no report, Ctrl-C) reverts the hosts, and the record says where it
@@ -28,7 +30,7 @@ from pathlib import Path
 
 from .. import paths
 from ..datafiles import DataError, load_yaml
-from ..report import compare, sessions
+from ..report import sessions
 from ..rfm import session
 from . import decision, diagnosis, record
 
@@ -39,9 +41,14 @@ NAME = re.compile(r"^[A-Za-z0-9_]+$")
 #: the line publishing prints after a session: its folder under reports/
 PUBLISHED = re.compile(r"\(session (\d{8}T\d{6}-[0-9a-f]{8})\)")
 PLAYBOOK_TIMEOUT = 900
-#: sessions per side: one launch's interval misses a busy host's
+#: sessions per side at first: one launch's interval misses a busy host's
 #: session-to-session noise, the spread of two sessions shows it (decision.py)
 REPEATS = 2
+#: the budget: at most this many sessions a side, measured one more at a
+#: time while a side has fewer than decision.MIN_LAUNCHES launches at some
+#: size (a session launches once when its verdict is clear at once, so an
+#: untuned side takes four; one to spare)
+MAX_SESSIONS = 5
 
 
 class TuneError(Exception):
@@ -211,10 +218,9 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
         finally:
             rec["changes"] = read_json(state_file)
         measure_side(rec, "after", system, checks, repeats, folder, say)
-        comparison = compare.compare(record.side_of(rec["before"], folder),
-                                     record.side_of(rec["after"], folder), "before",
-                                     "after")
-        rec["decision"] = record.decision_entry(decision.decide(comparison, keep=keep))
+        rec["decision"] = record.decision_entry(decision.decide(
+            record.launch_values_of(rec["before"], folder), record.launch_values_of(rec["after"], folder),
+            keep=keep))
     except (TuneError, DataError, subprocess.TimeoutExpired, KeyboardInterrupt) as err:
         stage = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
         rec["failure"] = {"stage": stage, "message": str(err) or type(err).__name__}
@@ -232,17 +238,29 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
     return (0 if rec["decision"]["kept"] else 1), folder
 
 
-def measure_side(rec, label, system, checks, repeats, folder, say):
-    """`repeats` sessions of the checks; each run report copied beside the
-    record (it stands alone) as <label>-<n>.json."""
+def measure_side(rec, label, system, checks, repeats, folder, say,
+                 max_sessions=MAX_SESSIONS):
+    """`repeats` sessions of the checks, then one more at a time while the
+    side has fewer than decision.MIN_LAUNCHES launches at some size, up to
+    `max_sessions`; each run report copied beside the record (it stands
+    alone) as <label>-<n>.json."""
     side = rec[label]
-    for n in range(1, repeats + 1):
-        say(f"netbench tune: measuring {label} the tuning ({n} of {repeats})")
+    n = 0
+    while n < max(repeats, 1) or (n < max_sessions and launches_of(side, folder)
+                                  < decision.MIN_LAUNCHES):
+        n += 1
+        more = "" if n <= repeats else f", more: fewer than {decision.MIN_LAUNCHES} launches"
+        say(f"netbench tune: measuring {label} the tuning ({n} of {max(repeats, n)}{more})")
         run_report, code = measure(system, checks, label)
         copy = folder / f"{label}-{n}.json"
         shutil.copyfile(run_report, copy)
         side.setdefault("sessions", []).append(
             {"session": run_report.parent.name, "run_report": copy.name, "exit_code": code})
+
+
+def launches_of(side, folder):
+    """The fewest launches the side's sessions have at any size."""
+    return decision.launch_counts(record.launch_values_of(side, folder))
 
 
 def diagnoses_of(side, folder, data, flavour):

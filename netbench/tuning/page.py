@@ -64,6 +64,18 @@ def host_changes(rec):
     return rows
 
 
+def decision_calls(decided):
+    """{(case, figure, bytes): (css class, words)} of the decision's
+    evidence: what the page marks in its change table."""
+    calls = {}
+    for entry, css, words in ((decided.get("isolated") or [], "noise", "single size, not counted"),
+                              (decided.get("improved") or [], "better", "better"),
+                              (decided.get("worse") or [], "worse", "worse")):
+        for e in entry:
+            calls[(e["case"], e["figure"], e["bytes"])] = (css, words)
+    return calls
+
+
 def render(rec, folder):
     folder = Path(folder)
     comparison, figures = None, []
@@ -79,6 +91,7 @@ def render(rec, folder):
     env.filters["css"] = compare_page.css_class
     return env.get_template("tune.html.j2").render(
         rec=rec, comparison=comparison, figures=figures, changes=host_changes(rec),
+        calls=decision_calls(rec.get("decision") or {}),
         generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from .. import datafiles
-from ..report import compare, sessions
+from ..report import sessions
 from ..report.publish import atomic_write
 from . import decision
 
@@ -57,7 +57,9 @@ SCHEMA = {
             "properties": {"kept": {"type": "boolean"}, "overridden": {"type": "boolean"},
                            "reason": {"type": "string"},
                            "improved": {"type": "array", "items": EVIDENCE},
-                           "worse": {"type": "array", "items": EVIDENCE}},
+                           "worse": {"type": "array", "items": EVIDENCE},
+                           # beyond the noise at a single size only: shown, not counted
+                           "isolated": {"type": "array", "items": EVIDENCE}},
         },
         "revert": {
             "type": "object", "additionalProperties": False, "required": ["ran", "exact"],
@@ -98,7 +100,8 @@ def decision_entry(decided):
                  "before": e.before, "after": e.after, "pct": e.pct, "call": e.call}
                 for e in found]
     return {"kept": decided.kept, "overridden": decided.overridden, "reason": decided.reason,
-            "improved": entries(decided.improved), "worse": entries(decided.worse)}
+            "improved": entries(decided.improved), "worse": entries(decided.worse),
+            "isolated": entries(decided.isolated)}
 
 
 def write(rec, folder):
@@ -111,8 +114,13 @@ def load(folder):
     return datafiles.validate(datafiles.load_json(path), SCHEMA, path)
 
 
+def launch_values_of(side, folder):
+    """Every launch's figures of each session of a record's side
+    (decision.launch_values)."""
+    return [decision.launch_values(sessions.load_session(Path(folder) / s["run_report"]))
+            for s in side.get("sessions", [])]
+
+
 def side_of(side, folder):
     """The pooled compare side of a record's sessions (decision.pooled_side)."""
-    return decision.pooled_side([
-        compare.session_side(sessions.load_session(Path(folder) / s["run_report"]))
-        for s in side["sessions"]])
+    return decision.pooled_side(launch_values_of(side, folder))
