@@ -1,4 +1,4 @@
-"""Diagnosis from curve signatures (netbench/tuning/diagnosis.py, rules in
+"""Diagnosis from curve signatures (netbench/report/diagnosis.py, rules in
 netbench/data/diagnosis.yaml) on recorded sessions with known answers
 (tests/data/tune/README.md): each injected cause named, nothing named on
 healthy runs."""
@@ -12,7 +12,8 @@ import pytest
 from helpers.curves import with_time
 from netbench.report import sessions
 from netbench.report.compare import case_key
-from netbench.tuning import diagnosis, loop
+from netbench.report import diagnosis
+from netbench.tuning import loop
 
 DATA = Path(__file__).parent / "data"
 TUNE = DATA / "tune"

@@ -9,7 +9,8 @@ is tested on recorded curves (test_diagnosis.py)."""
 
 from netbench import vcluster
 from netbench.report import sessions
-from netbench.tuning import diagnosis, loop
+from netbench.report import diagnosis
+from netbench.tuning import loop
 
 from helpers.vcluster import cluster
 

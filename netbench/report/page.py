@@ -130,9 +130,8 @@ def environment():
 
 def diagnoses(sessions):
     """The likely causes the diagnosis rules name in the sessions' curves,
-    shown beside the verdict (netbench/tuning/diagnosis.py; imported here
-    because it reads curves the way report.compare does)."""
-    from ..tuning import diagnosis
+    shown beside the verdict (netbench/report/diagnosis.py)."""
+    from . import diagnosis     # loads the rules only for a page that shows them
     return [d for s in sessions for d in diagnosis.diagnose(s)]
 
 

@@ -30,9 +30,9 @@ from pathlib import Path
 
 from .. import paths
 from ..datafiles import DataError, load_yaml
-from ..report import sessions
+from ..report import diagnosis, sessions
 from ..rfm import session
-from . import decision, diagnosis, record
+from . import decision, record
 
 BIN = Path(sys.executable).parent
 PROFILES = paths.REPO / "playbooks" / "profiles"

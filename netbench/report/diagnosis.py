@@ -18,7 +18,7 @@ from .. import paths
 from ..datafiles import load_yaml, validate
 from ..judgement.figures import row_estimate
 from ..judgement.rule import Estimate  # noqa: F401  (Curve figures)
-from ..report.compare import size_figures
+from .compare import size_figures
 
 RULES_FILE = paths.REPO / "netbench" / "data" / "diagnosis.yaml"
 RULES_SCHEMA = {
