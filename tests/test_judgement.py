@@ -224,3 +224,22 @@ def test_a_cpu_bound_failure_on_a_contended_host_is_inconclusive():
     far = Bound("upper", 0.04)
     way_off = decide(figures.estimates(SHM, LATENCY), far, RULE)
     assert allowing_for_contention(way_off, busy, True, RULE, far).verdict == FAIL
+
+
+def test_on_oversubscribed_cpus_contention_explains_any_cpu_bound_miss():
+    from netbench.judgement.rule import allowing_for_contention
+    rule = Rule(4, 2, 3, 0.05, contended_cpu_pressure=25.0, contention_explains=3.0,
+                saturated_cpu_pressure=50.0)
+    bound = Bound("upper", 2.1)
+    failed = decide([Estimate(2293.0, 2200.0, 2400.0)] * 2, bound, rule)
+    assert failed.verdict == FAIL
+    # a 1000x miss: beyond what light contention explains ...
+    light = allowing_for_contention(failed, {"cpu_pressure": 30.0}, True, rule, bound)
+    assert light.verdict == FAIL
+    # ... but the CPUs were oversubscribed most of the time: a time slice
+    # per message, the path cannot be told from the scheduler
+    heavy = allowing_for_contention(failed, {"cpu_pressure": 78.0}, True, rule, bound)
+    assert heavy.verdict == INCONCLUSIVE and "78 %" in heavy.reason
+    # bandwidth across a link is the link's, whatever the pressure
+    assert allowing_for_contention(failed, {"cpu_pressure": 99.0}, False, rule,
+                                   bound).verdict == FAIL

@@ -39,6 +39,7 @@ RULE_SCHEMA = {
         "min_launches_to_fail": {"type": "integer", "minimum": 1, "maximum": 20},
         "contended_cpu_pressure": {"type": "number", "minimum": 0, "maximum": 100},
         "contention_explains": {"type": "number", "minimum": 1},
+        "saturated_cpu_pressure": {"type": "number", "minimum": 0, "maximum": 100},
         "baseline": {"type": "object", "required": ["min_runs", "min_band"],
                      "additionalProperties": False,
                      "properties": {"min_runs": {"type": "integer", "minimum": 2},
@@ -56,6 +57,8 @@ class Rule:
     baseline_min_band: float
     contended_cpu_pressure: float = 25.0
     contention_explains: float = 3.0
+    #: at or above this CPU pressure contention explains any miss
+    saturated_cpu_pressure: float = 100.0
 
 
 def rule_of(folder):
@@ -70,7 +73,8 @@ def load_rule(path=RULE_FILE):
     data = validate(load_yaml(path), RULE_SCHEMA, path)
     return Rule(data["launches"], data["min_launches_to_fail"],
                 data["baseline"]["min_runs"], data["baseline"]["min_band"],
-                data["contended_cpu_pressure"], data["contention_explains"])
+                data["contended_cpu_pressure"], data["contention_explains"],
+                data.get("saturated_cpu_pressure", 100.0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,6 +226,8 @@ def allowing_for_contention(decision, host, cpu_bound, rule, bound, explains=Non
     tell the path's loss from the contention.  A larger miss still fails."""
     why = contended(host, rule) if cpu_bound and decision.verdict == FAIL else ""
     limit = rule.contention_explains if explains is None else explains
+    if why and (host or {}).get("cpu_pressure", 0) >= rule.saturated_cpu_pressure:
+        limit = math.inf    # the CPUs oversubscribed all along: a time slice per message
     if not why or miss_factor(decision.value, bound) > limit:
         return decision
     return dataclasses.replace(decision, verdict=INCONCLUSIVE,
