@@ -26,7 +26,6 @@ import time
 
 from .. import benchspec, paths
 from ..probe import discovery
-from ..results.benchmark import parse_output
 from . import netpipe
 from .benchrun import Benchmark, job_environment
 
@@ -93,8 +92,7 @@ def full_netpipe_mpi(binary, bench):
 
 def full_netbench(bench, mode, one_buffer=False):
     start = time.monotonic()
-    out = bench.run(2, mode, *benchspec.option("one_buffer", one_buffer)).stdout
-    _, summary = parse_output(out)
+    summary = bench.measure(2, mode, *benchspec.option("one_buffer", one_buffer))["summary"]
     return netpipe.Figures(summary["latency_usec"], summary["peak_Mbps"],
                            time.monotonic() - start)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import benchspec
 from ..probe import discovery
-from ..results.benchmark import launcher_failure
+from ..results.benchmark import launcher_failure, parse_run
 
 # Debian's MPICH can hang in MPI_Finalize (docs/platform-facts.md): always bounded
 MPI_TIMEOUT = 300
@@ -58,6 +58,16 @@ class Benchmark:
         argv = launch.command(nranks, ppn, [str(self.binary), *args], env=env,
                               families=self.families)
         return self._execute(argv, env, check=True)
+
+    def measure(self, nranks, *args, **options):
+        """One launch (run) parsed once, as a check's launch is
+        (results.benchmark.parse_run): {rows, summary, placements, ...}."""
+        return parse_run(self.run(nranks, *args, **options).stdout)
+
+    def measure_on_cluster(self, state, nranks, ppn, *args, transport):
+        """One launch across a virtual cluster (run_on_cluster), parsed once."""
+        return parse_run(self.run_on_cluster(state, nranks, ppn, *args,
+                                             transport=transport).stdout)
 
     def _execute(self, argv, env, check):
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=MPI_TIMEOUT, env=env)

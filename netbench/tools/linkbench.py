@@ -15,7 +15,6 @@ import tempfile
 
 from .. import benchspec, vcluster
 from ..probe import discovery
-from ..results.benchmark import parse_output
 from .benchrun import Benchmark
 
 CONFIGS = (("untuned", 1500), ("tuned", 9000))
@@ -23,10 +22,10 @@ SIZE = 8 * 1024 * 1024
 
 
 def bandwidth_8mib(bench, state, transport):
-    proc = bench.run_on_cluster(state, 2, 1, *benchspec.command_line("pingpong", sizes=[SIZE]),
-                                transport=transport)
-    rows, _ = parse_output(proc.stdout)
-    return next(r["Mbps"] for r in rows if r["bytes"] == SIZE)
+    launch = bench.measure_on_cluster(state, 2, 1,
+                                      *benchspec.command_line("pingpong", sizes=[SIZE]),
+                                      transport=transport)
+    return next(r["Mbps"] for r in launch["rows"] if r["bytes"] == SIZE)
 
 
 def main(argv=None):

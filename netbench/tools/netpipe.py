@@ -23,7 +23,6 @@ import time
 from dataclasses import dataclass
 
 from .. import benchspec
-from ..results.benchmark import parse_output
 from ..results.netpipe import NETPIPE_MPI, SMALL, parse_netpipe
 from .benchrun import MPI_TIMEOUT, job_environment
 
@@ -121,10 +120,9 @@ def netpipe_tcp(ranges=(LATENCY_RANGE, PEAK_RANGE), cpu=0, repeats=None):
 def _netbench_figures(bench, mode_args, ranges, one_buffer=True, **run_options):
     start, rows = time.monotonic(), []
     for lo, hi in ranges:
-        out = bench.run(2, *mode_args, *benchspec.options(one_buffer=one_buffer, min_bytes=lo,
-                                                          max_bytes=hi),
-                        **run_options).stdout
-        rows += parse_output(out)[0]
+        rows += bench.measure(2, *mode_args, *benchspec.options(one_buffer=one_buffer,
+                                                                min_bytes=lo, max_bytes=hi),
+                              **run_options)["rows"]
     elapsed = time.monotonic() - start
     small = [r["usec_min"] for r in rows if r["bytes"] < SMALL]
     return Figures(latency_us=min(small),
