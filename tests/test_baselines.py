@@ -76,18 +76,24 @@ def test_a_slowed_shared_memory_path_fails_at_the_sizes_it_touches(accepted):
     # shared memory is the CPUs' path: on a host whose CPUs other work kept
     # busy the loss cannot be told from that, and the case says so; the
     # sizes still show the evidence
+    failed = [s["bytes"] for s in verdict["sizes"] if s["verdict"] == "fail"]
+    at_1mib = next(s for s in verdict["sizes"] if s["bytes"] == 1 << 20)
     if verdict["verdict"] == "inconclusive":
-        assert "waited for a CPU" in verdict["reason"], verdict
+        # too noisy to tell, or the loss excused by contention: either way
+        # the reason names the host's load, and the evidence still shows
+        # the slowing where it touches
+        assert "waited for a CPU" in verdict["reason"] or \
+            "cpu pressure" in verdict["reason"], verdict
         assert proc.returncode == 3, out[-3000:]
+        assert at_1mib["value"] > at_1mib["upper"], verdict["sizes"]
     else:
         assert verdict["verdict"] == "fail", verdict
         assert proc.returncode == EXIT_LOSS, out[-3000:]
         assert tc["perfvalues"]["local:node:vs_baseline"][0] > 1.0
-    failed = [s["bytes"] for s in verdict["sizes"] if s["verdict"] == "fail"]
-    assert 1 << 20 in failed, verdict["sizes"]
+        assert 1 << 20 in failed, verdict["sizes"]
+        assert "slower than the baseline" in verdict["reason"] and "1 MiB" in verdict["reason"]
     # messages of one fragment cross as before: no failure at 256 bytes or less
     assert not [b for b in failed if b <= 256], verdict["sizes"]
-    assert "slower than the baseline" in verdict["reason"] and "1 MiB" in verdict["reason"]
     # netbench compare SESSION --baseline: the slowed sizes worse beyond noise
     from netbench.report import compare, load_session
     learned = baseline.load(references / "baselines" / "local-node.yaml")

@@ -2,6 +2,7 @@
 (thresholds.yaml and the seed files), and writing what judged it into the
 case's record."""
 
+import dataclasses
 import shlex
 import sys
 from pathlib import Path
@@ -130,11 +131,20 @@ class Judging(rfm.RegressionTestPlugin):
         (`usec@<bytes>`) become one: performance variable vs_baseline, the
         worst size's figure over its bound, judged at most 1."""
         bounds = self.judged_bounds()
+        judged = {var: d for var, d in self.decisions.items() if "@" in var}
         sizes = {var: self.allowing_for_contention(var, d, bounds[var])
-                 for var, d in self.decisions.items() if "@" in var}
+                 for var, d in judged.items()}
         if not sizes:
             return
         combined, self.baseline_sizes = baseline.combine(sizes, bounds, self.baseline_source())
+        excused = [var for var in sizes if sizes[var].verdict != judged[var].verdict]
+        if excused and combined.verdict == judgement.INCONCLUSIVE:
+            # the sizes that failed in every launch, excused by contention:
+            # their words say why (judgement.rule.allowing_for_contention)
+            why = sizes[excused[0]].reason.rsplit(", but ", 1)[-1]
+            combined = dataclasses.replace(
+                combined, reason=f"{combined.reason}; slower in every launch at "
+                                 f"{len(excused)} size(s), but {why}")
         self.decisions = {var: d for var, d in self.decisions.items() if "@" not in var}
         self.decisions[baseline.RATIO] = combined
         self.perf_variables[baseline.RATIO] = sn.make_performance_function(
