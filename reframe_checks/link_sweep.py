@@ -152,8 +152,9 @@ class LinkSweep(checks.NetbenchRun):
         parsed = self.__dict__.get("_sweeps")
         if parsed is None:
             texts = self.job_texts()
+            later = [name for name in texts if name not in (self.job.stdout, self.job.stderr)]
             parsed = self._sweeps = (parse_sweep(texts[self.job.stdout]),
-                                     [parse_sweep(texts[f]) for f in self.again_files()])
+                                     [parse_sweep(texts[name]) for name in later])
         return parsed
 
     def fleet_references(self):

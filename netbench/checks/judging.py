@@ -139,9 +139,9 @@ class Judging(rfm.RegressionTestPlugin):
         combined, self.baseline_sizes = baseline.combine(sizes, bounds, self.baseline_source())
         excused = [var for var in sizes if sizes[var].verdict != judged[var].verdict]
         if excused and combined.verdict == judgement.INCONCLUSIVE:
-            # the sizes that failed in every launch, excused by contention:
-            # their words say why (judgement.rule.allowing_for_contention)
-            why = sizes[excused[0]].reason.rsplit(", but ", 1)[-1]
+            # the sizes that failed in every launch, excused by contention
+            # (judgement.rule.allowing_for_contention), named as it names them
+            why = judgement.rule.contended(self.host_load(), self.judging_rule())
             combined = dataclasses.replace(
                 combined, reason=f"{combined.reason}; slower in every launch at "
                                  f"{len(excused)} size(s), but {why}")
