@@ -132,3 +132,33 @@ def test_the_sweep_spares_what_is_not_the_launchs():
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_launch_that_started_no_rank_names_the_node_ssh_cannot_reach(wheel_mpis,
+                                                                        build_benchmark):
+    """Hydra's report of a proxy it could not start can lose ssh's words
+    (CI: "process manager error waiting for completion" alone, for a node
+    whose sshd was killed); the launch asks each node again and names it."""
+    with cluster("s9rn", nodes=2) as state:
+        dead = state["nodes"][1]
+        os.kill(dead["sshd_pid"], signal.SIGKILL)
+        bench = build_benchmark(wheel_mpis["mpich"])
+        env = {**job_environment(bench.mpi, bench.families, "ofi-tcp"),
+               **vcluster.launch_environment(state)}
+        proc = subprocess.run([*LAUNCH, "-np", "2", "--ppn", "1", "--time-limit", "60", "--",
+                               str(bench.binary), "pingpong"], env=env, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode != 0, proc.stdout[-2000:]
+        named = [line for line in proc.stderr.splitlines()
+                 if line.startswith("netbench.launch: the launcher started no rank")]
+        assert len(named) == 1, proc.stderr[-3000:]
+        assert f"ssh to {dead['address']} fails: " in named[0], named
+        assert "Connection refused" in named[0], named
+        assert survivors(state) == []
+
+
+def test_the_hostfile_hosts_are_read_in_each_launchers_form(tmp_path):
+    hostfile = tmp_path / "hostfile"
+    hostfile.write_text("# the nodes\nnode1\nnode2:4\n\nnode3 slots=2  # spare\nnode1\n")
+    assert supervise.hostfile_hosts(hostfile) == ["node1", "node2", "node3", "node1"]
+    assert supervise.hostfile_hosts(tmp_path / "missing") == []

@@ -31,8 +31,10 @@ def describe_lost(suspect):
 
 #: lines of the job's stderr that netbench's own tools wrote: no cause
 OURS = ("# launch:", "netbench.fleet.remeasure:", "netbench: sweeping again")
-#: ssh, the launchers' agent, saying why it reached no node
-SSH = ("ssh: ", "Connection to ", "Permission denied")
+#: ssh, the launchers' agent, saying why it reached no node, in its own
+#: words or as netbench's launch asked it again (rfm/supervise.py)
+SSH = ("ssh: ", "Connection to ", "Permission denied",
+       "netbench.launch: the launcher started no rank")
 
 
 def benchmark_message(stderr_text):

@@ -232,6 +232,54 @@ class Watch:
         return "; ".join(parts)
 
 
+# ---- why a launch started no rank ---------------------------------------------
+
+#: seconds each node has to answer ssh once a launch has failed before any
+#: rank started
+REACH_TIMEOUT_S = 5
+
+
+def hostfile_hosts(hostfile):
+    """The hosts of an MPI hostfile: `host`, `host:slots` or `host slots=N`
+    lines, comments and blank lines left out."""
+    try:
+        lines = Path(hostfile).read_text().splitlines()
+    except OSError:
+        return []
+    hosts = [line.split("#", 1)[0].split() for line in lines]
+    return [words[0].split(":", 1)[0] for words in hosts if words]
+
+
+def unreachable_hosts(hostfile, env):
+    """(host, ssh's last line) of each host of the hostfile that the launch's
+    ssh agent cannot run `true` on, asked together.  Hydra's report of a
+    proxy it could not start can lose ssh's own words (the proxy's exit
+    outruns its stderr: CI, a node whose sshd was killed, "process manager
+    error waiting for completion" alone), so the node is asked again here."""
+    agent = env.get("NETBENCH_SSH_AGENT")
+    if not agent:
+        return []
+    where = ["ip", "netns", "exec", env["NETBENCH_LAUNCH_NETNS"]] \
+        if env.get("NETBENCH_LAUNCH_NETNS") else []
+    asked = {host: subprocess.Popen(
+        where + [agent, "-o", "BatchMode=yes", "-o", f"ConnectTimeout={REACH_TIMEOUT_S}",
+                 host, "true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE, text=True, errors="replace")
+        for host in dict.fromkeys(hostfile_hosts(hostfile))}
+    found = []
+    for host, proc in asked.items():
+        try:
+            _, said = proc.communicate(timeout=REACH_TIMEOUT_S * 3)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            _, said = proc.communicate()
+            said = said or f"no answer in {REACH_TIMEOUT_S * 3} s"
+        if proc.returncode:
+            lines = [line.strip() for line in said.splitlines() if line.strip()]
+            found.append((host, lines[-1][:LINE_MAX] if lines else f"exit {proc.returncode}"))
+    return found
+
+
 # ---- the supervision ---------------------------------------------------------
 
 def margin(time_limit):
@@ -276,6 +324,11 @@ def supervise(argv, env, time_limit=None, hostfile=None, out=None, err=None):
         stopped.wait(SAMPLE_S)
     if proc.poll() is not None and not cause:
         relay.join(5)
+        if proc.returncode and hostfile and not watch.header:
+            for host, said in unreachable_hosts(hostfile, env):
+                err.write(f"netbench.launch: the launcher started no rank; ssh to {host} "
+                          f"fails: {said}\n")
+            err.flush()
         return proc.returncode
     watch.sample()
     ranks = unfinished_ranks(tag)
