@@ -194,8 +194,10 @@ def add_tune_parser(sub):
     p.add_argument("--checks", metavar="SELECTION",
                    help="ReFrame selection options, quoted as one argument (default: the "
                         "focused default set)")
-    p.add_argument("--repeats", type=int, default=2, metavar="N",
-                   help="sessions before and after the tuning, pooled (default: 2)")
+    p.add_argument("--repeats", type=int, default=4, metavar="N",
+                   help="sessions before and after the tuning, measured in turns "
+                        "(B AA BB AA B ...): N rounds of one beside the other, at least "
+                        "4 (default: 4)")
     p.add_argument("--reports-dir", metavar="DIR",
                    help="write the tuning session's folder into DIR (default: reports/)")
     p.add_argument("--profile-dir", metavar="DIR",

@@ -53,7 +53,10 @@ def test_a_profile_that_hurts_is_reverted_exactly_and_so_is_an_interrupted_run(
         assert "tune_sysctl : Write the sysctl.d file" in out
         assert views(state) == baseline and list(tmp_path.iterdir()) == []
 
-        # TCP buffers capped at 4 KiB: slower from 16 KiB up, so reverted
+        # TCP buffers capped at 4 KiB: 1-128 KiB slower (16 KiB 2.3x), so
+        # reverted; from 1 MiB up the emulated GigE link's bandwidth-delay
+        # product (tens of us of RTT) fits in the capped buffers, and some
+        # launches run at the line rate (measured in 2 of 2 runs here)
         said = []
         code, folder = loop.run("sockbuf_capped", inventory=state["files"]["inventory"],
                                 system=state["system"], checks=CHECKS, repeats=1,
@@ -65,10 +68,10 @@ def test_a_profile_that_hurts_is_reverted_exactly_and_so_is_an_interrupted_run(
             assert applied["net.ipv4.tcp_rmem"] == "4096 4096 4096"
         assert not rec["decision"]["kept"] and not rec["decision"]["overridden"]
         worse = {(e["figure"], e["bytes"]) for e in rec["decision"]["worse"]}
-        assert ("usec", 8 << 20) in worse or ("usec", 4 << 20) in worse, rec["decision"]
+        assert worse & {("usec", 16 << 10), ("usec", 32 << 10)}, rec["decision"]
         assert rec["decision"]["reason"].startswith("worse beyond the noise: ")
         assert any(line.startswith("netbench tune: sockbuf_capped reverted: worse beyond the "
-                                   "noise: ") and "MiB" in line for line in said)
+                                   "noise: ") and "KiB" in line for line in said)
         # read back by netbench and, apart, by the test
         assert rec["revert"] == {"ran": True, "exact": True, "differences": [],
                                  "state": rec["baseline_state"]}
@@ -108,9 +111,9 @@ def test_a_profile_that_hurts_is_reverted_exactly_and_so_is_an_interrupted_run(
 
 def test_jumbo_frames_are_kept_on_their_measured_gain_shown_per_size(tmp_path, host_untouched):
     # The switch carries jumbo frames; ethernet_1g raises the nodes to 9000
-    # and the TCP buffers to 16 MiB: the large messages gain (measured here:
-    # kept in 5 of 5 runs, 4-8 MiB 16-35 % faster by the best launches;
-    # README, "Does it help?").  No --keep: the measurement decides.
+    # and the TCP buffers to 16 MiB: the large messages gain, and with
+    # them some from 32 KiB up (measured in turns: 32 KiB-8 MiB 6-18 %
+    # faster; README, "Does it help?").  No --keep: the measurement decides.
     with cluster("s9tj", nodes=2, rate="1gbit", switch_mtu=9000) as state:
         assert {v["mtu"] for v in views(state).values()} == {1500}
         proc = tune_cli(state, tmp_path, "--profile", "ethernet_1g")
@@ -122,7 +125,7 @@ def test_jumbo_frames_are_kept_on_their_measured_gain_shown_per_size(tmp_path, h
         assert decided["kept"] and not decided["overridden"] and "revert" not in rec
         assert decided["worse"] == [], decided["reason"]
         gained = {e["bytes"] for e in decided["improved"]}
-        assert gained and min(gained) >= 1 << 20, decided["reason"]
+        assert gained and max(gained) >= 1 << 20, decided["reason"]
         assert decided["reason"].startswith("better beyond the noise: usec at ")
         assert "nothing worse" in decided["reason"]
         assert {v["mtu"] for v in views(state).values()} == {9000}

@@ -2,15 +2,26 @@
 
 1. read back every host's settings (readback.py), the baseline a revert
    must restore exactly;
-2. measure the chosen checks: a ReFrame session ("before");
-3. apply tune.yml with the profile;
-4. measure again ("after"); each side is `repeats` sessions, and one
-   more at a time, up to MAX_SESSIONS, while it has fewer than
-   decision.MIN_LAUNCHES launches at a size it counts;
-5. judge each size of the two sides' launches and decide (decision.py):
-   keep, or run revert.yml and read the settings back.
+2. measure the chosen checks, untuned ("before") and tuned ("after"), in
+   turns: B AA BB AA B ...  The tuning is applied with tune.yml before
+   each tuned block and reverted with revert.yml (read back, exact)
+   before each untuned one.  Each side gets `repeats` sessions, at least
+   decision.MIN_ROUNDS: the i-th of each side ran next to each other, a
+   round;
+3. judge each size by its rounds' ratios and decide (decision.py): keep
+   (applied again if the last turn was untuned), or run revert.yml and
+   read the settings back.
 
-Any failure after the tuning started (the playbook, a session that wrote
+Why in turns: a busy host's load drifts over the minutes a tune takes.
+Measured all before, then all after, a drift falls on one side: in
+session 11 a profile that changed nothing (the MTU the nodes had) was
+called worse that way.  In turns (ABBA), each tuned block has untuned
+sessions on both sides of it in time, so a drift falls on both sides,
+and each round's two sessions share the load of their moment; it costs
+two playbook runs a cycle (measured here: 4 rounds, 8 sessions and 4
+playbook runs, about 3.5 minutes for one ping-pong case).
+
+Any failure after the tuning started (a playbook, a session that wrote
 no report, Ctrl-C) reverts the hosts, and the record says where it
 stopped.  Ansible is the engine: netbench runs its playbooks and reads
 what they write.  The tuning session's record and page go to
@@ -41,14 +52,9 @@ NAME = re.compile(r"^[A-Za-z0-9_]+$")
 #: the line publishing prints after a session: its folder under reports/
 PUBLISHED = re.compile(r"\(session (\d{8}T\d{6}-[0-9a-f]{8})\)")
 PLAYBOOK_TIMEOUT = 900
-#: sessions per side at first: one launch's interval misses a busy host's
-#: session-to-session noise, the spread of two sessions shows it (decision.py)
-REPEATS = 2
-#: the budget: at most this many sessions a side, measured one more at a
-#: time while a side has fewer than decision.MIN_LAUNCHES launches at some
-#: size (a session launches once when its verdict is clear at once, so an
-#: untuned side takes four; one to spare)
-MAX_SESSIONS = 5
+#: sessions a side, in turns: decision.MIN_ROUNDS rounds, the fewest a
+#: change is called on
+REPEATS = decision.MIN_ROUNDS
 
 
 class TuneError(Exception):
@@ -134,11 +140,12 @@ def measure(system, checks, label):
 
 @contextlib.contextmanager
 def interrupts_deferred():
-    """Ctrl-C waits until the block (a revert) is done."""
+    """Ctrl-C waits until the block (a revert) is done; the list yielded
+    says whether one came meanwhile."""
     caught = []
     previous = signal.signal(signal.SIGINT, lambda *_: caught.append(True))
     try:
-        yield
+        yield caught
     finally:
         signal.signal(signal.SIGINT, previous)
 
@@ -197,12 +204,12 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
         raise DataError(inventory, None, "no such inventory")
     folder = new_folder(profile, reports_dir)
     rec = record.new(profile, flavour, inventory, system, list(checks), repeats)
-    state_file = folder / "tuning-state.json"
-    tuned = False
+    turns = Turns(rec, inventory, folder / "tuning-state.json", profile_vars(
+        profile, flavour, profiles), profiles, say)
     try:
         say(f"netbench tune: reading the hosts' settings ({inventory})")
         rec["baseline_state"] = read_back(inventory, profiles)
-        measure_side(rec, "before", system, checks, repeats, folder, say)
+        measure_in_turns(rec, turns, system, checks, repeats, folder, say)
         rec["diagnoses"] = diagnoses_of(rec["before"], folder, profile_data(profile, flavour,
                                                                             profiles), flavour)
         for found in rec["diagnoses"]:
@@ -210,23 +217,18 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
                 f"{found['evidence']}; setting: {found['setting']}"
                 + (f"; {profile} proposes {', '.join(found['proposal'])}"
                    if found["proposal"] else ""))
-        say(f"netbench tune: applying {profile}" + (f" ({flavour})" if flavour else ""))
-        tuned = True
-        try:
-            playbook(inventory, "tune.yml", *profile_vars(profile, flavour, profiles),
-                     "-e", f"tune_record_file={state_file}")
-        finally:
-            rec["changes"] = read_json(state_file)
-        measure_side(rec, "after", system, checks, repeats, folder, say)
         rec["decision"] = record.decision_entry(decision.decide(
-            record.launch_values_of(rec["before"], folder), record.launch_values_of(rec["after"], folder),
-            keep=keep))
+            record.launch_values_of(rec["before"], folder),
+            record.launch_values_of(rec["after"], folder), keep=keep))
+        if rec["decision"]["kept"] and not turns.tuned:
+            say(f"netbench tune: applying {profile} again, to keep it")
+            turns.apply()
     except (TuneError, DataError, subprocess.TimeoutExpired, KeyboardInterrupt) as err:
         stage = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
         rec["failure"] = {"stage": stage, "message": str(err) or type(err).__name__}
         say(f"netbench tune: {stage}: {rec['failure']['message']}")
-    if tuned and not (rec.get("decision") or {}).get("kept"):
-        revert(inventory, state_file, rec, profiles, say)
+    if turns.applied and not (rec.get("decision") or {}).get("kept"):
+        revert(inventory, turns.state_file, rec, profiles, say)
     rec["finished"] = record.now()
     record.write(rec, folder)
     from . import page
@@ -238,29 +240,92 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
     return (0 if rec["decision"]["kept"] else 1), folder
 
 
-def measure_side(rec, label, system, checks, repeats, folder, say,
-                 max_sessions=MAX_SESSIONS):
-    """`repeats` sessions of the checks, then one more at a time while the
-    side has fewer than decision.MIN_LAUNCHES launches at some size, up to
-    `max_sessions`; each run report copied beside the record (it stands
-    alone) as <label>-<n>.json."""
-    side = rec[label]
-    n = 0
-    while n < max(repeats, 1) or (n < max_sessions and launches_of(side, folder)
-                                  < decision.MIN_LAUNCHES):
-        n += 1
-        more = "" if n <= repeats else f", more: fewer than {decision.MIN_LAUNCHES} launches"
-        say(f"netbench tune: measuring {label} the tuning ({n} of {max(repeats, n)}{more})")
+class Turns:
+    """The hosts' tuning switched on and off between the sides' turns:
+    tune.yml to tune, revert.yml to untune, read back against the baseline
+    each time (a before session on hosts not back at their baseline would
+    measure the wrong side)."""
+
+    def __init__(self, rec, inventory, state_file, variables, profiles, say):
+        self.rec, self.inventory, self.state_file = rec, inventory, state_file
+        self.variables, self.profiles, self.say = variables, profiles, say
+        self.tuned = self.applied = False
+
+    def apply(self):
+        self.say(f"netbench tune: applying {self.rec['profile']}"
+                 + (f" ({self.rec['flavour']})" if self.rec["flavour"] else ""))
+        self.tuned = self.applied = True
+        try:
+            playbook(self.inventory, "tune.yml", *self.variables,
+                     "-e", f"tune_record_file={self.state_file}")
+        finally:
+            if not self.rec.get("changes"):
+                self.rec["changes"] = read_json(self.state_file)
+
+    def untune(self):
+        self.say(f"netbench tune: reverting {self.rec['profile']} for the untuned turn")
+        with interrupts_deferred() as interrupted:
+            playbook(self.inventory, "revert.yml", "-e", f"tune_record_file={self.state_file}",
+                     detached=True)
+            now = read_back(self.inventory, self.profiles, detached=True)
+        self.tuned = False
+        if interrupted:         # the revert ran to its end first; the loop stops now
+            raise KeyboardInterrupt
+        differences = differences_from(self.rec.get("baseline_state") or {}, now)
+        if differences:
+            raise TuneError("the revert between turns did not restore the baseline: "
+                            + "; ".join(differences[:5]))
+
+    def switch_to(self, label):
+        if label == "after" and not self.tuned:
+            self.apply()
+        elif label == "before" and self.tuned:
+            self.untune()
+
+
+def side_in_turn(turn):
+    """The side of the session in this turn (0, 1, ...): B AA BB AA B ..."""
+    return "before" if ((turn + 1) // 2) % 2 == 0 else "after"
+
+
+#: sessions that measured nothing (the launcher could not start: Open MPI's
+#: "PMIx server's listener thread failed to start", once in 9 sessions),
+#: measured again in their turn, at most this many in a tune
+MAX_RETRIES = 2
+
+
+def measure_in_turns(rec, turns, system, checks, repeats, folder, say):
+    """Sessions of the checks, the sides in turn (side_in_turn), until each
+    side has `repeats` sessions (decision.MIN_ROUNDS at least); each run
+    report copied beside the record (it stands alone) as <label>-<n>.json,
+    and their order kept.  A session that measured nothing is no evidence:
+    kept in the record as such, and its turn measured again."""
+    wanted = max(repeats, decision.MIN_ROUNDS)
+    turn = 0
+    while min(len(rec[label].get("sessions", [])) for label in ("before", "after")) < wanted:
+        label = side_in_turn(turn)
+        side = rec[label].setdefault("sessions", [])
+        if len(side) >= wanted:
+            turn += 1
+            continue
+        turns.switch_to(label)
+        say(f"netbench tune: measuring {label} the tuning ({len(side) + 1} of {wanted})")
         run_report, code = measure(system, checks, label)
-        copy = folder / f"{label}-{n}.json"
+        entry = {"session": run_report.parent.name, "exit_code": code}
+        if not decision.launch_values(sessions.load_session(run_report)):
+            failed = rec.setdefault("measured_nothing", [])
+            failed.append({**entry, "side": label})
+            say(f"netbench tune: the {label} session {entry['session']} measured nothing "
+                f"(exit {code})" + (": measuring it again" if len(failed) <= MAX_RETRIES else ""))
+            if len(failed) > MAX_RETRIES:
+                raise TuneError(f"{len(failed)} sessions measured nothing: "
+                                + ", ".join(f["session"] for f in failed))
+            continue
+        turn += 1
+        copy = folder / f"{label}-{len(side) + 1}.json"
         shutil.copyfile(run_report, copy)
-        side.setdefault("sessions", []).append(
-            {"session": run_report.parent.name, "run_report": copy.name, "exit_code": code})
-
-
-def launches_of(side, folder):
-    """The fewest launches the side's sessions have at any size."""
-    return decision.launch_counts(record.launch_values_of(side, folder))
+        side.append({**entry, "run_report": copy.name})
+        rec.setdefault("order", []).append(copy.name)
 
 
 def diagnoses_of(side, folder, data, flavour):
@@ -282,6 +347,14 @@ def read_json(path):
         return None
 
 
+def differences_from(baseline, now):
+    """"host: setting: before -> after" for every setting read back that is
+    not at its baseline."""
+    return [f"{host}: {line}" for host in sorted(set(baseline) | set(now))
+            for line in decision.state_differences(baseline.get(host) or {},
+                                                   now.get(host) or {})]
+
+
 def revert(inventory, state_file, rec, profiles, say):
     """revert.yml, then the settings read back against the baseline."""
     say("netbench tune: reverting")
@@ -296,9 +369,7 @@ def revert(inventory, state_file, rec, profiles, say):
             entry["exact"] = False
             return
     baseline = rec.get("baseline_state") or {}
-    entry["differences"] = [f"{host}: {line}" for host in sorted(set(baseline) | set(now))
-                            for line in decision.state_differences(baseline.get(host) or {},
-                                                                   now.get(host) or {})]
+    entry["differences"] = differences_from(baseline, now)
     entry["exact"] = bool(baseline) and not entry["differences"]
     entry["state"] = now
 

@@ -51,6 +51,15 @@ SCHEMA = {
         "changes": {"type": ["object", "null"]},
         "repeats": {"type": "integer", "minimum": 1},
         "before": SIDE, "after": SIDE,
+        # sessions that measured nothing (measured again in their turn)
+        "measured_nothing": {"type": "array", "items": {
+            "type": "object", "additionalProperties": False,
+            "required": ["session", "exit_code", "side"],
+            "properties": {"session": {"type": "string"}, "exit_code": {"type": "integer"},
+                           "side": {"enum": ["before", "after"]}}}},
+        # the sessions' copies in the order they ran (the sides in turns)
+        "order": {"type": "array",
+                  "items": {"type": "string", "pattern": r"^(before|after)-[0-9]+\.json$"}},
         "decision": {
             "type": "object", "additionalProperties": False,
             "required": ["kept", "overridden", "reason", "improved", "worse"],
