@@ -18,6 +18,7 @@ A sweep holds its partition for itself (netbench/checks/exclusive.py):
 two sweeps at once would each see the other's traffic as a slow node."""
 
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -30,7 +31,10 @@ from netbench import benchspec, checks, references
 from netbench.checks import exclusive
 from netbench.fleet import judge as fleet
 from netbench.fleet import reasons, remeasure
+from netbench.judgement import remeasure as remeasure_lines
+from netbench.judgement import rule as judgement_rule
 from netbench.judgement.remeasure import launch_files
+from netbench.results.suspects import suspects_json
 from netbench.results.sweep import lost_hosts, parse_sweep
 from netbench.textsafe import printable
 
@@ -130,6 +134,9 @@ class LinkSweep(checks.NetbenchRun):
             f"echo \"netbench: sweeping again: $pairs\" >&2; "
             f'{launch} {self.executable} {" ".join(self.executable_opts)} '
             f'{pairs_flag()} "$pairs" > {remeasure.RUN}-$n.out; done')
+        # the host's load again after the later passes, whose evidence names
+        # the suspects: the record keeps the last (results.benchmark)
+        self.postrun_cmds += remeasure_lines.HOST_LOAD_LINES
 
     def measured_series(self):
         return []                # the pairs are the record's `fleet`, not a curve
@@ -209,7 +216,14 @@ class LinkSweep(checks.NetbenchRun):
             self.judged_figures(measurements), reference_latency_us=latency_ref,
             reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,
             rule=references.sweep_thresholds(Path(self.thresholds_folder)), lost=lost)
+        host = self.host_load()
+        emulated = self.link_is_emulated()
+        self.verdict, unconfirmed = fleet.unconfirmed(
+            self.verdict, host, self.judging_rule(),
+            cpu_bound=lambda metric: emulated or metric == fleet.LATENCY,
+            explains=math.inf if emulated else None)
         found = json.loads(self.verdict.to_json())
+        unconfirmed_json = json.loads(suspects_json(unconfirmed, [], {}, []))["suspects"]
         self.record = {**self.record, "fleet": {
             # every node that ran a rank, measured or lost before it was
             "hosts": sorted(set(fleet.hosts_of(measurements)) | set(first.hosts.values())),
@@ -218,11 +232,21 @@ class LinkSweep(checks.NetbenchRun):
                                    in (figs.get(fleet.BANDWIDTH) or {}).items()}}
                       for (src, dst), figs in sorted(measurements.items())],
             "suspects": found["suspects"],
+            "unconfirmed": unconfirmed_json,
             "findings": [f["text"] for f in found["findings"]],
             "remeasured": [list(p) for p in sorted({p for a in again for p in a.by_host})],
             "sweep_seconds": first.sweep_seconds},
             # suspects are a loss shown, not a run that failed
-            "verdict": "fail" if self.verdict.suspects else "pass"}
+            "verdict": ("fail" if self.verdict.suspects else
+                        "inconclusive" if unconfirmed else "pass"),
+            "host": host}
+        if unconfirmed and not self.verdict.suspects:
+            self.record["verdicts"] = {"suspects": {
+                "verdict": "inconclusive", "value": None, "lo": None, "hi": None,
+                "launches": 1 + len(again),
+                "reason": "outside the band in every pass, but "
+                          f"{judgement_rule.contended(host, self.judging_rule())}: "
+                          + "; ".join(reasons.describe(s) for s in unconfirmed)}}
 
     def judged_figures(self, measurements):
         """The figures the fleet is judged on: on links that emulate only

@@ -528,3 +528,32 @@ def test_the_sweep_measures_again_by_the_judging_rule():
     healthy = make_fleet(4, 7)
     assert judge.pairs_still_undecided([first, {p: healthy[p] for p in bad}],
                                        three_to_fail) == []
+
+
+def test_contention_leaves_a_cpu_bound_suspect_unconfirmed_and_a_lost_node_named():
+    """A suspect named on a contended host is unconfirmed (named, not
+    drained) when its figure is the CPUs' and its miss is within what
+    contention explains (judging.yaml); a larger miss, a quiet host or a
+    figure the link bounds keeps it a suspect."""
+    from netbench.judgement.rule import load_rule
+    rule = load_rule()
+    verdict = judge.judge(make_fleet(5, 1, slow=["node01"]))
+    (suspect,) = verdict.suspects
+    miss = suspect.fleet_median / suspect.value                       # about 3x
+    busy = {"cpu_pressure": rule.contended_cpu_pressure + 5, "host_load": 4.0}
+    quiet = {"cpu_pressure": rule.contended_cpu_pressure - 5, "host_load": 1.0}
+    saturated = {"cpu_pressure": rule.saturated_cpu_pressure + 5}
+    every_figure = lambda metric: True                               # noqa: E731
+    latency_only = lambda metric: metric == judge.LATENCY            # noqa: E731
+
+    left, unconfirmed = judge.unconfirmed(verdict, busy, rule, every_figure, explains=miss + 0.1)
+    assert left.suspects == [] and unconfirmed == [suspect]
+    assert judge.unconfirmed(verdict, busy, rule, every_figure, explains=miss - 0.1)[1] == []
+    assert judge.unconfirmed(verdict, quiet, rule, every_figure, explains=miss + 0.1)[1] == []
+    assert judge.unconfirmed(verdict, busy, rule, latency_only, explains=miss + 0.1)[1] == []
+    # oversubscribed all along: any miss of a CPU-bound figure
+    assert judge.unconfirmed(verdict, saturated, rule, every_figure)[1] == [suspect]
+    # a node that stopped answering is no figure
+    lost = dataclasses.replace(suspect, direction=suspects_format.UNREACHABLE)
+    gone = dataclasses.replace(verdict, suspects=[lost])
+    assert judge.unconfirmed(gone, saturated, rule, every_figure)[0].suspects == [lost]

@@ -13,6 +13,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import threading
 import time
 
@@ -124,6 +125,41 @@ def test_a_node_with_a_smaller_mtu_is_named(gige):
     assert proc.returncode == 1, proc.stdout[-4000:]
     for tc in sweep_cases(session.latest_report()):
         assert {names for _, names, _ in named(tc)} == {(victim,)}, tc["fail_reason"]
+
+
+def test_on_a_saturated_host_a_suspect_is_unconfirmed_and_nothing_is_drained(gige):
+    """Both cores kept busy by other work while a node runs at a third of
+    the rate: across links that emulate only their rate (the host's CPUs)
+    the miss cannot be told from the contention.  The node is named as
+    unconfirmed, the case is inconclusive (exit 3), and drain.sh drains
+    nobody.  (A healthy 5-node sweep at load 4-9 named a pair at 0.58 and
+    0.69 of the fleet median in both passes, in 2 of 5 runs.)"""
+    victim = gige["nodes"][2]["name"]
+    # one more spinner than cores: two on two cores read 55-66 % (saturated
+    # from 50), a margin too thin for a test
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range((os.cpu_count() or 2) + 1)]
+    try:
+        time.sleep(10)              # the pressure's 10 s average sees them
+        proc, _ = degraded(gige, "3", rate="333mbit", direction="both")
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()
+    cases = sweep_cases(session.latest_report())
+    assert proc.returncode == 3, proc.stdout[-4000:]
+    for tc in cases:
+        fleet, host = tc["record"]["fleet"], tc["record"]["host"]
+        assert host["cpu_pressure"] >= 50, host          # saturated: any miss
+        assert tc["result"] == "pass" and tc["record"]["verdict"] == "inconclusive"
+        assert fleet["suspects"] == [], fleet["suspects"]
+        assert {tuple(s["names"]) for s in fleet["unconfirmed"]} == {(victim,)}, fleet
+        reason = tc["record"]["verdicts"]["suspects"]["reason"]
+        assert "other work waited for a CPU" in reason and victim in reason
+    script = (paths.REPORTS / "latest" / "drain.sh").read_text()
+    assert not re.findall(r"^# scontrol update", script, re.M), script
+    page = (paths.REPORTS / "latest" / "index.html").read_text()
+    assert "Unconfirmed, not drained" in page and victim in page
 
 
 #: how Slurm reports a rank that crashed before it measured anything

@@ -59,6 +59,7 @@ import statistics
 import numpy as np
 
 from .. import references
+from ..judgement import rule as judgement_rule
 from ..results.suspects import (ANSWERED, BANDWIDTH, LATENCY, UNREACHABLE, Evidence, Finding,
                                 FleetStat, Suspect, suspects_json)
 
@@ -604,3 +605,33 @@ def pairs_still_undecided(passes, rule):
     if len(passes) >= rule.min_launches_to_fail:
         return []
     return pairs_to_remeasure(judge(merge_passes(passes)))
+
+
+def unconfirmed(verdict, host, judging, cpu_bound, explains=None):
+    """(the verdict without the suspects the host's contention explains,
+    those suspects).  A suspect has been outside the band in every pass
+    (min_launches_to_fail); when the figure it was named on is the CPUs'
+    (`cpu_bound(metric)`: across links that emulate only their rate every
+    figure is) and other work waited for a CPU while the sweep measured
+    (judgement.rule.contended), a miss of the fleet median within
+    judgement.rule.contention_limit cannot be told from that contention.
+    Such a suspect is named as unconfirmed, not drained (measured: a
+    healthy 5-node sweep at host load 4-9 named a pair at 0.58 and 0.69 of
+    the fleet median in both passes, in 2 of 5 runs).  A node that stopped
+    answering is no figure: it stays."""
+    if not judgement_rule.contended(host, judging):
+        return verdict, []
+    limit = judgement_rule.contention_limit(host, judging, explains)
+
+    def explained(s):
+        if s.direction == UNREACHABLE or not cpu_bound(s.metric):
+            return False
+        if not s.value or not s.fleet_median:
+            return False
+        miss = (s.fleet_median / s.value if higher_is_better(s.metric)
+                else s.value / s.fleet_median)
+        return miss <= limit
+
+    left = [s for s in verdict.suspects if not explained(s)]
+    return dataclasses.replace(verdict, suspects=left), \
+        [s for s in verdict.suspects if explained(s)]

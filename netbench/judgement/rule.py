@@ -218,6 +218,18 @@ def miss_factor(value, bound):
     return value / bound.value if bound.side == "upper" else bound.value / value
 
 
+def contention_limit(host, rule, explains=None):
+    """How many times a CPU-bound figure may miss its bound and still be
+    explained by the host's contention (judging.yaml's contention_explains,
+    or `explains` where the path is the host's CPUs alone); without bound
+    once the pressure says the CPUs were oversubscribed all along (a time
+    slice per message)."""
+    limit = rule.contention_explains if explains is None else explains
+    if (host or {}).get("cpu_pressure", 0) >= rule.saturated_cpu_pressure:
+        limit = math.inf
+    return limit
+
+
 def allowing_for_contention(decision, host, cpu_bound, rule, bound, explains=None):
     """A failure of a figure the CPUs bound, on a host whose CPUs were
     contended while it measured, becomes inconclusive when the miss is
@@ -225,10 +237,7 @@ def allowing_for_contention(decision, host, cpu_bound, rule, bound, explains=Non
     path is the host's CPUs alone, e.g. math.inf): the evidence cannot
     tell the path's loss from the contention.  A larger miss still fails."""
     why = contended(host, rule) if cpu_bound and decision.verdict == FAIL else ""
-    limit = rule.contention_explains if explains is None else explains
-    if why and (host or {}).get("cpu_pressure", 0) >= rule.saturated_cpu_pressure:
-        limit = math.inf    # the CPUs oversubscribed all along: a time slice per message
-    if not why or miss_factor(decision.value, bound) > limit:
+    if not why or miss_factor(decision.value, bound) > contention_limit(host, rule, explains):
         return decision
     return dataclasses.replace(decision, verdict=INCONCLUSIVE,
                                reason=f"{decision.reason}, but {why}: a CPU-bound figure "

@@ -92,11 +92,11 @@ def _figure(value):
     return None if value != value else float(value)          # NaN: not measured
 
 
-def shown_suspects(fleet):
-    """The suspects as the page lists them: at most EVIDENCE_SHOWN pairs of
+def shown_suspects(suspects):
+    """Suspects as the page lists them: at most EVIDENCE_SHOWN pairs of
     each, the furthest from the fleet first; how many more there are."""
     shown = []
-    for s in fleet["suspects"]:
+    for s in suspects:
         evidence = s.get("evidence", [])
         if len(evidence) > EVIDENCE_SHOWN:
             median = _number(s.get("fleet_median"))
@@ -124,7 +124,10 @@ def sweep_sections(sessions):
             "partition": f"{tc.get('system')}:{tc.get('partition')}",
             "environ": tc.get("environ", ""), "label": rec.get("label", ""),
             "result": tc.get("result", "?"), "nodes": len(fleet["hosts"]),
-            "pairs": len(fleet["pairs"]), "suspects": shown_suspects(fleet),
+            "pairs": len(fleet["pairs"]), "suspects": shown_suspects(fleet["suspects"]),
+            # outside the band in every pass on a contended host: not drained
+            "unconfirmed": shown_suspects(fleet.get("unconfirmed") or []),
+            "host": rec.get("host") or {},
             "findings": fleet.get("findings") or [],
             "remeasured": fleet.get("remeasured") or [],
             "sweep_seconds": fleet.get("sweep_seconds"),

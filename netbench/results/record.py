@@ -120,6 +120,9 @@ SCHEMA = {
                                            "additionalProperties": _NUMBER}}}},
             # as suspects.json holds them: publish writes drain.sh from them
             "suspects": {"type": "array", "items": SUSPECT_SCHEMA},
+            # outside the band in every pass, on a host too contended to
+            # tell (fleet.judge.unconfirmed): named, not drained
+            "unconfirmed": {"type": "array", "items": SUSPECT_SCHEMA},
             "findings": {"type": "array", "items": _STRING},
             "remeasured": {"type": "array", "items": {"type": "array", "items": _STRING}},
             "sweep_seconds": _NUMBER_OR_NULL,

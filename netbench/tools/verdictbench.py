@@ -127,9 +127,13 @@ def sweep_false_alarms(runs):
         results = [one_session(state["system"], ("-t", "sweep")) for _ in range(runs)]
     tally("fabric sweep, healthy 5-node 1gbit cluster, one core busy", results)
     for r in results:
-        suspects = [" ".join(s.get("names", [])) for rec in r["record"]
-                    for s in (rec.get("fleet") or {}).get("suspects", [])]
-        print(f"    suspects named: {suspects or 'none'}")
+        named = {kind: [" ".join(s.get("names", [])) for rec in r["record"]
+                        for s in (rec.get("fleet") or {}).get(kind, [])]
+                 for kind in ("suspects", "unconfirmed")}
+        pressure = [(rec.get("host") or {}).get("cpu_pressure") for rec in r["record"]
+                    if rec.get("fleet")]
+        print(f"    suspects named: {named['suspects'] or 'none'}; unconfirmed (host "
+              f"contended): {named['unconfirmed'] or 'none'}; cpu pressure {pressure}")
 
 
 def parity_false_alarms(runs):
