@@ -270,3 +270,12 @@ def test_bad_input_is_one_line_and_writes_nothing(args, message, tmp_path, capsy
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_host_that_already_carries_a_tuning_is_refused_naming_it():
+    from netbench.tuning import loop
+    untuned = {"files": {loop.TUNED_FACT: None}}
+    tuned = {"files": {loop.TUNED_FACT: "3b4e2451dd"}}
+    loop.refuse_if_tuned({"n1": untuned, "n2": untuned})
+    with pytest.raises(loop.TuneError, match=r"^n2 already carry a tuning .*revert it first"):
+        loop.refuse_if_tuned({"n1": untuned, "n2": tuned})

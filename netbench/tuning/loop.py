@@ -207,22 +207,9 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
     turns = Turns(rec, inventory, folder / "tuning-state.json", profile_vars(
         profile, flavour, profiles), profiles, say)
     try:
-        say(f"netbench tune: reading the hosts' settings ({inventory})")
-        rec["baseline_state"] = read_back(inventory, profiles)
-        measure_in_turns(rec, turns, system, checks, repeats, folder, say)
-        rec["diagnoses"] = diagnoses_of(rec["before"], folder, profile_data(profile, flavour,
-                                                                            profiles), flavour)
-        for found in rec["diagnoses"]:
-            say(f"netbench tune: diagnosis: {found['case']}: {found['cause']}: "
-                f"{found['evidence']}; setting: {found['setting']}"
-                + (f"; {profile} proposes {', '.join(found['proposal'])}"
-                   if found["proposal"] else ""))
-        rec["decision"] = record.decision_entry(decision.decide(
-            record.launch_values_of(rec["before"], folder),
-            record.launch_values_of(rec["after"], folder), keep=keep))
-        if rec["decision"]["kept"] and not turns.tuned:
-            say(f"netbench tune: applying {profile} again, to keep it")
-            turns.apply()
+        with terminated_as_interrupted():
+            measure_and_decide(rec, turns, profile, flavour, system, checks, keep, repeats,
+                               profiles, folder, say)
     except (TuneError, DataError, subprocess.TimeoutExpired, KeyboardInterrupt) as err:
         stage = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
         rec["failure"] = {"stage": stage, "message": str(err) or type(err).__name__}
@@ -238,6 +225,64 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
     if rec.get("failure") or (rec.get("revert") or {}).get("exact") is False:
         return 2, folder
     return (0 if rec["decision"]["kept"] else 1), folder
+
+
+def measure_and_decide(rec, turns, profile, flavour, system, checks, keep, repeats, profiles,
+                       folder, say):
+    """Steps 1-3 of the loop (the module's docstring), into `rec`."""
+    say(f"netbench tune: reading the hosts' settings ({rec['inventory']})")
+    rec["baseline_state"] = read_back(turns.inventory, profiles)
+    refuse_if_tuned(rec["baseline_state"])
+    measure_in_turns(rec, turns, system, checks, repeats, folder, say)
+    rec["diagnoses"] = diagnoses_of(rec["before"], folder,
+                                    profile_data(profile, flavour, profiles), flavour)
+    for found in rec["diagnoses"]:
+        say(f"netbench tune: diagnosis: {found['case']}: {found['cause']}: "
+            f"{found['evidence']}; setting: {found['setting']}"
+            + (f"; {profile} proposes {', '.join(found['proposal'])}"
+               if found["proposal"] else ""))
+    rec["decision"] = record.decision_entry(decision.decide(
+        record.launch_values_of(rec["before"], folder),
+        record.launch_values_of(rec["after"], folder), keep=keep))
+    if rec["decision"]["kept"] and not turns.tuned:
+        say(f"netbench tune: applying {profile} again, to keep it")
+        turns.apply()
+
+
+#: the host's record of a tuning tune.yml applied and nothing reverted
+#: (tune_record's fact file)
+TUNED_FACT = "/etc/ansible/facts.d/netbench_state.fact"
+
+
+def refuse_if_tuned(state):
+    """TuneError when a host already carries a tuning: revert.yml restores
+    every value as it was before netbench's first change, so the untuned
+    turns would undo that tuning too and no revert could restore the hosts
+    as found (measured: ethernet_1g kept, then a second tune's revert read
+    back its facts files gone)."""
+    tuned = sorted(host for host, settings in state.items()
+                   if ((settings or {}).get("files") or {}).get(TUNED_FACT))
+    if tuned:
+        raise TuneError(f"{', '.join(tuned)} already carry a tuning ({TUNED_FACT}): "
+                        f"revert it first (ansible-playbook revert.yml -i INVENTORY), then "
+                        f"tune again")
+
+
+@contextlib.contextmanager
+def terminated_as_interrupted():
+    """SIGTERM (a batch system ending the job, kill) ends the loop as Ctrl-C
+    does: the hosts are reverted and the record says so."""
+    def interrupt(*_):
+        raise KeyboardInterrupt
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:                  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 class Turns:
