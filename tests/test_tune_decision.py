@@ -123,15 +123,14 @@ def test_a_stall_is_noise_not_a_loss(tmp_path):
     decided = decision.decide(before + before2, some + some2)
     assert not decided.worse and not decided.improved, decided.reason
     assert 2 * MIB not in {e.bytes for e in decided.isolated}
-    # in every round, but at that size alone: named, not counted
+    # in every round, but at that size alone: not counted (named when the
+    # rounds agree on it beyond their disagreement)
     stall_all = lambda p: stalled(p, 2 * MIB, 30000)  # noqa: E731
     before, every = turned(report_of("after2"), tmp_path, stall_all, "e")
     before2, every2 = turned(report_of("after1"), tmp_path, stall_all, "f")
     decided = decision.decide(before + before2, every + every2)
     assert not decided.worse and not decided.improved and not decided.kept
-    assert ("usec", 2 * MIB, "worse") in [(e.figure, e.bytes, e.call) for e in decided.isolated]
-    assert decided.reason.startswith("no figure changed beyond the noise; single sizes beyond "
-                                     "the noise, not counted: usec at ")
+    assert decided.reason.startswith("no figure changed beyond the noise")
 
 
 def test_one_lucky_launch_is_one_rounds_ratio_not_a_change(tmp_path):
@@ -210,6 +209,9 @@ def test_a_size_is_called_by_the_paired_rule_on_its_rounds():
     assert decision.size_call([(10, 10.4)] * 4, "us") is None
     # fewer than MIN_ROUNDS: no call
     assert decision.size_call(rounds[:3], "us") is None
+    # every round one way, but the rounds disagree more than the change:
+    # a busy host's small messages (1 B, one core busy: 1.35-3.3x)
+    assert decision.size_call([(10, 13.5), (10, 33), (10, 20), (10, 14)], "us") is None
     # a rate: higher is better
     assert decision.size_call([(900, 500)] * 4, "Mbit/s") == compare.WORSE
 

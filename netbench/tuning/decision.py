@@ -13,7 +13,8 @@ order-statistic interval over the rounds.  At a size:
 - worse   the whole interval of the tuned side's slowdown lies beyond
           1 + the rule's baseline.min_band (5 %): a change smaller than
           the narrowest band a baseline has is none a site engineer
-          would act on;
+          would act on; and beyond 1 + the rounds' disagreement with each
+          other (disagreement());
 - better  the same of its speed-up;
 - neither otherwise: within the noise.
 
@@ -228,17 +229,30 @@ def slowdowns(pairs, unit):
     return ratios
 
 
+def disagreement(ratios):
+    """How far the rounds' ratios disagree with each other: the largest
+    over the smallest, less 1.  A change is called only beyond it: with
+    four rounds the median's interval is their whole range (87.5 %
+    coverage, not 95), and on a busy host a size's rounds can all lean one
+    way by chance (measured, one core busy: 1-2 B "faster" in all four
+    rounds by 1.35-3.3x under TCP buffers capped at 4 KiB), where a
+    tuning's change moves every round alike (capped buffers, 8 MiB:
+    1.59-1.80x; jumbo frames, 32 KiB: 0.82-0.88x)."""
+    return max(ratios) / min(ratios) - 1
+
+
 def size_call(pairs, unit, rule=None, min_rounds=MIN_ROUNDS):
     """better, worse or None at one size from its rounds' (before, after)
     figures: judgement.rule.decide_paired on the slowdowns (worse) and on
-    the speed-ups (better), each against 1 + baseline.min_band."""
+    the speed-ups (better), each against 1 + the larger of the rule's
+    baseline.min_band and the rounds' disagreement."""
     rule = rule or judging.load_rule()
     if compare.better_side(unit) is None:
         return None
     ratios = slowdowns(pairs, unit)
     if len(ratios) < min_rounds:
         return None
-    bound = Bound("upper", 1 + rule.baseline_min_band)
+    bound = Bound("upper", 1 + max(rule.baseline_min_band, disagreement(ratios)))
     if judging.decide_paired(ratios, bound, min_rounds, min_rounds).verdict == judging.FAIL:
         return compare.WORSE
     if judging.decide_paired([1 / r for r in ratios], bound, min_rounds,
