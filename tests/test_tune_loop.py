@@ -111,9 +111,10 @@ def test_a_profile_that_hurts_is_reverted_exactly_and_so_is_an_interrupted_run(
 
 def test_jumbo_frames_are_kept_on_their_measured_gain_shown_per_size(tmp_path, host_untouched):
     # The switch carries jumbo frames; ethernet_1g raises the nodes to 9000
-    # and the TCP buffers to 16 MiB: the large messages gain, and with
-    # them some from 32 KiB up (measured in turns: 32 KiB-8 MiB 6-18 %
-    # faster; README, "Does it help?").  No --keep: the measurement decides.
+    # and the TCP buffers to 16 MiB: the messages from 32 KiB up gain
+    # (measured in turns, kept in 3 of 3 quiet runs: 32-128 KiB 12-18 %
+    # faster in all three, 512 KiB-8 MiB in two; README, "Does it help?").
+    # No --keep: the measurement decides.
     with cluster("s9tj", nodes=2, rate="1gbit", switch_mtu=9000) as state:
         assert {v["mtu"] for v in views(state).values()} == {1500}
         proc = tune_cli(state, tmp_path, "--profile", "ethernet_1g")
@@ -125,7 +126,7 @@ def test_jumbo_frames_are_kept_on_their_measured_gain_shown_per_size(tmp_path, h
         assert decided["kept"] and not decided["overridden"] and "revert" not in rec
         assert decided["worse"] == [], decided["reason"]
         gained = {e["bytes"] for e in decided["improved"]}
-        assert gained and max(gained) >= 1 << 20, decided["reason"]
+        assert gained and min(gained) >= 16 << 10, decided["reason"]
         assert decided["reason"].startswith("better beyond the noise: usec at ")
         assert "nothing worse" in decided["reason"]
         assert {v["mtu"] for v in views(state).values()} == {9000}
