@@ -30,7 +30,6 @@ from netbench import benchspec, checks, references
 from netbench.checks import exclusive
 from netbench.fleet import judge as fleet
 from netbench.fleet import reasons, remeasure
-from netbench.judgement import remeasure as remeasure_lines
 from netbench.judgement import rule as judgement_rule
 from netbench.judgement.remeasure import launch_files
 from netbench.results.suspects import suspects_json
@@ -133,9 +132,6 @@ class LinkSweep(checks.NetbenchRun):
             f"echo \"netbench: sweeping again: $pairs\" >&2; "
             f'{launch} {self.executable} {" ".join(self.executable_opts)} '
             f'{pairs_flag()} "$pairs" > {remeasure.RUN}-$n.out; done')
-        # the host's load again after the later passes, whose evidence names
-        # the suspects: the record keeps the last (results.benchmark)
-        self.postrun_cmds += remeasure_lines.HOST_LOAD_LINES
 
     def measured_series(self):
         return []                # the pairs are the record's `fleet`, not a curve
@@ -221,8 +217,9 @@ class LinkSweep(checks.NetbenchRun):
         # (any miss once saturated), on emulated links too: a node at a
         # third of the rate (3.2x) swept through Slurm at 34 % pressure is
         # no contention's doing, a healthy pair at 1.5-1.7x may be
+        judging = self.judging_rule()
         self.verdict, unconfirmed = fleet.unconfirmed(
-            self.verdict, host, self.judging_rule(),
+            self.verdict, host, judging,
             cpu_bound=lambda metric: emulated or metric == fleet.LATENCY)
         found = json.loads(self.verdict.to_json())
         unconfirmed_json = json.loads(suspects_json(unconfirmed, [], {}, []))["suspects"]
@@ -247,7 +244,7 @@ class LinkSweep(checks.NetbenchRun):
                 "verdict": "inconclusive", "value": None, "lo": None, "hi": None,
                 "launches": 1 + len(again),
                 "reason": "outside the band in every pass, but "
-                          f"{judgement_rule.contended(host, self.judging_rule())}: "
+                          f"{judgement_rule.contended(host, judging)}: "
                           + "; ".join(reasons.describe(s) for s in unconfirmed)}}
 
     def judged_figures(self, measurements):

@@ -227,7 +227,8 @@ def test_a_change_counts_beside_a_neighbour_and_once_per_series():
         ("a", "usec"): ("us", {1024: fast, 2048: fast}),
         ("a", "Mbps"): ("Mbit/s", {1024: rate_hi, 2048: rate_hi}),
         ("b", "usec"): ("us", {1024: fast, 2048: slow, 4096: fast})})}
-    improved, worse, isolated = decision.evidence([before] * 4, [after] * 4)
+    rounds = decision.round_values([before] * 4, [after] * 4)
+    improved, worse, isolated = decision.evidence(rounds)
     assert [(e.figure, e.bytes) for e in improved] == [("a usec", 1024), ("a usec", 2048)]
     assert [(e.figure, e.bytes) for e in isolated] == [("b usec", 1024), ("b usec", 4096)]
     assert worse == ()

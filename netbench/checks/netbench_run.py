@@ -215,6 +215,12 @@ class NetbenchRun(MpiRun):
             self.prerun_cmds.insert(0, remeasure.START_LINE)
             self.postrun_cmds += remeasure.job_lines(commands, self.judging_file,
                                                      rule.launches, self.time_limit)
+
+    @run_before("run", always_last=True)
+    def print_the_host_load_last(self):
+        """The host's load and CPU pressure, printed after every command of
+        the job (a check's own later passes too, as the sweep's): the
+        evidence a verdict rests on was measured under it."""
         self.postrun_cmds += remeasure.HOST_LOAD_LINES
 
     def judging_rule(self):

@@ -44,6 +44,7 @@ emulated GigE links (README, "Does it help?"):
 
 import dataclasses
 import math
+import statistics
 
 from ..judgement import rule as judging
 from ..judgement.figures import row_estimate
@@ -268,16 +269,16 @@ def series_label(key, case_sizes):
     return key[1] if len(columns) == len(set(columns)) else f"{key[0]} {key[1]}"
 
 
-def evidence(before_sessions, after_sessions, min_run=MIN_RUN, min_rounds=MIN_ROUNDS):
-    """(improved, worse, isolated) of the sides' sessions (launch_values,
-    in the order they ran): the sizes called better or worse that span at
+def evidence(rounds, min_run=MIN_RUN, min_rounds=MIN_ROUNDS):
+    """(improved, worse, isolated) of the sides' rounds (round_values): the
+    sizes called better or worse that span at
     least `min_run` neighbouring sizes the same way (counted), and those
     called alone (shown as noise).  Each size once per series: a size's
     rate repeats its time (the same samples), so its first column speaks
     for it."""
     rule = judging.load_rule()
     improved, worse, isolated = [], [], []
-    for key, case_sizes in sorted(round_values(before_sessions, after_sessions).items()):
+    for key, case_sizes in sorted(rounds.items()):
         seen = set()
         for series, (unit, per_size) in case_sizes.items():
             if series[0] in seen:
@@ -289,8 +290,8 @@ def evidence(before_sessions, after_sessions, min_run=MIN_RUN, min_rounds=MIN_RO
                 if calls[i] is None:
                     continue
                 run = 1 + run_length(calls, i, -1) + run_length(calls, i, 1)
-                before = judging.median_interval([b for b, _ in per_size[size]]).value
-                after = judging.median_interval([a for _, a in per_size[size]]).value
+                before = statistics.median(b for b, _ in per_size[size])
+                after = statistics.median(a for _, a in per_size[size])
                 found = Evidence(key, series_label(series, case_sizes), unit, size,
                                  before, after, pct(before, after), calls[i])
                 if run < min_run:
@@ -336,10 +337,10 @@ def decide(before_sessions, after_sessions, keep=False):
     after it, each side in the order it ran; `keep` overrides a revert
     (and says so)."""
     before_sessions, after_sessions = list(before_sessions), list(after_sessions)
-    common = set(merged_launches(before_sessions)) & set(merged_launches(after_sessions))
-    improved, worse, isolated = evidence(before_sessions, after_sessions)
+    measured = round_values(before_sessions, after_sessions)
+    improved, worse, isolated = evidence(measured)
     rounds = min(len(before_sessions), len(after_sessions))
-    if not common:
+    if not measured:
         reason = "no case was measured both before and after the tuning"
         kept = False
     elif worse:
