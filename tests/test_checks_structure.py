@@ -35,9 +35,12 @@ def test_netbench_runs_add_their_hooks_after_mpiruns():
     assert hooks == {"post_init": ["take_category", "figures_of_the_main_run",
                                    "generate_possible_cases_only"],
                      "post_setup": MPIRUN_HOOKS["post_setup"] + ["largest_message_crosses_links"],
-                     # the launches while undecided repeat the command set_command built
+                     # the launches while undecided repeat the command set_command
+                     # built; the host's load is printed after every command, the
+                     # check's own later passes too (always_last)
                      "pre_run": MPIRUN_HOOKS["pre_run"] + ["set_command",
-                                                           "launch_again_while_undecided"],
+                                                           "launch_again_while_undecided",
+                                                           "print_the_host_load_last"],
                      "pre_sanity": MPIRUN_HOOKS["pre_sanity"] + ["find_stacked_ranks"],
                      "pre_performance": MPIRUN_HOOKS["pre_performance"]}
 
