@@ -74,3 +74,32 @@ def test_a_band_learned_under_contention_already_holds_it():
     records = [{"host": {"cpu_pressure": p}} for p in (60.0, 80.0)] + [{"host": {}}, {}]
     assert baseline.accepted_pressure(records) == 70.0
     assert baseline.accepted_pressure([{}]) is None
+
+
+def straddling(value=1.02):
+    """A size whose launches straddled its bound (1.0): inconclusive, its
+    best launch's interval reaching within the band."""
+    return Decision(INCONCLUSIVE, value, 0.97, 1.08, 4, "")
+
+
+def test_one_size_too_noisy_alone_between_passing_sizes_passes():
+    sizes = {baseline.variable(1 << i): decision(PASS, 0.9) for i in range(5)}
+    sizes[baseline.variable(4)] = straddling()
+    bounds = {var: Bound("upper", 1.0) for var in sizes}
+    combined, each = baseline.combine(sizes, bounds, "test.yaml")
+    assert combined.verdict == PASS, combined
+    assert each[2]["verdict"] == INCONCLUSIVE and each[2]["alone"]
+    assert "at 4 of 5 sizes" in combined.reason and "4 B" in combined.reason
+    # two neighbouring sizes too noisy to tell: the curve cannot tell either
+    sizes[baseline.variable(8)] = straddling()
+    combined, _ = baseline.combine(sizes, bounds, "test.yaml")
+    assert combined.verdict == INCONCLUSIVE
+    # a size that failed in every launch and was excused (its interval wholly
+    # beyond the band) is no straddler: the curve stays inconclusive
+    sizes[baseline.variable(8)] = decision(PASS, 0.9)
+    sizes[baseline.variable(4)] = Decision(INCONCLUSIVE, 1.3, 1.25, 1.35, 4, "excused")
+    combined, _ = baseline.combine(sizes, bounds, "test.yaml")
+    assert combined.verdict == INCONCLUSIVE
+    # nor is a failure alone, which is inconclusive already (unconfirmed)
+    combined, _ = curve([PASS, PASS, FAIL, PASS, PASS])
+    assert combined.verdict == INCONCLUSIVE

@@ -139,9 +139,13 @@ class Judging(rfm.RegressionTestPlugin):
         combined, self.baseline_sizes = baseline.combine(sizes, bounds, self.baseline_source())
         excused = [var for var in sizes if sizes[var].verdict != judged[var].verdict]
         if excused and combined.verdict == judgement.INCONCLUSIVE:
-            # the sizes that failed in every launch, excused by contention
-            # (judgement.rule.allowing_for_contention), named as it names them
-            why = judgement.rule.contended(self.host_load(), self.judging_rule())
+            # the sizes that failed in every launch, excused by a slower mode
+            # of the host (baseline.allowing_for_host_mode) or by contention
+            # (judgement.rule.allowing_for_contention), named as they name them
+            rule, host = self.judging_rule(), self.host_load()
+            why = "; ".join(w for w in (
+                baseline.host_mode_words(self.baseline_case(), host, rule),
+                judgement.rule.contended(host, rule)) if w)
             combined = dataclasses.replace(
                 combined, reason=f"{combined.reason}; slower in every launch at "
                                  f"{len(excused)} size(s), but {why}")
@@ -186,7 +190,7 @@ class Judging(rfm.RegressionTestPlugin):
         # learned from it knows whether contention is already in its band
         self.record["host"] = self.host_load()
         if self.record["verdict"] == judgement.INCONCLUSIVE:
-            load = ", ".join(f"{k.replace('_', ' ')} {v:g}" for k, v in self.record["host"].items())
+            load = ", ".join(host_words(k, v) for k, v in self.record["host"].items())
             for var, entry in self.record["verdicts"].items():
                 if entry["verdict"] == judgement.INCONCLUSIVE and load:
                     entry["reason"] += f"; {load}"
@@ -327,3 +331,10 @@ class Judging(rfm.RegressionTestPlugin):
         if reason:
             raise sn.SanityError(f"not judged: {reason}")
         return True
+
+
+def host_words(key, value):
+    """One reading of the host, as an inconclusive reason names it."""
+    if key == "core_round_trip_ns":
+        return f"core round trip {value:.0f} ns"
+    return f"{key.replace('_', ' ')} {value:g}"

@@ -20,6 +20,12 @@ A case also keeps the CPU pressure its accepted runs were measured under
 (the median of their jobs' PSI readings): a band learned on a contended
 host already holds what contention does, so contention excuses no miss
 of a later run from it (netbench.judgement.rule.allowing_for_contention).
+Where ranks 0 and 1 shared a host it keeps the slowest core round trip of
+its runs (netbench.c bounces a cache line between their cores before and
+after each launch): a later run whose cores were `host_mode_change` times
+slower ran in a mode of the host no accepted run saw (a VM's vCPUs placed
+elsewhere), and a miss up to that factor is inconclusive, not a loss
+(allowing_for_host_mode).
 
 Judging time per message at every size covers latency and bandwidth
 alike: at one size, bandwidth is the message over its time.
@@ -29,6 +35,7 @@ A baseline file, `reframe_checks/references/baselines/<system>-<partition>
 date) and is data a site commits.  Pure: reads records and files.
 """
 
+import dataclasses
 import datetime
 import re
 import statistics
@@ -39,7 +46,7 @@ import yaml
 from .. import datafiles, paths
 from ..datafiles import DataError
 from . import figures
-from .rule import Bound, load_rule
+from .rule import FAIL, INCONCLUSIVE, Bound, load_rule, miss_factor
 
 BASELINES = paths.REFERENCES / "baselines"
 VERSION = 1
@@ -71,6 +78,7 @@ SCHEMA = {
                 "column": {"enum": [COLUMN]}, "unit": {"enum": [UNIT]},
                 "runs": {"type": "integer", "minimum": 1},
                 "cpu_pressure": {"type": "number", "minimum": 0, "maximum": 100},
+                "core_round_trip_ns": {"type": "number", "exclusiveMinimum": 0},
                 "mpi": {"type": "string"}, "transport": {"type": "string"},
                 "sizes": {"type": "array", "minItems": 1, "items": SIZE_SCHEMA}}}},
     },
@@ -134,6 +142,15 @@ def pooled_noise(runs, sizes):
             for i, size in enumerate(sizes)}
 
 
+def slowest_core_round_trip(record):
+    """The slowest core round trip (ns) of a case's record over its own
+    run's launches (the first series), or None where none was measured."""
+    series = record.get("series") or []
+    launches = (record.get("runs") or {}).get(series[0]["name"]) if series else None
+    seen = [v for launch in launches or [] for v in launch.get("core_round_trip_ns") or []]
+    return max(seen) if seen else None
+
+
 def accepted_pressure(records):
     """The median CPU pressure (PSI some avg10, %) the accepted runs' jobs
     saw, or None where none recorded it."""
@@ -163,6 +180,8 @@ def build(partition, sessions, rule=None):
         prov = (runs[-1][0].get("record") or {}).get("provenance") or {}
         noise = pooled_noise([t for _, t in runs], sizes)
         pressure = accepted_pressure([tc.get("record") or {} for tc, _ in runs])
+        trips = [t for t in (slowest_core_round_trip(tc.get("record") or {})
+                             for tc, _ in runs) if t is not None]
         cases.append({
             "case": name, "environ": environ, "column": COLUMN, "unit": UNIT,
             "runs": len(runs),
@@ -170,6 +189,7 @@ def build(partition, sessions, rule=None):
                                                            "mpi_source")).strip(),
             "transport": str(prov.get("transport", "")),
             **({"cpu_pressure": round(pressure, 2)} if pressure is not None else {}),
+            **({"core_round_trip_ns": round(max(trips), 1)} if trips else {}),
             "sizes": [{"bytes": size, **band([t[size] for _, t in runs],
                                              rule.baseline_min_band, noise[size])}
                       for size in sizes]})
@@ -247,6 +267,42 @@ def measured_under_contention(case, rule):
     return pressure is not None and pressure >= rule.contended_cpu_pressure
 
 
+def host_mode_change(case, host, rule):
+    """How many times slower the run's cores bounced a cache line than the
+    slowest accepted run's did, when at least judging.yaml's
+    host_mode_change (else None): the host ran in a slower mode than any
+    accepted run saw."""
+    accepted = (case or {}).get("core_round_trip_ns")
+    now = (host or {}).get("core_round_trip_ns")
+    if not accepted or not now or now < accepted * rule.host_mode_change:
+        return None
+    return now / accepted
+
+
+def host_mode_words(case, host, rule):
+    """Words naming a slower mode of the host (host_mode_change), else ""."""
+    factor = host_mode_change(case, host, rule)
+    if factor is None:
+        return ""
+    return (f"the host's cores ran {factor:.1f}x slower than in any accepted run (a cache "
+            f"line crossed between the ranks' cores in {host['core_round_trip_ns']:.0f} ns, "
+            f"at most {case['core_round_trip_ns']:.0f} ns then)")
+
+
+def allowing_for_host_mode(decision, case, host, rule, bound, cpu_bound):
+    """A CPU-bound size that failed while the host ran in a slower mode
+    than any accepted run (host_mode_change) becomes inconclusive when it
+    misses its band by no more than the cores slowed: measured here, cores
+    4.5x slower put Open MPI's shared-memory latency at 3.4x and 4 KiB at
+    1.33x, while a crippled path (1 MiB 20x) still fails."""
+    factor = host_mode_change(case, host, rule)
+    if (decision.verdict != FAIL or not cpu_bound or factor is None
+            or miss_factor(decision.value, bound) > factor):
+        return decision
+    return dataclasses.replace(decision, verdict=INCONCLUSIVE,
+                               reason=f"{decision.reason}, but {host_mode_words(case, host, rule)}")
+
+
 def figure_spec(nbytes):
     return {"figure": "at", "column": COLUMN, "bytes": nbytes}
 
@@ -268,8 +324,10 @@ def show(baseline):
     for case in baseline["cases"]:
         pressure = (f"; CPU pressure {case['cpu_pressure']:g} %"
                     if case.get("cpu_pressure") is not None else "")
+        trip = (f"; core round trip up to {case['core_round_trip_ns']:g} ns"
+                if case.get("core_round_trip_ns") is not None else "")
         lines.append(f"  {case['case']} @ {case['environ']} ({case.get('mpi', '')}; "
-                     f"{case['runs']} runs{pressure})")
+                     f"{case['runs']} runs{pressure}{trip})")
         for s in case["sizes"]:
             lines.append(f"    {int(s['bytes']):>9} B  {s['centre']:.4g} {case['unit']}  "
                          f"band {s['low']:.4g}-{s['high']:.4g}, fails above {s['upper']:.4g}")
@@ -303,6 +361,23 @@ def unconfirmed(sizes):
             if f and not (i > 0 and failed[i - 1]) and not (i + 1 < len(sizes) and failed[i + 1])]
 
 
+def lone_straddlers(sizes):
+    """Indexes of the sizes of a curve that neither passed nor failed on
+    their own evidence (some launch's interval reached within the band, no
+    launch's lay wholly within it) while every size beside them passed:
+    noise at one size, as a failure alone is (unconfirmed), so the curve
+    passes.  A size that failed in every launch and was excused (by
+    contention or the host's mode) is not one: its evidence lies beyond."""
+    if len(sizes) < 3:
+        return []
+    def passed(i):
+        return sizes[i]["verdict"] == "pass"
+    return [i for i, s in enumerate(sizes)
+            if s["verdict"] in ("inconclusive", "undecided") and not s.get("isolated")
+            and s["lo"] is not None and s["lo"] <= s["upper"]
+            and all(passed(j) for j in (i - 1, i + 1) if 0 <= j < len(sizes))]
+
+
 def combine(size_decisions, bounds, source):
     """One Decision on a case's curve from its per-size ones ({`usec@N`:
     Decision}, with their Bounds): the worst verdict, reported as the ratio
@@ -320,8 +395,11 @@ def combine(size_decisions, bounds, source):
     isolated = set(unconfirmed(sizes))
     for i in isolated:
         sizes[i]["verdict"], sizes[i]["isolated"] = INCONCLUSIVE, True
-    verdict = case_verdict(s["verdict"] for s in sizes)
-    pick = [s for s in sizes if s["verdict"] == verdict] or sizes
+    lone = set(lone_straddlers(sizes))
+    for i in lone:
+        sizes[i]["alone"] = True
+    verdict = case_verdict(s["verdict"] for i, s in enumerate(sizes) if i not in lone)
+    pick = [s for i, s in enumerate(sizes) if s["verdict"] == verdict and i not in lone] or sizes
     worst = max(pick, key=lambda s: s["value"] / s["upper"])
     ratio = worst["value"] / worst["upper"]
     launches = max(s["launches"] for s in sizes)
@@ -335,6 +413,10 @@ def combine(size_decisions, bounds, source):
                   + ", ".join(size_words(s["bytes"]) + (" (slower alone, not at the sizes "
                                                         "beside it)" if s.get("isolated") else "")
                               for s in pick))
+    elif lone and verdict == PASS:
+        reason = (f"within the baseline's band ({source}) at {len(sizes) - len(lone)} of "
+                  f"{len(sizes)} sizes; too noisy to tell alone, between sizes within it: "
+                  + ", ".join(size_words(sizes[i]["bytes"]) for i in sorted(lone)))
     else:
         reason = f"within the baseline's band ({source}) at all {len(sizes)} sizes"
         verdict = PASS if verdict == PASS else verdict

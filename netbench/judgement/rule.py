@@ -40,6 +40,7 @@ RULE_SCHEMA = {
         "contended_cpu_pressure": {"type": "number", "minimum": 0, "maximum": 100},
         "contention_explains": {"type": "number", "minimum": 1},
         "saturated_cpu_pressure": {"type": "number", "minimum": 0, "maximum": 100},
+        "host_mode_change": {"type": "number", "minimum": 1},
         "baseline": {"type": "object", "required": ["min_runs", "min_band"],
                      "additionalProperties": False,
                      "properties": {"min_runs": {"type": "integer", "minimum": 2},
@@ -59,6 +60,9 @@ class Rule:
     contention_explains: float = 3.0
     #: at or above this CPU pressure contention explains any miss
     saturated_cpu_pressure: float = 100.0
+    #: a core round trip this many times the slowest of a baseline's runs:
+    #: the host's cores were in another, slower mode
+    host_mode_change: float = 1.5
 
 
 def rule_of(folder):
@@ -74,7 +78,7 @@ def load_rule(path=RULE_FILE):
     return Rule(data["launches"], data["min_launches_to_fail"],
                 data["baseline"]["min_runs"], data["baseline"]["min_band"],
                 data["contended_cpu_pressure"], data["contention_explains"],
-                data.get("saturated_cpu_pressure", 100.0))
+                data.get("saturated_cpu_pressure", 100.0), data.get("host_mode_change", 1.5))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -287,6 +287,10 @@ def stacked_placements(placements):
 #: its launches: how busy the host was while it measured
 _HOST_LOAD = re.compile(r"^# host load (\S+)", re.MULTILINE)
 _HOST_PRESSURE = re.compile(r"^# host cpu_pressure some avg10=(\S+)", re.MULTILINE)
+#: `# host core_round_trip_ns 112.4 cpus 0 1`, before and after the run
+#: when ranks 0 and 1 share a host: a cache line's round trip between their
+#: cores (netbench.c), which moves with the host's mode
+_CORE_ROUND_TRIP = re.compile(r"^# host core_round_trip_ns ([0-9.]+) cpus", re.MULTILINE)
 
 
 def _last_float(pattern, text):
@@ -300,7 +304,8 @@ def _last_float(pattern, text):
 def parse_run(text):
     """Everything one launch of the benchmark says, read once: the table
     (every column of every whole row), the `@` summaries, where each rank
-    ran, how the launcher said a rank died, and the host's load.  The
+    ran, how the launcher said a rank died, the host's load, and the
+    ranks' cores' round trip.  The
     record keeps this (record.run_entry); nothing reads the file again."""
     rows, summary = parse_output(text)
     return {"columns": table_columns(text), "rows": rows, "summary": summary,
@@ -308,4 +313,5 @@ def parse_run(text):
                            for rank, (host, cpus) in rank_placements(text).items()},
             "failure": launcher_failure(text),
             "host_load": _last_float(_HOST_LOAD, text),
-            "cpu_pressure": _last_float(_HOST_PRESSURE, text)}
+            "cpu_pressure": _last_float(_HOST_PRESSURE, text),
+            "core_round_trip_ns": [float(v) for v in _CORE_ROUND_TRIP.findall(text)]}

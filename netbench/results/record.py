@@ -21,15 +21,18 @@ reference files.
     runs         (version 2) every launch of every run of the job, as the
                  benchmark's output was parsed once: {run name: [{columns,
                  rows (every column), summary (the `@` lines), placements,
-                 failure (the launcher's), host_load, cpu_pressure}]}; the
+                 failure (the launcher's), host_load, cpu_pressure,
+                 core_round_trip_ns (before and after, ranks 0 and 1 on
+                 one host)}]}; the
                  first launch of a run is its series, the later ones are
                  the re-measurements the judging rule asked for
     verdicts     (version 2) per judged variable, the rule's decision
                  (netbench.judgement): verdict, value, lo, hi, launches,
                  reason, and the bound it was held to
     verdict      (version 2) the case's: pass, fail or inconclusive
-    host         (version 2, inconclusive cases) the host's load and CPU
-                 pressure after the launches
+    host         (version 2, judged cases) the host's load and CPU pressure
+                 after the launches, and the slowest core round trip of
+                 its launches (ranks 0 and 1 on one host)
     node_state   (version 2) per host, the settings the tuning profiles touch
                  as the node had them when the job ran (netbench.probe.nodestate);
                  provenance also carries netbench's commit and spack.lock's
@@ -142,7 +145,8 @@ SCHEMA = {
                 "summary": {"type": "object", "additionalProperties": _NUMBER},
                 "placements": {"type": "object", "additionalProperties": {"type": "object"}},
                 "failure": _STRING_OR_NULL,
-                "host_load": _NUMBER_OR_NULL, "cpu_pressure": _NUMBER_OR_NULL}}}},
+                "host_load": _NUMBER_OR_NULL, "cpu_pressure": _NUMBER_OR_NULL,
+                "core_round_trip_ns": {"type": "array", "items": _NUMBER}}}}},
         "verdicts": {"type": "object", "additionalProperties": {
             "type": "object", "required": ["verdict", "value", "lo", "hi", "launches", "reason"],
             "properties": {
