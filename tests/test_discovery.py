@@ -112,7 +112,10 @@ def test_known_defects_apply_to_their_versions_and_transports_only(families):
                      "placements": ["intranode", "internode"]},
                     {"min_ranks": defects[1]["min_ranks"], "why": defects[1]["why"],
                      "placements": ["internode"]}]}
-    assert discovery.known_defects("mpich", "5.0.2", {"ucx-tcp": {}}, families) == {}
+    # MPICH 5.0.2's defect is srun's alone
+    (srun_only,) = discovery.known_defects("mpich", "5.0.2", {"ucx-tcp": {}}, families)["ucx-tcp"]
+    assert srun_only["launchers"] == ["srun"] and "pmi2" in srun_only["why"]
+    assert discovery.known_defects("mpich", "5.0.2", {"ofi-tcp": {}}, families) == {}
     assert discovery.known_defects("mpich", "4.0.2", {"ofi-tcp": {}}, families) == {}
     assert discovery.known_defects("openmpi", "4.0.2", {"ucx-tcp": {}}, families) == {}
 
@@ -123,6 +126,13 @@ def test_a_known_defect_meets_only_its_placements_and_rank_counts(families):
     assert discovery.known_defect(defects, "ucx-tcp", "intranode", 3)["min_ranks"] == 3
     assert discovery.known_defect(defects, "ucx-tcp", "internode", 2)["min_ranks"] == 2
     assert discovery.known_defect(defects, "shm", "internode", 8) is None
+    # a defect of one launcher: met there only, and not where the launcher
+    # is unknown (case generation)
+    srun = discovery.known_defects("mpich", "5.0.2", {"ucx-tcp": {}}, families)
+    assert discovery.known_defect(srun, "ucx-tcp", "internode", 2, "srun")["launchers"] == ["srun"]
+    assert discovery.known_defect(srun, "ucx-tcp", "internode", 2, "mpirun") is None
+    assert discovery.known_defect(srun, "ucx-tcp", "internode", 2) is None
+    assert discovery.known_defect(srun, "ucx-tcp", "intranode", 2, "srun") is None
 
 
 def test_plain_pair_on_path_becomes_system_mpi(tmp_path, wheel_mpis, families):

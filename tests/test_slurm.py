@@ -302,6 +302,15 @@ def test_slurm_conf_names_every_node_with_its_address_and_project_paths(tmp_path
      "srun: error: sl-n1: task 0: Terminated\n"
      "srun: launch/slurm: _step_signal: Terminating StepId=15.0\n"
      "srun: error: sl-n2: task 1: Terminated\n", "DUE TO TIME LIMIT"),
+    # MPICH's UCX address refused by Slurm's PMI-2 server (CI, intermittent):
+    # the tasks' exit code 15 says nothing; the server's line does
+    ("slurmstepd-tslurm-n2: error: mpi/pmi2: value not properly terminated in client request\n"
+     "slurmstepd-tslurm-n1: error: mpi/pmi2: value not properly terminated in client request\n"
+     "slurmstepd-tslurm-n1: error: mpi/pmi2: request not begin with 'cmd='\n"
+     "srun: error: tslurm-n1: task 0: Exited with exit code 15\n"
+     "srun: launch/slurm: _step_signal: Terminating StepId=9.1\n"
+     "srun: error: tslurm-n2: task 1: Terminated\n",
+     "mpi/pmi2: value not properly terminated in client request"),
     ("# launch: mpirun -np 2 ./netbench\n", None),
 ])
 def test_slurm_failure_reason_names_the_cause(stderr, reason):

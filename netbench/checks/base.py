@@ -138,7 +138,8 @@ class MpiJob(rfm.RunOnlyRegressionTest):
 
     def skip_if_known_defect(self):
         defect = discovery.known_defect(self.current_environ.extras.get("known_defects"),
-                                        self.transport, self.placement, self.num_ranks)
+                                        self.transport, self.placement, self.num_ranks,
+                                        self.current_partition.launcher_type.registered_name)
         if defect:
             self.skip(f"known defect, not run: {defect['why']} "
                       f"(mpi_families.yaml known_defects)")

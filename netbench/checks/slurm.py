@@ -13,11 +13,15 @@ from ..textsafe import printable
 
 #: how Slurm says it ended a job early, in the job's stderr: the controller's
 #: cancellation (slurmstepd), then srun's errors, the cause first: a node
-#: that failed, a task killed by a signal, then any other (the ranks that
-#: exited because a peer died come last)
+#: that failed, a task killed by a signal (not srun's own SIGTERM to the
+#: step's other tasks), Slurm's MPI plugin refusing the wire-up, then any
+#: other (the ranks that exited because a peer died come last)
 SLURM_CANCELLED = r"\*\*\* JOB \S+ ON \S+ CANCELLED AT \S+ (DUE TO [A-Z ]+)"
 SRUN_ERRORS = [r"^srun: error: (Node failure on .+)$",
-               r"^srun: error: (\S+: tasks? [\d,-]+: (?!Exited with exit code).+)$",
+               r"^srun: error: (\S+: tasks? [\d,-]+: (?!Exited with exit code|Terminated).+)$",
+               # Slurm's PMI server refused the ranks' wire-up: the ranks then
+               # exit with a code, which says less than this line
+               r"^slurmstepd\S*: error: (mpi/\S+: .+)$",
                r"^srun: error: (.+)$"]
 
 

@@ -114,6 +114,8 @@ def load_families(path=FAMILIES_FILE):
             require(defect, "why", str, path, where)
             if "placements" in defect:
                 require(defect, "placements", list, path, where)
+            if "launchers" in defect:
+                require(defect, "launchers", list, path, where)
     return data
 
 
@@ -307,20 +309,26 @@ def probe(cand, families):
 def known_defects(family, version, transports, families):
     """{transport: [defect]} of the family's known defects that apply to
     this version's transports; a defect without `placements` applies to
-    every placement."""
+    every placement, one without `launchers` to every launcher (ReFrame's
+    launcher names: srun, mpirun, local, ...)."""
     found = {}
     for d in families[family].get("known_defects") or []:
         if version in map(str, d["versions"]) and d["transport"] in transports:
             found.setdefault(d["transport"], []).append(
                 {"min_ranks": d["min_ranks"], "why": d["why"],
-                 "placements": d.get("placements") or ["intranode", "internode"]})
+                 "placements": d.get("placements") or ["intranode", "internode"],
+                 **({"launchers": d["launchers"]} if d.get("launchers") else {})})
     return found
 
 
-def known_defect(defects, transport, placement, ranks):
+def known_defect(defects, transport, placement, ranks, launcher=None):
     """The first of an environment's known defects (known_defects()) that
-    a run of `ranks` ranks over `transport` at `placement` meets, or None."""
+    a run of `ranks` ranks over `transport` at `placement` meets, or None;
+    a defect of some launchers only where `launcher` is one of them (not
+    where it is unknown: case generation knows no partition's launcher)."""
     for d in (defects or {}).get(transport) or []:
+        if "launchers" in d and launcher not in d["launchers"]:
+            continue
         if placement in d["placements"] and ranks >= d["min_ranks"]:
             return d
     return None
