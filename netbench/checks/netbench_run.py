@@ -275,14 +275,14 @@ class NetbenchRun(MpiRun):
         miss of any size (a starved softirq holds a packet a time slice).
         A size judged by a baseline is first allowed for a slower mode of
         the host's cores than its accepted runs saw (allowing_for_host_mode)."""
-        rule = self.judging_rule()
+        rule, host, cpu_bound = self.judging_rule(), self.host_load(), self.cpu_bound(var)
         if "@" in var:
-            decision = baseline.allowing_for_host_mode(decision, self.baseline_case(),
-                                                       self.host_load(), rule, bound,
-                                                       self.cpu_bound(var))
-        if "@" in var and baseline.measured_under_contention(self.baseline_case(), rule):
-            return decision
-        return allowing_for_contention(decision, self.host_load(), self.cpu_bound(var), rule,
+            case = self.baseline_case()
+            decision = baseline.allowing_for_host_mode(decision, case, host, rule, bound,
+                                                       cpu_bound)
+            if baseline.measured_under_contention(case, rule):
+                return decision
+        return allowing_for_contention(decision, host, cpu_bound, rule,
                                        bound, math.inf if self.link_is_emulated() else None)
 
     def cpu_bound(self, var):

@@ -46,7 +46,8 @@ import yaml
 from .. import datafiles, paths
 from ..datafiles import DataError
 from . import figures
-from .rule import FAIL, INCONCLUSIVE, Bound, load_rule, miss_factor
+from .rule import (FAIL, INCONCLUSIVE, PASS, UNDECIDED, Bound, Decision, case_verdict,
+                   load_rule, miss_factor)
 
 BASELINES = paths.REFERENCES / "baselines"
 VERSION = 1
@@ -354,7 +355,7 @@ def unconfirmed(sizes):
     busy host, see single sizes land beyond their band by chance: one
     failed size alone is evidence of noise as much as of a loss.  Curves
     of fewer than 3 judged sizes have no neighbours to ask."""
-    failed = [s["verdict"] == "fail" for s in sizes]
+    failed = [s["verdict"] == FAIL for s in sizes]
     if len(sizes) < 3:
         return []
     return [i for i, f in enumerate(failed)
@@ -371,9 +372,9 @@ def lone_straddlers(sizes):
     if len(sizes) < 3:
         return []
     def passed(i):
-        return sizes[i]["verdict"] == "pass"
+        return sizes[i]["verdict"] == PASS
     return [i for i, s in enumerate(sizes)
-            if s["verdict"] in ("inconclusive", "undecided") and not s.get("isolated")
+            if s["verdict"] in (INCONCLUSIVE, UNDECIDED) and not s.get("isolated")
             and s["lo"] is not None and s["lo"] <= s["upper"]
             and all(passed(j) for j in (i - 1, i + 1) if 0 <= j < len(sizes))]
 
@@ -384,8 +385,6 @@ def combine(size_decisions, bounds, source):
     of a size's figure to its bound (the worst failed size's, else the
     largest passed one's), and the sizes named; also the per-size list for
     the record."""
-    from .rule import FAIL, INCONCLUSIVE, PASS, Decision, case_verdict
-
     sizes = []
     for var, decision in sorted(size_decisions.items(), key=lambda kv: float(kv[0][5:])):
         bound = bounds[var].value
@@ -419,6 +418,5 @@ def combine(size_decisions, bounds, source):
                   + ", ".join(size_words(sizes[i]["bytes"]) for i in sorted(lone)))
     else:
         reason = f"within the baseline's band ({source}) at all {len(sizes)} sizes"
-        verdict = PASS if verdict == PASS else verdict
     return Decision(verdict, ratio, worst["lo"] / worst["upper"], worst["hi"] / worst["upper"],
                     launches, reason), sizes

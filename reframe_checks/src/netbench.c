@@ -1418,11 +1418,10 @@ static int run_pair_sweep(struct bench *b)
  * neither the line nor its prefetched neighbour is shared */
 /* Whether ranks 0 and 1 run on one host (every rank calls it); rank 0
  * learns rank 1's CPU. */
-static int same_host_pair(struct bench *b, int *cpu1)
+static int same_host_pair(int *cpu1)
 {
     char host[MPI_MAX_PROCESSOR_NAME] = {0}, other[MPI_MAX_PROCESSOR_NAME] = {0};
     int len, cpu = sched_getcpu(), same = 0;
-    (void)b;
     MPI_Get_processor_name(host, &len);
     if (world_rank == 1) {
         MPI_Send(host, sizeof host, MPI_CHAR, 0, 91, MPI_COMM_WORLD);
@@ -1513,7 +1512,7 @@ static void answer_bounces(volatile long *line)
 static void print_core_round_trip(struct bench *b)
 {
     int cpu1 = -1;
-    if (b->size < 2 || !same_host_pair(b, &cpu1) || world_rank > 1)
+    if (b->size < 2 || !same_host_pair(&cpu1) || world_rank > 1)
         return;
     volatile long *line = share_a_line();
     if (!line) {
