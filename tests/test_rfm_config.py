@@ -126,3 +126,22 @@ def test_the_patches_name_the_reframe_release_pinned_and_installed():
     from netbench.rfm import patches
     pin = re.search(r'"reframe-hpc==([^"]+)"', (paths.REPO / "pyproject.toml").read_text())
     assert pin and pin.group(1) == patches.REFRAME_VERSION == reframe.VERSION
+
+
+def test_reframe_looks_often_only_at_jobs_of_the_local_scheduler():
+    """A local job's end is a waitpid away, so ReFrame looks often; a batch
+    scheduler's look asks its controller, so those systems keep ReFrame's
+    default polling."""
+    def system(name, *schedulers):
+        return {"name": name, "partitions": [{"name": f"p{i}", "scheduler": s}
+                                             for i, s in enumerate(schedulers)]}
+
+    systems = [system("site", "slurm", "local"), system("local", "local"),
+               system("vcluster-a", "local"), system("vcluster-b-slurm", "squeue")]
+    entries = rfm_config.local_polling(systems)
+    assert [e["target_systems"] for e in entries] == [["local", "vcluster-a"]]
+    assert entries[0]["poll_rate_max"] > 10 and entries[0]["poll_rate_decay"] < 0.1
+    assert rfm_config.local_polling([system("site", "slurm")]) == []
+    general = rfm_config.site_configuration(mpis=[])["general"]
+    assert general[0].get("target_systems") is None and "report_file" in general[0]
+    assert any("local" in e.get("target_systems", ()) for e in general[1:])
