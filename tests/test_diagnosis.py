@@ -4,6 +4,7 @@ netbench/data/diagnosis.yaml) on recorded sessions with known answers
 healthy runs."""
 
 import copy
+import dataclasses
 import json
 from pathlib import Path
 
@@ -53,6 +54,32 @@ def test_a_socket_buffer_cap_is_named_with_its_setting_and_source():
     assert found.rule == "socket_buffer_plateau"
     assert found.evidence.startswith("bandwidth from 1 MiB to 8 MiB flat at ")
     assert "net.ipv4.tcp_rmem" in found.setting and "seed000" in found.source
+
+
+def test_a_socket_buffer_cap_is_named_from_the_node_state_where_the_curve_cannot_show_it():
+    # the same profile on a quiet host: emulated GigE's 7 us (a bandwidth-
+    # delay product of 1.75 KB) lets 8 MiB reach the line rate through 4 KiB
+    # buffers, and the cap's cost (1 KiB 7 -> 13 us, 4 KiB 17 -> 51 us) sits
+    # at sizes the token bucket's burst carries faster than the wire
+    found = {d.rule: d for d in diagnosis.diagnose(sessions.load_session(
+        TUNE / "diagnosis" / "sockbuf-capped-quiet-live.json"))}
+    assert found["socket_buffer_plateau"].evidence == (
+        "TCP buffers capped below 256000 bytes: tmeas-n1 tcp_rmem max 4096, tcp_wmem max 4096; "
+        "tmeas-n2 tcp_rmem max 4096, tcp_wmem max 4096")
+    # the same state with Linux's default maxima, or one field missing, names nothing
+    t = diagnosis.load_rules()["socket_buffer_plateau"]["threshold"]
+    state = {"n1": {"sysctl": {"net.ipv4.tcp_rmem": "4096 131072 6291456",
+                               "net.ipv4.tcp_wmem": "4096 16384 4194304"}},
+             "n2": {"sysctl": {"net.ipv4.tcp_rmem": "4096 131072"}}}
+    curve = diagnosis.Curve("c", {"placement": "internode", "transport": "tcp"}, {}, {},
+                            state, {})
+    assert diagnosis.socket_buffer_plateau(curve, t) is None
+    state["n2"]["sysctl"]["net.ipv4.tcp_wmem"] = "4096 16384 65536"
+    assert diagnosis.socket_buffer_plateau(curve, t) == (
+        "TCP buffers capped below 256000 bytes: n2 tcp_wmem max 65536")
+    # over shared memory the sockets carry nothing
+    shm = dataclasses.replace(curve, provenance={"placement": "intranode", "transport": "shm"})
+    assert diagnosis.socket_buffer_plateau(shm, t) is None
 
 
 def test_interrupt_coalescing_is_named_from_its_latency_floor():

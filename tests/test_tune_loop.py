@@ -72,13 +72,16 @@ def test_a_profile_that_hurts_is_reverted_exactly_and_so_is_an_interrupted_run(
         assert rec["decision"]["reason"].startswith("worse beyond the noise: ")
         assert any(line.startswith("netbench tune: sockbuf_capped reverted: worse beyond the "
                                    "noise: ") and "KiB" in line for line in said)
+        # and the cause it brought is named from the tuned sessions' node state
+        brought = {d["rule"]: d for d in rec["diagnoses_after"]}
+        assert "tcp_rmem max 4096" in brought["socket_buffer_plateau"]["evidence"], brought
         # read back by netbench and, apart, by the test
         assert rec["revert"] == {"ran": True, "exact": True, "differences": [],
                                  "state": rec["baseline_state"]}
         assert views(state) == baseline
         page = (folder / "index.html").read_text()
         assert "reverted: the tuning did not help" in page and "Reverted exactly" in page
-        assert "<svg" in page and "8 MiB" in page
+        assert "<svg" in page and "8 MiB" in page and 'id="diagnoses-after"' in page
 
         # the MTU the nodes already have: nothing to gain, nothing kept, and the
         # revert, with nothing to undo, reads every setting back equal

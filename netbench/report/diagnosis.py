@@ -158,7 +158,14 @@ def link_mtus(curve):
 # ---- the rules -----------------------------------------------------------------
 
 def socket_buffer_plateau(curve, t):
-    if not (curve.internode and curve.over_tcp and curve.line_rate):
+    if not (curve.internode and curve.over_tcp):
+        return None
+    return buffer_plateau(curve, t) or buffers_capped(curve, t)
+
+
+def buffer_plateau(curve, t):
+    """The curve's signature: the largest sizes flat below the line rate."""
+    if not curve.line_rate:
         return None
     large = sized(curve.rates, t["from_bytes"])
     if len(large) < t["min_sizes"]:
@@ -172,6 +179,31 @@ def socket_buffer_plateau(curve, t):
                 f"of the {curve.line_rate:g} Mbit/s line rate (threshold "
                 f"{t['below_line_rate']:.0%})" + rmem_text(curve))
     return None
+
+
+def buffers_capped(curve, t):
+    """The node state's signature: a node whose TCP buffers (the maxima of
+    tcp_rmem and tcp_wmem, what autotuning may grow to) are smaller than
+    `node_max_below`.  Where the link's bandwidth-delay product is smaller
+    still the large sizes reach the line rate anyway, and the cap costs the
+    middle sizes (each message crosses in several windows), which no curve
+    of an emulated link can tell from its token bucket's bursts."""
+    capped = {}
+    for key in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"):
+        for node, value in (node_values(curve, "sysctl", key) or {}).items():
+            limit = buffer_maximum(value)
+            if limit is not None and limit < t["node_max_below"]:
+                capped.setdefault(node, []).append(f"{key.rsplit('.', 1)[1]} max {limit}")
+    if not capped:
+        return None
+    return (f"TCP buffers capped below {t['node_max_below']:.0f} bytes: "
+            + "; ".join(f"{node} {', '.join(v)}" for node, v in capped.items()))
+
+
+def buffer_maximum(value):
+    """The third field of a "min default max" sysctl (bytes), or None."""
+    fields = str(value or "").split()
+    return int(fields[2]) if len(fields) == 3 and fields[2].isdigit() else None
 
 
 def rmem_text(curve):

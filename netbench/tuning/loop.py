@@ -234,13 +234,22 @@ def measure_and_decide(rec, turns, profile, flavour, system, checks, keep, repea
     rec["baseline_state"] = read_back(turns.inventory, profiles)
     refuse_if_tuned(rec["baseline_state"])
     measure_in_turns(rec, turns, system, checks, repeats, folder, say)
-    rec["diagnoses"] = diagnoses_of(rec["before"], folder,
-                                    profile_data(profile, flavour, profiles), flavour)
+    data = profile_data(profile, flavour, profiles)
+    rec["diagnoses"] = diagnoses_of(rec["before"], folder, data, flavour)
     for found in rec["diagnoses"]:
         say(f"netbench tune: diagnosis: {found['case']}: {found['cause']}: "
             f"{found['evidence']}; setting: {found['setting']}"
             + (f"; {profile} proposes {', '.join(found['proposal'])}"
                if found["proposal"] else ""))
+    # what the tuning itself brought: a cause every tuned session names and
+    # no untuned one did (sockbuf_capped: its buffers, from the node state)
+    before = {(d["rule"], d["case"]) for d in diagnoses_of(rec["before"], folder, data, flavour,
+                                                          every=False)}
+    rec["diagnoses_after"] = [d for d in diagnoses_of(rec["after"], folder, data, flavour)
+                              if (d["rule"], d["case"]) not in before]
+    for found in rec["diagnoses_after"]:
+        say(f"netbench tune: diagnosis with {profile} on: {found['case']}: {found['cause']}: "
+            f"{found['evidence']}")
     rec["decision"] = record.decision_entry(decision.decide(
         record.launch_values_of(rec["before"], folder),
         record.launch_values_of(rec["after"], folder), keep=keep))
@@ -373,14 +382,20 @@ def measure_in_turns(rec, turns, system, checks, repeats, folder, say):
         rec.setdefault("order", []).append(copy.name)
 
 
-def diagnoses_of(side, folder, data, flavour):
+def diagnoses_of(side, folder, data, flavour, every=True):
     """The diagnoses every session of a side names (one session's noise
-    names nothing), each with what the profile sets against it."""
+    names nothing), or with every=False any session of it, each with what
+    the profile sets against it."""
     named = None
     for s in side["sessions"]:
         found = {(d.rule, d.case): d for d in
                  diagnosis.diagnose(sessions.load_session(Path(folder) / s["run_report"]))}
-        named = found if named is None else {k: v for k, v in named.items() if k in found}
+        if named is None:
+            named = found
+        elif every:
+            named = {k: v for k, v in named.items() if k in found}
+        else:
+            named = {**found, **named}
     return [{**d.as_dict(), "proposal": diagnosis.proposals([d], data, flavour)}
             for d in (named or {}).values()]
 

@@ -33,6 +33,12 @@ SESSION = {
                    "run_report": {"type": "string", "pattern": r"^(before|after)-[0-9]+\.json$"},
                    "exit_code": {"type": "integer"}},
 }
+DIAGNOSIS = {
+    "type": "object", "additionalProperties": False,
+    "required": ["rule", "case", "cause", "evidence", "setting", "source", "proposal"],
+    "properties": {k: {"type": "string"} for k in
+                   ("rule", "case", "cause", "evidence", "setting", "source")}
+    | {"proposal": {"type": "array", "items": {"type": "string"}}}}
 SIDE = {"type": "object", "additionalProperties": False,
         "properties": {"sessions": {"type": "array", "items": SESSION}}}
 SCHEMA = {
@@ -82,12 +88,9 @@ SCHEMA = {
                                    "message": {"type": "string"}}},
         # diagnosis.py's Diagnoses of the sessions before, with the profile's
         # values against each
-        "diagnoses": {"type": "array", "items": {
-            "type": "object", "additionalProperties": False,
-            "required": ["rule", "case", "cause", "evidence", "setting", "source", "proposal"],
-            "properties": {k: {"type": "string"} for k in
-                           ("rule", "case", "cause", "evidence", "setting", "source")}
-            | {"proposal": {"type": "array", "items": {"type": "string"}}}}},
+        "diagnoses": {"type": "array", "items": DIAGNOSIS},
+        # those every tuned session names and no untuned one did
+        "diagnoses_after": {"type": "array", "items": DIAGNOSIS},
     },
 }
 
