@@ -15,6 +15,7 @@ import pytest
 from conftest import require
 from netbench import paths
 from netbench.judgement import parity as judgement_parity
+from netbench.judgement.rule import Bound, allowing_for_contention, load_rule
 from netbench.results import container_parity as parity
 from netbench.rfm import container
 from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
@@ -300,9 +301,16 @@ def test_without_the_ptrace_capability_the_verdict_follows_the_evidence(image):
     print(tc["fail_reason"], json.dumps(tc["parity"]))
     rounds = {side: [(r["latency_us"], r["bw_Mbps"]) if r else None for r in tc["parity"][side]]
               for side in ("native", "container")}
-    decided = judgement_parity.parity_decisions(rounds, 5, 20)
+    # the paired rule, allowing for the host's contention as the check does
+    host, rule = tc["record"].get("host") or {}, load_rule()
+    bound = Bound("upper", parity.MAX_SLOWDOWN)
+    decided = {k: allowing_for_contention(d, host, True, rule, bound)
+               for k, d in judgement_parity.parity_decisions(rounds, 5, 20).items()}
     failed = any(d.verdict == "fail" for d in decided.values())
     assert (tc["result"] == "fail") == failed, tc["fail_reason"]
+    assert {v: d["verdict"] for v, d in tc["record"]["verdicts"].items()} == {
+        "latency_slowdown": decided["latency"].verdict,
+        "bw_slowdown": decided["bandwidth"].verdict}
     if decided["bandwidth"].verdict == "fail":
         assert "1048576-byte bandwidth" in tc["fail_reason"]
         assert "single-copy disabled in the container: no CAP_SYS_PTRACE" in tc["fail_reason"]

@@ -245,6 +245,36 @@ def test_on_oversubscribed_cpus_contention_explains_any_cpu_bound_miss():
                                    bound).verdict == FAIL
 
 
+def test_ranks_that_took_turns_on_one_cpu_are_inconclusive_at_any_miss():
+    """Two launches of Open MPI's shared-memory ping-pong on a node of a
+    virtual cluster while one core was kept busy: the node's ranks ran
+    unbound and the scheduler put both on CPU 1, so each message waited a
+    time slice (latency 3997 us against 2.1) at a CPU pressure of 43 %,
+    below saturation.  The job's core round trip (8 ms, `cpus 1 1`) says
+    the ranks waited for a CPU: the miss is the scheduler's, inconclusive,
+    and says why; the same curve with cores that passed the line in 120 ns
+    still fails."""
+    from netbench.judgement.rule import allowing_for_contention, load_rule
+    rule = load_rule()      # judging.yaml's, saturation at 50 % among them
+    launches = [parse_run((DATA / f"shm-openmpi-time-sliced.{i}.txt").read_text())
+                for i in (1, 2)]
+    bound = Bound("upper", 2.1)
+    failed = decide(figures.estimates([launch["rows"] for launch in launches], LATENCY),
+                    bound, rule)
+    assert failed.verdict == FAIL and failed.value > 1000 * bound.value
+    # as NetbenchRun.host_load: the fastest launch's slower reading
+    host = {"cpu_pressure": launches[0]["cpu_pressure"],
+            "core_round_trip_ns": min(max(launch["core_round_trip_ns"]) for launch in launches)}
+    assert rule.contended_cpu_pressure <= host["cpu_pressure"] < rule.saturated_cpu_pressure
+    unsure = allowing_for_contention(failed, host, True, rule, bound)
+    assert unsure.verdict == INCONCLUSIVE
+    assert "ranks 0 and 1 took 8.0 ms to pass a cache line in every launch" in unsure.reason
+    running = {**host, "core_round_trip_ns": 120.0}
+    assert allowing_for_contention(failed, running, True, rule, bound).verdict == FAIL
+    # a link's bandwidth is the link's, however the ranks were run
+    assert allowing_for_contention(failed, host, False, rule, bound).verdict == FAIL
+
+
 def test_a_slower_mode_of_the_hosts_cores_is_named_not_taken_for_a_loss():
     """Open MPI's shared memory (the wheel), two launches in each mode of
     this VM's cores, minutes apart: a cache line crossed between the ranks'

@@ -41,6 +41,7 @@ RULE_SCHEMA = {
         "contention_explains": {"type": "number", "minimum": 1},
         "saturated_cpu_pressure": {"type": "number", "minimum": 0, "maximum": 100},
         "host_mode_change": {"type": "number", "minimum": 1},
+        "time_sliced_round_trip_ns": {"type": "number", "exclusiveMinimum": 0},
         "baseline": {"type": "object", "required": ["min_runs", "min_band"],
                      "additionalProperties": False,
                      "properties": {"min_runs": {"type": "integer", "minimum": 2},
@@ -63,6 +64,9 @@ class Rule:
     #: a core round trip this many times the slowest of a baseline's runs:
     #: the host's cores were in another, slower mode
     host_mode_change: float = 1.5
+    #: a core round trip this long: ranks 0 and 1 waited for the scheduler
+    #: to run them (a time slice), so the CPUs were oversubscribed
+    time_sliced_round_trip_ns: float = 1e6
 
 
 def rule_of(folder):
@@ -78,7 +82,8 @@ def load_rule(path=RULE_FILE):
     return Rule(data["launches"], data["min_launches_to_fail"],
                 data["baseline"]["min_runs"], data["baseline"]["min_band"],
                 data["contended_cpu_pressure"], data["contention_explains"],
-                data.get("saturated_cpu_pressure", 100.0), data.get("host_mode_change", 1.5))
+                data.get("saturated_cpu_pressure", 100.0), data.get("host_mode_change", 1.5),
+                data.get("time_sliced_round_trip_ns", 1e6))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,13 +211,25 @@ def after_the_job(decision):
 
 def contended(host, rule):
     """Words naming the host's contention when other work waited for a CPU
-    more than the rule allows (host: {cpu_pressure, host_load}), else ""."""
+    more than the rule allows, or the ranks waited for the scheduler to run
+    them (host: {cpu_pressure, host_load, core_round_trip_ns}), else ""."""
     pressure = (host or {}).get("cpu_pressure")
+    words = []
     if pressure is not None and pressure >= rule.contended_cpu_pressure:
         load = (host or {}).get("host_load")
-        return (f"other work waited for a CPU {pressure:.0f} % of the last 10 s"
-                + (f" (load {load:g})" if load is not None else ""))
-    return ""
+        words.append(f"other work waited for a CPU {pressure:.0f} % of the last 10 s"
+                     + (f" (load {load:g})" if load is not None else ""))
+    if time_sliced(host, rule):
+        words.append(f"ranks 0 and 1 took {host['core_round_trip_ns'] / 1e6:.1f} ms to pass a "
+                     f"cache line in every launch: they waited for a CPU, not for each other")
+    return "; ".join(words)
+
+
+def time_sliced(host, rule):
+    """Whether the job's core round trip shows ranks 0 and 1 taking turns
+    on the CPUs (judging.yaml's time_sliced_round_trip_ns)."""
+    trip = (host or {}).get("core_round_trip_ns")
+    return trip is not None and trip >= rule.time_sliced_round_trip_ns
 
 
 def miss_factor(value, bound):
@@ -229,7 +246,8 @@ def contention_limit(host, rule, explains=None):
     once the pressure says the CPUs were oversubscribed all along (a time
     slice per message)."""
     limit = rule.contention_explains if explains is None else explains
-    if (host or {}).get("cpu_pressure", 0) >= rule.saturated_cpu_pressure:
+    if (host or {}).get("cpu_pressure", 0) >= rule.saturated_cpu_pressure \
+            or time_sliced(host, rule):
         limit = math.inf
     return limit
 
