@@ -7,6 +7,8 @@ no test module imports another (test_suite_layout.py holds it)."""
 
 import os
 import re
+import signal
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,6 +17,19 @@ from netbench.probe import discovery
 from netbench.tools.benchrun import Benchmark
 
 IN_CI = os.environ.get("CI") == "true"
+
+
+def _interrupted(signum, _frame):
+    raise KeyboardInterrupt(f"pytest ended by {signal.Signals(signum).name}")
+
+
+def pytest_configure(config):
+    # `timeout`, a CI runner or kill end pytest with SIGTERM, whose default
+    # action ends it where it stands: a virtual cluster a test brought up
+    # (namespaces, veths, sshd, shaping) stayed up.  As an interrupt, the
+    # tests' with-blocks and fixtures unwind and take down what they made.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _interrupted)
 
 
 def require(condition, reason):
