@@ -21,6 +21,7 @@ import pytest
 
 from conftest import require
 from netbench import paths, vcluster
+from netbench.judgement.rule import contended, load_rule
 from netbench.rfm import session
 from helpers.browser import chromium, run_chromium
 from helpers.vcluster import cluster
@@ -47,6 +48,22 @@ def named(tc):
     """(kind, names, direction) of every suspect of a case."""
     return {(s["kind"], tuple(s["names"]), s["direction"])
             for s in tc["record"]["fleet"]["suspects"]}
+
+
+def identified(tc):
+    """named(tc), and the nodes the sweep left unconfirmed because the host's
+    CPUs were contended while it measured (the verdicts' own rule,
+    judgement.rule.contended): a detection the host's noise cannot turn
+    red, which must still name the right node."""
+    unconfirmed = tc["record"]["fleet"].get("unconfirmed", [])
+    if unconfirmed:
+        assert contended(tc["record"]["host"], load_rule()), tc["record"]["host"]
+    return named(tc) | {(s["kind"], tuple(s["names"]), s["direction"]) for s in unconfirmed}
+
+
+def exit_code_of(cases):
+    """1 when a case named a suspect, 3 when every node named is unconfirmed."""
+    return 1 if any(named(tc) for tc in cases) else 3
 
 
 @pytest.fixture(scope="module")
@@ -110,9 +127,10 @@ def test_a_node_at_a_third_of_the_rate_is_the_one_suspect(gige, tmp_path):
 def test_a_fault_in_one_direction_is_named_with_its_direction(gige):
     victim = gige["nodes"][1]["name"]
     proc, _ = degraded(gige, "2", rate="333mbit", direction="out")
-    assert proc.returncode == 1, proc.stdout[-4000:]
-    for tc in sweep_cases(session.latest_report()):
-        assert named(tc) == {("node", (victim,), "egress")}, tc["fail_reason"]
+    cases = sweep_cases(session.latest_report())
+    assert proc.returncode == exit_code_of(cases), proc.stdout[-4000:]
+    for tc in cases:
+        assert identified(tc) == {("node", (victim,), "egress")}, tc["fail_reason"]
 
 
 def test_a_node_with_a_smaller_mtu_is_named(gige):
@@ -122,9 +140,12 @@ def test_a_node_with_a_smaller_mtu_is_named(gige):
     the next one pair.)"""
     victim = gige["nodes"][3]["name"]
     proc, _ = degraded(gige, "4", mtu=1000)
-    assert proc.returncode == 1, proc.stdout[-4000:]
-    for tc in sweep_cases(session.latest_report()):
-        assert {names for _, names, _ in named(tc)} == {(victim,)}, tc["fail_reason"]
+    cases = sweep_cases(session.latest_report())
+    # CI, 2026-11-24: Open MPI's sweep left the node unconfirmed at CPU
+    # pressure 27 % (MPICH's, at 22 %, named it)
+    assert proc.returncode == exit_code_of(cases), proc.stdout[-4000:]
+    for tc in cases:
+        assert {names for _, names, _ in identified(tc)} == {(victim,)}, tc["fail_reason"]
 
 
 def test_on_a_saturated_host_a_suspect_is_unconfirmed_and_nothing_is_drained(gige):
