@@ -235,7 +235,8 @@ def measure_and_decide(rec, turns, profile, flavour, system, checks, keep, repea
     refuse_if_tuned(rec["baseline_state"])
     measure_in_turns(rec, turns, system, checks, repeats, folder, say)
     data = profile_data(profile, flavour, profiles)
-    rec["diagnoses"] = diagnoses_of(rec["before"], folder, data, flavour)
+    before = session_diagnoses(rec["before"], folder)
+    rec["diagnoses"] = with_proposals(named_by_every(before).values(), data, flavour)
     for found in rec["diagnoses"]:
         say(f"netbench tune: diagnosis: {found['case']}: {found['cause']}: "
             f"{found['evidence']}; setting: {found['setting']}"
@@ -243,10 +244,10 @@ def measure_and_decide(rec, turns, profile, flavour, system, checks, keep, repea
                if found["proposal"] else ""))
     # what the tuning itself brought: a cause every tuned session names and
     # no untuned one did (sockbuf_capped: its buffers, from the node state)
-    before = {(d["rule"], d["case"]) for d in diagnoses_of(rec["before"], folder, data, flavour,
-                                                          every=False)}
-    rec["diagnoses_after"] = [d for d in diagnoses_of(rec["after"], folder, data, flavour)
-                              if (d["rule"], d["case"]) not in before]
+    named_before = set().union(*before)
+    rec["diagnoses_after"] = with_proposals(
+        [d for key, d in named_by_every(session_diagnoses(rec["after"], folder)).items()
+         if key not in named_before], data, flavour)
     for found in rec["diagnoses_after"]:
         say(f"netbench tune: diagnosis with {profile} on: {found['case']}: {found['cause']}: "
             f"{found['evidence']}")
@@ -382,22 +383,25 @@ def measure_in_turns(rec, turns, system, checks, repeats, folder, say):
         rec.setdefault("order", []).append(copy.name)
 
 
-def diagnoses_of(side, folder, data, flavour, every=True):
-    """The diagnoses every session of a side names (one session's noise
-    names nothing), or with every=False any session of it, each with what
-    the profile sets against it."""
-    named = None
-    for s in side["sessions"]:
-        found = {(d.rule, d.case): d for d in
-                 diagnosis.diagnose(sessions.load_session(Path(folder) / s["run_report"]))}
-        if named is None:
-            named = found
-        elif every:
-            named = {k: v for k, v in named.items() if k in found}
-        else:
-            named = {**found, **named}
+def session_diagnoses(side, folder):
+    """[{(rule, case): Diagnosis}] of each session of a side, read once."""
+    return [{(d.rule, d.case): d for d in
+             diagnosis.diagnose(sessions.load_session(Path(folder) / s["run_report"]))}
+            for s in side["sessions"]]
+
+
+def named_by_every(per_session):
+    """The diagnoses every session names: one session's noise names nothing."""
+    if not per_session:
+        return {}
+    return {k: d for k, d in per_session[0].items() if all(k in s for s in per_session[1:])}
+
+
+def with_proposals(diagnoses, data, flavour):
+    """The diagnoses as the record keeps them, each with what the profile
+    sets against it."""
     return [{**d.as_dict(), "proposal": diagnosis.proposals([d], data, flavour)}
-            for d in (named or {}).values()]
+            for d in diagnoses]
 
 
 def read_json(path):
