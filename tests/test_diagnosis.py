@@ -14,6 +14,7 @@ from helpers.curves import with_time
 from netbench.report import sessions
 from netbench.report.compare import case_key
 from netbench.report import diagnosis
+from netbench.judgement.rule import Estimate
 from netbench.tuning import loop
 
 DATA = Path(__file__).parent / "data"
@@ -103,7 +104,7 @@ def test_an_eager_limit_moved_is_named_in_a_real_run():
 
 def rate_curve(rates, **provenance):
     """A Curve between nodes over TCP from {bytes: [Mbit/s of each launch]}."""
-    launches = {b: [diagnosis.Estimate(v, 0.95 * v, 1.05 * v) for v in vs]
+    launches = {b: [Estimate(v, 0.95 * v, 1.05 * v) for v in vs]
                 for b, vs in rates.items()}
     best = {b: max(es, key=lambda e: e.value) for b, es in launches.items()}
     prov = {"placement": "internode", "transport": "tcp", "mpi_family": "openmpi",
@@ -211,9 +212,9 @@ def test_single_copy_disabled_is_named_from_ptrace_scope():
 
 def test_one_stream_below_several():
     curve = diagnosis.Curve
-    one = curve("1", {"placement": "internode"}, {}, {65536: diagnosis.Estimate(300, 290, 310)},
+    one = curve("1", {"placement": "internode"}, {}, {65536: Estimate(300, 290, 310)},
                 None, {"connections": 1})
-    many = curve("16", {"placement": "internode"}, {}, {65536: diagnosis.Estimate(900, 880, 910)},
+    many = curve("16", {"placement": "internode"}, {}, {65536: Estimate(900, 880, 910)},
                  None, {"connections": 16})
     t = diagnosis.load_rules()["one_stream_below_several"]["threshold"]
     (found,) = diagnosis.one_stream_below_several([one, many], t)

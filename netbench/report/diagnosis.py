@@ -17,7 +17,6 @@ import functools
 from .. import paths
 from ..datafiles import load_yaml, validate
 from ..judgement.figures import row_estimate
-from ..judgement.rule import Estimate  # noqa: F401  (Curve figures)
 from .compare import size_figures
 
 RULES_FILE = paths.REPO / "netbench" / "data" / "diagnosis.yaml"
