@@ -187,6 +187,9 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
     #: per round: latency and 1 MiB bandwidth, native and in the container
     #: (None for a round that did not finish)
     parity = variable(dict, value={})
+    #: per side, the rounds whose first launch exited non-zero and was
+    #: launched once more: {side: {round: the first attempt's last error line}}
+    relaunched = variable(dict, value={})
     #: the report draws both sides' curves side by side per transport
     category = "container_parity"
     tags = {"container"}
@@ -255,9 +258,11 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
     def round_commands(self, i, native, inside, options):
         # the same launcher flags on both sides: binding alone moves
         # shared-memory latency by 2x
-        return [f"$NETBENCH_MPIRUN {self.launcher_flags()} -np 2 {native} {' '.join(options)} "
-                f"> native.{i}.out",
-                f"{self.image_command(*inside, ranks=2)} > container.{i}.out"]
+        return [parity.launched_once_more_on_failure(
+                    f"$NETBENCH_MPIRUN {self.launcher_flags()} -np 2 {native} "
+                    f"{' '.join(options)}", f"native.{i}"),
+                parity.launched_once_more_on_failure(
+                    self.image_command(*inside, ranks=2), f"container.{i}")]
 
     @run_before("sanity")
     def collect(self):
@@ -267,6 +272,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         self.measured_rounds()
         self.seen = {name: self.read(name) for name in (
             "container.env", "native.env", "container.status", "native.status", "loadavg")}
+        self.relaunched = parity.relaunched_rounds(self.stagedir)
 
     def measured_rounds(self):
         """Every launched round's figures, {side: [(lat, bw) or None]}, from
@@ -287,6 +293,16 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
 
     def finished_rounds(self, side):
         return len([r for r in self.parity.get(side, []) if r])
+
+    def unfinished_words(self, side):
+        """The sanity message for a side whose rounds did not all finish:
+        which rounds, and what their launches said last on stderr."""
+        rounds = self.parity.get(side, [])
+        unfinished = [i for i, r in enumerate(rounds) if not r]
+        said = "; ".join(f"round {i}: {parity.last_error_line(self.read(f'{side}.{i}.err'))}"
+                         for i in unfinished)
+        return (f"not every {side} run finished its sweep, even launched once more"
+                + (f" ({said})" if said else ""))
 
     def read(self, name):
         try:
@@ -354,9 +370,9 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         rounds = self.launched_rounds()
         finished = sn.all([
             sn.assert_eq(self.finished_rounds("native"), rounds,
-                         msg="not every native run finished its sweep"),
+                         msg=self.unfinished_words("native")),
             sn.assert_eq(self.finished_rounds("container"), rounds,
-                         msg="not every container run finished its sweep"),
+                         msg=self.unfinished_words("container")),
             sn.assert_eq(self.seen["container.env"], self.seen["native.env"],
                          msg="the container ran with other transport settings than the host: "
                              "{0!r} inside, {1!r} outside")])

@@ -104,8 +104,10 @@ def test_a_slowed_shared_memory_path_fails_at_the_sizes_it_touches(accepted):
         assert tc["perfvalues"]["local:node:vs_baseline"][0] > 1.0
         assert 1 << 20 in failed, verdict["sizes"]
         assert "slower than the baseline" in verdict["reason"] and "1 MiB" in verdict["reason"]
-    # messages of one fragment cross as before: no failure at 256 bytes or less
-    assert not [b for b in failed if b <= 256], verdict["sizes"]
+    # messages of one fragment cross as before: no failure at 256 bytes or
+    # less (a miss within core_mode_spread there is the cores', inconclusive)
+    assert not [b for b in failed if b <= 256], (sizes_seen(verdict), tc["record"].get("host"),
+                                                 verdict["reason"])
     # netbench compare SESSION --baseline: the slowed sizes worse beyond noise
     from netbench.report import compare, load_session
     learned = baseline.load(references / "baselines" / "local-node.yaml")

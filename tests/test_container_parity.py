@@ -136,3 +136,29 @@ def test_the_median_interval_is_the_benchmarks_order_statistics():
     assert (five.value, five.lo, five.hi) == (3, 1, 5)
     est = median_interval(list(range(1, 21)))                    # 20: x(6)..x(15)
     assert (est.lo, est.hi) == (6, 15) and est.value == 10.5
+
+
+def test_a_launch_that_fails_once_is_launched_again_and_named(tmp_path):
+    """A round's launch that exits non-zero runs once more; its first
+    stderr is kept and named per side and round.  A real shell runs the
+    job's own command line: the first attempt fails, the second writes a
+    sweep's output."""
+    import subprocess
+    tries = tmp_path / "tries"
+    launch = (f"sh -c 'echo x >> {tries}; if [ $(wc -l < {tries}) -lt 2 ]; then "
+              f"echo \"prterun: could not reach rank 1\" >&2; exit 1; fi; echo swept'")
+    script = "; ".join([parity.launched_once_more_on_failure(launch, "native.0"),
+                        parity.launched_once_more_on_failure("echo swept", "container.0")])
+    subprocess.run(["bash", "-c", script], cwd=tmp_path, check=True)
+    assert (tmp_path / "native.0.out").read_text() == "swept\n"
+    assert tries.read_text().count("x") == 2
+    assert parity.relaunched_rounds(tmp_path) == {
+        "native": {"0": "prterun: could not reach rank 1"}}
+    # a launch that fails both times leaves both stderrs, the last for the
+    # sanity's message (ContainerParity.unfinished_words)
+    subprocess.run(["bash", "-c", parity.launched_once_more_on_failure(
+        "sh -c 'echo no sweep >&2; exit 3'", "native.1")], cwd=tmp_path)
+    assert (tmp_path / "native.1.err").read_text() == "no sweep\n"
+    assert parity.relaunched_rounds(tmp_path)["native"]["1"] == "no sweep"
+    assert parity.last_error_line("\n  warning\n\nfatal: no sweep \n") == "fatal: no sweep"
+    assert parity.last_error_line(None) == "no error output"

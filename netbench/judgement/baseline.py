@@ -25,7 +25,9 @@ its runs (netbench.c bounces a cache line between their cores before and
 after each launch): a later run whose cores were `host_mode_change` times
 slower ran in a mode of the host no accepted run saw (a VM's vCPUs placed
 elsewhere), and a miss up to that factor is inconclusive, not a loss
-(allowing_for_host_mode).
+(allowing_for_host_mode); between ranks of one node so is a miss within
+`core_mode_spread`, which the cores' speed moves without the round trip
+showing it.
 
 Judging time per message at every size covers latency and bandwidth
 alike: at one size, bandwidth is the message over its time.
@@ -290,18 +292,41 @@ def host_mode_words(case, host, rule):
             f"at most {case['core_round_trip_ns']:.0f} ns then)")
 
 
-def allowing_for_host_mode(decision, case, host, rule, bound, cpu_bound):
+def core_mode_words(rule):
+    """Words naming the cores' unseen mode changes (core_mode_spread)."""
+    return (f"between ranks of one node a miss within {rule.core_mode_spread:g}x of the band "
+            f"is no more than the cores' speed moves between launches at one core round "
+            f"trip (judging.yaml core_mode_spread)")
+
+
+def allowing_for_host_mode(decision, case, host, rule, bound, cpu_bound, one_node=False):
     """A CPU-bound size that failed while the host ran in a slower mode
     than any accepted run (host_mode_change) becomes inconclusive when it
     misses its band by no more than the cores slowed: measured here, cores
     4.5x slower put Open MPI's shared-memory latency at 3.4x and 4 KiB at
-    1.33x, while a crippled path (1 MiB 20x) still fails."""
+    1.33x, while a crippled path (1 MiB 20x) still fails.  Between ranks
+    of one node (`one_node`) a miss within core_mode_spread is
+    inconclusive whatever the round trip read: the cores' speed moves that
+    far between launches without the round trip showing it."""
+    if decision.verdict != FAIL or not cpu_bound:
+        return decision
+    miss = miss_factor(decision.value, bound)
     factor = host_mode_change(case, host, rule)
-    if (decision.verdict != FAIL or not cpu_bound or factor is None
-            or miss_factor(decision.value, bound) > factor):
+    if factor is not None and miss <= factor:
+        words = host_mode_words(case, host, rule)
+    elif one_node and miss <= rule.core_mode_spread:
+        words = core_mode_words(rule)
+    else:
         return decision
     return dataclasses.replace(decision, verdict=INCONCLUSIVE,
-                               reason=f"{decision.reason}, but {host_mode_words(case, host, rule)}")
+                               reason=f"{decision.reason}, but {words}")
+
+
+def mode_words(case, host, rule, one_node):
+    """Words naming why a CPU-bound size's miss may be the cores' mode,
+    not the path: a slower mode the round trip showed, else, between ranks
+    of one node, the spread it does not show; "" otherwise."""
+    return host_mode_words(case, host, rule) or (core_mode_words(rule) if one_node else "")
 
 
 def figure_spec(nbytes):

@@ -41,6 +41,7 @@ RULE_SCHEMA = {
         "contention_explains": {"type": "number", "minimum": 1},
         "saturated_cpu_pressure": {"type": "number", "minimum": 0, "maximum": 100},
         "host_mode_change": {"type": "number", "minimum": 1},
+        "core_mode_spread": {"type": "number", "minimum": 1},
         "time_sliced_round_trip_ns": {"type": "number", "exclusiveMinimum": 0},
         "baseline": {"type": "object", "required": ["min_runs", "min_band"],
                      "additionalProperties": False,
@@ -67,6 +68,9 @@ class Rule:
     #: a core round trip this long: ranks 0 and 1 waited for the scheduler
     #: to run them (a time slice), so the CPUs were oversubscribed
     time_sliced_round_trip_ns: float = 1e6
+    #: between ranks of one node, how far the cores' speed moves between
+    #: launches without the core round trip showing it
+    core_mode_spread: float = 1.0
 
 
 def rule_of(folder):
@@ -83,7 +87,7 @@ def load_rule(path=RULE_FILE):
                 data["baseline"]["min_runs"], data["baseline"]["min_band"],
                 data["contended_cpu_pressure"], data["contention_explains"],
                 data.get("saturated_cpu_pressure", 100.0), data.get("host_mode_change", 1.5),
-                data.get("time_sliced_round_trip_ns", 1e6))
+                data.get("time_sliced_round_trip_ns", 1e6), data.get("core_mode_spread", 1.0))
 
 
 @dataclasses.dataclass(frozen=True)
