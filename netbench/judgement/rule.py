@@ -42,6 +42,7 @@ RULE_SCHEMA = {
         "saturated_cpu_pressure": {"type": "number", "minimum": 0, "maximum": 100},
         "host_mode_change": {"type": "number", "minimum": 1},
         "core_mode_spread": {"type": "number", "minimum": 1},
+        "host_mode_round_trips": {"type": "number", "minimum": 0},
         "time_sliced_round_trip_ns": {"type": "number", "exclusiveMinimum": 0},
         "baseline": {"type": "object", "required": ["min_runs", "min_band"],
                      "additionalProperties": False,
@@ -71,6 +72,8 @@ class Rule:
     #: between ranks of one node, how far the cores' speed moves between
     #: launches without the core round trip showing it
     core_mode_spread: float = 1.0
+    #: the core round trips a slower mode of the cores adds to a message
+    host_mode_round_trips: float = 4.0
 
 
 def rule_of(folder):
@@ -87,7 +90,8 @@ def load_rule(path=RULE_FILE):
                 data["baseline"]["min_runs"], data["baseline"]["min_band"],
                 data["contended_cpu_pressure"], data["contention_explains"],
                 data.get("saturated_cpu_pressure", 100.0), data.get("host_mode_change", 1.5),
-                data.get("time_sliced_round_trip_ns", 1e6), data.get("core_mode_spread", 1.0))
+                data.get("time_sliced_round_trip_ns", 1e6), data.get("core_mode_spread", 1.0),
+                data.get("host_mode_round_trips", 4.0))
 
 
 @dataclasses.dataclass(frozen=True)
