@@ -301,6 +301,8 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         unfinished = [i for i, r in enumerate(rounds) if not r]
         said = "; ".join(f"round {i}: {parity.last_error_line(self.read(f'{side}.{i}.err'))}"
                          for i in unfinished)
+        # ReFrame formats an assertion's message: braces in stderr stay text
+        said = said.replace("{", "{{").replace("}", "}}")
         return (f"not every {side} run finished its sweep, even launched once more"
                 + (f" ({said})" if said else ""))
 

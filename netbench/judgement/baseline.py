@@ -25,9 +25,9 @@ its runs (netbench.c bounces a cache line between their cores before and
 after each launch): a later run whose cores were `host_mode_change` times
 slower ran in a mode of the host no accepted run saw (a VM's vCPUs placed
 elsewhere), and a miss of no more than the time those cores add to a
-message is inconclusive, not a loss (allowing_for_host_mode); between ranks of one node so is a miss within
-`core_mode_spread`, which the cores' speed moves without the round trip
-showing it.
+message is inconclusive, not a loss (allowing_for_host_mode); between
+ranks of one node so is a miss within `core_mode_spread`, which the
+cores' speed moves without the round trip showing it.
 
 Judging time per message at every size covers latency and bandwidth
 alike: at one size, bandwidth is the message over its time.
