@@ -378,3 +378,31 @@ def test_between_ranks_of_one_node_a_miss_within_the_cores_spread_is_inconclusiv
         # ranks on two nodes: the spread of one node's cores says nothing
         assert baseline.allowing_for_host_mode(decision, case, case, rule, bound, True,
                                                False).verdict == FAIL
+
+
+def test_against_a_baseline_only_pressure_beyond_its_own_runs_is_contention():
+    """PSI counts a job's own waits.  make bench-verdict detect: a 2-node
+    virtual cluster's accepted runs read 8-15 % (median 12), and the links
+    at 900mbit read 27-31 %, nothing else running: 10 sizes slower in
+    every launch were excused as contention.  Against the baseline that
+    is 15-19 points beyond its own: the loss stands.  With one core busy
+    (52-54 %) contention still explains a miss on an emulated link."""
+    import math
+    from netbench.judgement import baseline
+    from netbench.judgement.rule import allowing_for_contention
+    case = {"cpu_pressure": 12.0}
+    bound = Bound("upper", 9777.0)
+    failed = decide([Estimate(9811.0, 9800.0, 9830.0), Estimate(9805.0, 9790.0, 9829.0)],
+                    bound, RULE)
+    assert failed.verdict == FAIL
+    own = baseline.host_beside_baseline({"cpu_pressure": 27.2, "host_load": 1.16}, case)
+    assert allowing_for_contention(failed, own, True, RULE, bound, math.inf).verdict == FAIL
+    # the same reading with no baseline to weigh it against is contention
+    assert allowing_for_contention(failed, {"cpu_pressure": 27.2}, True, RULE, bound,
+                                   math.inf).verdict == INCONCLUSIVE
+    busy = baseline.host_beside_baseline({"cpu_pressure": 54.0, "host_load": 2.9}, case)
+    excused = allowing_for_contention(failed, busy, True, RULE, bound, math.inf)
+    assert excused.verdict == INCONCLUSIVE
+    assert "42 points more than when the baseline was accepted" in excused.reason
+    # a baseline that recorded no pressure leaves the host as it was read
+    assert baseline.host_beside_baseline({"cpu_pressure": 27.2}, {}) == {"cpu_pressure": 27.2}

@@ -142,10 +142,10 @@ class Judging(rfm.RegressionTestPlugin):
             # the sizes that failed in every launch, excused by a slower mode
             # of the host (baseline.allowing_for_host_mode) or by contention
             # (judgement.rule.allowing_for_contention), named as they name them
-            rule, host = self.judging_rule(), self.host_load()
+            rule, host, case = self.judging_rule(), self.host_load(), self.baseline_case()
             why = "; ".join(w for w in (
-                baseline.mode_words(self.baseline_case(), host, rule, self.ranks_share_a_node()),
-                judgement.rule.contended(host, rule)) if w)
+                baseline.mode_words(case, host, rule, self.ranks_share_a_node()),
+                judgement.rule.contended(baseline.host_beside_baseline(host, case), rule)) if w)
             combined = dataclasses.replace(
                 combined, reason=f"{combined.reason}; slower in every launch at "
                                  f"{len(excused)} size(s), but {why}")

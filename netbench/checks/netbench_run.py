@@ -275,7 +275,9 @@ class NetbenchRun(MpiRun):
         miss of any size (a starved softirq holds a packet a time slice).
         A size judged by a baseline is first allowed for a slower mode of
         the host's cores than its accepted runs saw, or between ranks of one
-        node for the cores' unseen spread (allowing_for_host_mode)."""
+        node for the cores' unseen spread (allowing_for_host_mode); then
+        only the pressure beyond what its accepted runs read counts as
+        contention (host_beside_baseline)."""
         rule, host, cpu_bound = self.judging_rule(), self.host_load(), self.cpu_bound(var)
         if "@" in var:
             case = self.baseline_case()
@@ -283,6 +285,7 @@ class NetbenchRun(MpiRun):
                                                        cpu_bound, self.ranks_share_a_node())
             if baseline.measured_under_contention(case, rule):
                 return decision
+            host = baseline.host_beside_baseline(host, case)
         return allowing_for_contention(decision, host, cpu_bound, rule,
                                        bound, math.inf if self.link_is_emulated() else None)
 

@@ -220,13 +220,19 @@ def after_the_job(decision):
 def contended(host, rule):
     """Words naming the host's contention when other work waited for a CPU
     more than the rule allows, or the ranks waited for the scheduler to run
-    them (host: {cpu_pressure, host_load, core_round_trip_ns}), else ""."""
+    them (host: {cpu_pressure, host_load, core_round_trip_ns, and against a
+    baseline baseline_cpu_pressure}), else ""."""
     pressure = (host or {}).get("cpu_pressure")
+    # against a baseline, what its accepted runs' own jobs read is no other
+    # work (baseline.host_beside_baseline)
+    accepted = (host or {}).get("baseline_cpu_pressure") or 0.0
     words = []
-    if pressure is not None and pressure >= rule.contended_cpu_pressure:
+    if pressure is not None and pressure - accepted >= rule.contended_cpu_pressure:
         load = (host or {}).get("host_load")
         words.append(f"other work waited for a CPU {pressure:.0f} % of the last 10 s"
-                     + (f" (load {load:g})" if load is not None else ""))
+                     + (f" (load {load:g})" if load is not None else "")
+                     + (f", {pressure - accepted:.0f} points more than when the baseline "
+                        f"was accepted" if accepted else ""))
     if time_sliced(host, rule):
         words.append(f"ranks 0 and 1 took {host['core_round_trip_ns'] / 1e6:.1f} ms to pass a "
                      f"cache line in every launch: they waited for a CPU, not for each other")

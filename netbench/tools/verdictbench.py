@@ -195,19 +195,25 @@ def set_links(rate):
 
 
 def detection(runs):
+    # the quiet part first: CPU pressure (PSI avg10) decays for tens of
+    # seconds after the spinning process stops, and a quiet run read right
+    # after the loaded baseline would carry it
     with references_copy() as references, cluster(2, "1gbit") as state:
         system = state["system"]
         quiet = accept_baseline(system, INTERNODE, references, "quiet")
+        for rate, label in (("900mbit", "links at 900mbit, quiet"),
+                            (None, "healthy links, quiet")):
+            set_links(rate)
+            judged_against(system, INTERNODE, references, quiet, runs,
+                           f"2-node 1gbit cluster against its baseline, {label}", False)
         loaded = accept_baseline(system, INTERNODE, references, "loaded", loaded=True)
-        plan = (("900mbit", False, quiet, "links at 900mbit, quiet"),
-                (None, False, quiet, "healthy links, quiet"),
-                ("800mbit", True, loaded, "links at 800mbit, one core busy, loaded baseline"),
-                (None, True, loaded, "healthy links, one core busy, loaded baseline"),
-                (None, True, quiet, "healthy links, one core busy, quiet baseline"))
-        for rate, busy, folder, label in plan:
+        plan = (("800mbit", loaded, "links at 800mbit, one core busy, loaded baseline"),
+                (None, loaded, "healthy links, one core busy, loaded baseline"),
+                (None, quiet, "healthy links, one core busy, quiet baseline"))
+        for rate, folder, label in plan:
             set_links(rate)
             judged_against(system, INTERNODE, references, folder, runs,
-                           f"2-node 1gbit cluster against its baseline, {label}", busy)
+                           f"2-node 1gbit cluster against its baseline, {label}", True)
 
 
 #: Open MPI's shared memory crippled (tests/test_baselines.py says why)
