@@ -3,6 +3,9 @@
 narrower than the case's pooled run-to-run noise; one size failing alone
 is not a loss; a band learned under contention already holds it."""
 
+import json
+from pathlib import Path
+
 from netbench.judgement import baseline
 from netbench.judgement.rule import FAIL, INCONCLUSIVE, PASS, Bound, Decision, load_rule
 
@@ -103,3 +106,52 @@ def test_one_size_too_noisy_alone_between_passing_sizes_passes():
     # nor is a failure alone, which is inconclusive already (unconfirmed)
     combined, _ = curve([PASS, PASS, FAIL, PASS, PASS])
     assert combined.verdict == INCONCLUSIVE
+
+
+def test_a_neighbour_whose_every_launch_leaned_beyond_confirms_a_failed_size():
+    sizes = {baseline.variable(1 << i): decision(PASS, 0.9) for i in range(5)}
+    sizes[baseline.variable(4)] = decision(FAIL, 2.0)
+    sizes[baseline.variable(8)] = straddling(1.02)      # every median beyond, one interval within
+    bounds = {var: Bound("upper", 1.0) for var in sizes}
+    combined, each = baseline.combine(sizes, bounds, "test.yaml")
+    assert combined.verdict == FAIL, combined
+    assert "4 B (2.00x" in combined.reason
+    assert "beside them every launch's median lay beyond the band at 8 B" in combined.reason
+    # a neighbour whose best launch's median lay within the band confirms nothing
+    sizes[baseline.variable(8)] = straddling(0.99)
+    combined, each = baseline.combine(sizes, bounds, "test.yaml")
+    assert combined.verdict == INCONCLUSIVE and each[2]["isolated"]
+    # nor one that failed in every launch and was excused by the host's
+    # contention or cores' mode: what excused it explains it
+    sizes[baseline.variable(8)] = Decision(INCONCLUSIVE, 1.3, 1.25, 1.35, 4, "excused")
+    combined, each = baseline.combine(sizes, bounds, "test.yaml", excused={baseline.variable(8)})
+    assert combined.verdict == INCONCLUSIVE and each[2]["isolated"] and each[3]["excused"]
+
+
+def recorded_curves():
+    """The per-size decisions of make bench-verdict's detection under load
+    (tests/data/judgement/curves-1gbit-loaded.json says what they are)."""
+    path = Path(__file__).parent / "data" / "judgement" / "curves-1gbit-loaded.json"
+    return json.loads(path.read_text())["curves"]
+
+
+def combined_verdict(curve):
+    sizes = {baseline.variable(s["bytes"]): Decision(s["verdict"], s["value"], s["lo"], s["hi"],
+                                                     s["launches"], "")
+             for s in curve["sizes"]}
+    bounds = {baseline.variable(s["bytes"]): Bound("upper", s["upper"]) for s in curve["sizes"]}
+    return baseline.combine(sizes, bounds, "vcluster-vbench-nodes.yaml")[0]
+
+
+def test_a_link_20_percent_slower_under_load_fails_and_healthy_links_do_not():
+    """Two of the three slowed runs were inconclusive when a failed size
+    needed a failed neighbour: 8 MiB failed in every launch, 4 MiB's best
+    launch's median lay beyond its band with an interval reaching in."""
+    curves = recorded_curves()
+    verdicts = {label: combined_verdict(curve).verdict for label, curve in curves.items()}
+    assert verdicts == {"slower-1": FAIL, "slower-2": FAIL, "slower-3": FAIL,
+                        "healthy-1": INCONCLUSIVE, "healthy-2": INCONCLUSIVE,
+                        "healthy-3": INCONCLUSIVE}
+    assert [c["recorded_verdict"] for c in curves.values()] == \
+        [FAIL] + [INCONCLUSIVE] * 5
+    assert "8 MiB" in combined_verdict(curves["slower-3"]).reason

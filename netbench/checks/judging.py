@@ -136,8 +136,9 @@ class Judging(rfm.RegressionTestPlugin):
                  for var, d in judged.items()}
         if not sizes:
             return
-        combined, self.baseline_sizes = baseline.combine(sizes, bounds, self.baseline_source())
         excused = [var for var in sizes if sizes[var].verdict != judged[var].verdict]
+        combined, self.baseline_sizes = baseline.combine(sizes, bounds, self.baseline_source(),
+                                                         excused)
         if excused and combined.verdict == judgement.INCONCLUSIVE:
             # the sizes that failed in every launch, excused by a slower mode
             # of the host (baseline.allowing_for_host_mode) or by contention
