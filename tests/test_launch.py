@@ -37,6 +37,22 @@ def test_open_mpi_forwards_the_transport_variables_it_would_drop(families):
     assert "-x HOME" not in joined and "-x OMPI_MCA_pml" not in joined
 
 
+def test_ranks_of_one_node_pin_one_a_core_and_ranks_across_nodes_none(families):
+    """Namespace nodes all see the host's CPUs: across nodes each would pin
+    its first rank to core 0; on one node, unbound, both ranks of a job
+    could share a CPU and take a time slice per message."""
+    for family, one_node in (("mpich", "-bind-to core"),
+                             ("openmpi", "--bind-to core:overload-allowed")):
+        env = {**CLUSTER, "NETBENCH_MPI_FAMILY": family, "NETBENCH_MPIRUN": "/m/run"}
+        across = " ".join(launch.command(2, 1, ["./netbench"], env=env, families=families))
+        assert one_node.split()[0] + " none" in across
+        here = " ".join(launch.command(2, 2, ["./netbench"], env=env, families=families))
+        assert one_node in here
+        on_slurm = " ".join(launch.command(2, 2, ["./netbench"], env=env, families=families,
+                                           allocation=True))
+        assert one_node in on_slurm
+
+
 def test_outside_a_cluster_partition_one_clear_error(families):
     env = {"NETBENCH_MPI_FAMILY": "mpich", "NETBENCH_MPIRUN": "/m/mpiexec"}
     with pytest.raises(launch.LaunchError, match="NETBENCH_HOSTFILE is not set"):

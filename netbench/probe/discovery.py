@@ -103,6 +103,9 @@ def load_families(path=FAMILIES_FILE):
                 require(alt, "env", dict, path, f"{where}.{tname}[{i}]")
         require(spec, "remote_flags", list, path, family)
         require(spec, "allocation_flags", list, path, family)
+        bind = require(spec, "bind", dict, path, family)
+        for where in ("one_node", "across_nodes"):
+            require(bind, where, str, path, f"{family}.bind")
         require(spec, "slurm_mpi", str, path, family)
         forward = require(spec, "forward_env", dict, path, family)
         require(forward, "prefixes", list, path, f"{family}.forward_env")

@@ -71,6 +71,7 @@ def command(nprocs, ppn, program, env=None, families=None, allocation=False):
         else (CLUSTER_VARIABLES, spec["remote_flags"])
     values = {key: required(env, var) for key, var in variables.items()}
     values["ppn"] = str(ppn)
+    values["bind"] = spec["bind"]["one_node" if nprocs <= ppn else "across_nodes"]
     flags = [flag.format(**values) for flag in flags]
     # over ssh the launcher starts on this host: in the head namespace, so
     # that its listening sockets are on the cluster's network only; inside
