@@ -22,6 +22,7 @@ from netbench.datafiles import DataError
 from netbench.judgement import (FAIL, INCONCLUSIVE, PASS, UNDECIDED, Bound, Estimate,
                                 case_verdict, decide, figures, load_rule, remeasure)
 from netbench.judgement.rule import Rule, after_the_job
+from netbench.results import benchmark
 from netbench.results.benchmark import parse_run
 
 DATA = Path(__file__).parent / "data" / "judgement"
@@ -167,6 +168,29 @@ def test_the_job_launches_again_only_while_undecided(tmp_path):
     assert not (tmp_path / "mpi-3.out").exists(), proc.stderr
     assert remeasure.undecided_runs(json.loads((tmp_path / "judging.json").read_text()),
                                     tmp_path) == []
+
+
+def test_a_launch_that_never_started_is_launched_once_more(tmp_path):
+    """Open MPI's launcher can fail before the benchmark prints anything
+    ("The PMIx server's listener thread failed to start"): no measurement,
+    so the job launches it once more, whatever the figures' bounds."""
+    write_job(tmp_path, "shm-openmpi-debian.1", "shm-openmpi-debian.1",
+              {"side": "upper", "value": 2.1})
+    host_lines = ("# host load 2.53 2.70 2.43 4/91 31349\n# host cpu_pressure some "
+                  "avg10=26.58 avg60=34.20 avg300=37.71 total=20080688125\n")
+    (tmp_path / "rfm_job.out").write_text(host_lines)
+    proc = run_job_lines(tmp_path)
+    assert (tmp_path / "mpi-2.out").exists(), proc.stderr
+    assert "rfm_job.out printed nothing of the benchmark" in proc.stderr
+    # it passed in its second launch: no third
+    assert not (tmp_path / "mpi-3.out").exists(), proc.stderr
+    # a launcher that fails again is not launched a third time
+    (tmp_path / "mpi-2.out").unlink()
+    (tmp_path / "next.txt").write_text("")
+    proc = run_job_lines(tmp_path)
+    assert (tmp_path / "mpi-2.out").exists() and not (tmp_path / "mpi-3.out").exists()
+    assert not benchmark.started(parse_run(host_lines))
+    assert benchmark.started(parse_run((DATA / "shm-openmpi-debian.1.txt").read_text()))
 
 
 def test_the_job_stops_at_the_budget(tmp_path):

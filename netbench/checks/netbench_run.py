@@ -150,7 +150,18 @@ class NetbenchRun(MpiRun):
         return cache[name]
 
     def first_launch(self, name=None):
-        return self.launches(name)[0]
+        """The first launch of run `name` that started: one whose launcher
+        failed before the benchmark printed anything was launched again
+        (remeasure.RESTARTS) and is passed over."""
+        return self.launches(name)[self.first_started(name)]
+
+    def first_launch_file(self, name=None):
+        """The stage file of first_launch, for the messages that name it."""
+        return self.run_files(name or self.main_run())[self.first_started(name)]
+
+    def first_started(self, name=None):
+        launches = self.launches(name)
+        return next((i for i, launch in enumerate(launches) if benchmark.started(launch)), 0)
 
     def summary(self, key, conv=float, run=None):
         """A `@ key value` figure of the first launch of `run`."""
@@ -198,8 +209,11 @@ class NetbenchRun(MpiRun):
     def launch_again_while_undecided(self):
         """The job launches a run again while a judged figure of it is
         neither shown within its bound nor beyond it in every launch
-        (netbench.judgement.rule), up to the rule's budget; then it prints
-        the host's load, which an inconclusive verdict names."""
+        (netbench.judgement.rule), up to the rule's budget, and once more
+        a launch that failed to start (remeasure.RESTARTS); then it prints
+        the host's load, which an inconclusive verdict names.  A check
+        without a judged figure launches once (the sweep has its own
+        passes)."""
         commands = self.launch_commands()
         figures = {var: {"run": self.figure_spec(var)[0], "spec": self.figure_spec(var)[1],
                          "bound": bound.to_json()}
@@ -241,7 +255,9 @@ class NetbenchRun(MpiRun):
         and how slowly its cores bounced a cache line between ranks 0 and
         1 in every launch (the fastest launch's slower reading: a mode
         that lasted through every launch a failure rests on)."""
-        launch = self.first_launch()
+        # the job prints them once, after its launches, to its own stdout:
+        # the case's first output, whichever launch started
+        launch = self.launches()[0]
         host = {k: launch[k] for k in ("host_load", "cpu_pressure")
                 if launch.get(k) is not None}
         trips = [max(each["core_round_trip_ns"]) for each in self.launches()
@@ -306,7 +322,7 @@ def launch_summary(test, run, key, conv=float):
     naming what is missing, not a ValueError on whatever a dying run left."""
     try:
         return conv(benchmark.summary_figure(test.first_launch(run)["summary"], key,
-                                             test.run_files(run)[0]))
+                                             test.first_launch_file(run)))
     except benchmark.MissingFigure as err:
         raise sn.SanityError(str(err)) from err
 
@@ -317,7 +333,7 @@ def launch_value(test, run, nbytes, column):
     SanityError when the table has no such row."""
     try:
         return benchmark.table_figure(test.first_launch(run)["rows"], nbytes, column,
-                                      test.run_files(run)[0])
+                                      test.first_launch_file(run))
     except benchmark.MissingFigure as err:
         raise sn.SanityError(str(err)) from err
 
@@ -328,7 +344,7 @@ def launch_figure(test, run, spec):
     try:
         return figures.estimate(test.first_launch(run)["rows"], spec).value
     except figures.NoFigure as err:
-        raise sn.SanityError(f"{err} in {test.run_files(run)[0]}: the benchmark did not "
+        raise sn.SanityError(f"{err} in {test.first_launch_file(run)}: the benchmark did not "
                              f"finish") from err
 
 

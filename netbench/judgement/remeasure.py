@@ -21,7 +21,7 @@ import os
 import shlex
 import sys
 
-from ..results.benchmark import parse_run
+from ..results.benchmark import parse_run, started
 from . import figures
 from .rule import UNDECIDED, Bound, Rule, decide, load_rule
 
@@ -58,14 +58,29 @@ def launch_files(folder, run, first):
     return files
 
 
-def undecided_runs(description, folder="."):
-    """The names of the runs with a figure still undecided."""
+#: launches of a run whose launcher failed before the benchmark printed
+#: anything, launched again: at most this many (Open MPI's "PMIx server's
+#: listener thread failed to start" ended 1 of a 3-node cluster's 32
+#: intranode cases, and one session in 9 of `netbench tune`)
+RESTARTS = 1
+
+
+def undecided_runs(description, folder=".", say=None):
+    """The names of the runs with a figure still undecided, and of those
+    whose every launch so far failed to start (at most RESTARTS more);
+    `say(words)` is told why those launch again."""
     launches = {}
+    again = set()
     for run, first in description["runs"].items():
         files = launch_files(folder, run, first)
-        launches[run] = [parse_run(_read(os.path.join(folder, f)))["rows"] for f in files]
+        parsed = [parse_run(_read(os.path.join(folder, f))) for f in files]
+        launches[run] = [p["rows"] for p in parsed]
+        if not any(started(p) for p in parsed) and len(parsed) <= RESTARTS:
+            again.add(run)
+            if say:
+                say(f"{run}: {', '.join(files)} printed nothing of the benchmark (its launcher "
+                    f"failed to start it): launching it once more")
     rule = description_rule(description)
-    again = set()
     for figure in description["figures"].values():
         run = figure["run"]
         if run not in launches:
@@ -126,7 +141,7 @@ def job_lines(commands, judging_file, launches, time_limit=None):
                    f"break; fi; ")
     return [f"for n in $(seq 2 {launches}); do "
             f'again=$({tool}) || break; [ -n "$again" ] || break; {in_time}'
-            f'echo "netbench: launching again, undecided: $again" >&2; '
+            f'echo "netbench: launching again (undecided, or never started): $again" >&2; '
             f"for run in $again; do case $run in {cases} esac; done; done"]
 
 
@@ -137,7 +152,9 @@ def main(argv=None):
     try:
         with open(argv[0]) as f:
             description = json.load(f)
-        runs = undecided_runs(description, os.path.dirname(os.path.abspath(argv[0])))
+        runs = undecided_runs(description, os.path.dirname(os.path.abspath(argv[0])),
+                              say=lambda words: print(f"netbench.judgement.remeasure: {words}",
+                                                      file=sys.stderr))
     except (OSError, ValueError, KeyError, TypeError) as err:
         # the job goes on without another launch; the check decides from
         # what it has and says so

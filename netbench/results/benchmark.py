@@ -315,3 +315,13 @@ def parse_run(text):
             "host_load": _last_float(_HOST_LOAD, text),
             "cpu_pressure": _last_float(_HOST_PRESSURE, text),
             "core_round_trip_ns": [float(v) for v in _CORE_ROUND_TRIP.findall(text)]}
+
+
+def started(launch):
+    """Whether the benchmark of a parsed launch (parse_run) printed
+    anything of its own: its table's header, a row, a summary or where a
+    rank ran.  A launch that did not was its launcher's failure to start
+    it (Open MPI's "PMIx server's listener thread failed to start"), not
+    a measurement."""
+    return bool(launch["columns"] or launch["rows"] or launch["summary"]
+                or launch["placements"])
