@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 
 from netbench.judgement import baseline
-from netbench.judgement.rule import FAIL, INCONCLUSIVE, PASS, Bound, Decision, load_rule
+from netbench.judgement.rule import (FAIL, INCONCLUSIVE, PASS, Bound, Decision,
+                                     allowing_for_contention, load_rule)
 
 
 def test_the_noise_at_a_size_is_pooled_with_its_neighbours():
@@ -155,3 +156,25 @@ def test_a_link_20_percent_slower_under_load_fails_and_healthy_links_do_not():
     assert [c["recorded_verdict"] for c in curves.values()] == \
         [FAIL] + [INCONCLUSIVE] * 5
     assert "8 MiB" in combined_verdict(curves["slower-3"]).reason
+
+
+def test_an_inconclusive_curve_names_only_what_excused_its_sizes():
+    rule, host = load_rule(), {"cpu_pressure": 51.0, "host_load": 3.0}
+    case = {"cpu_pressure": 13.0, "core_round_trip_ns": 120.0}
+    bound = Bound("upper", 100.0)
+    failed = Decision(FAIL, 130.0, 125.0, 135.0, 4, "all 4 launches beyond the bound")
+    by_contention = allowing_for_contention(failed, baseline.host_beside_baseline(host, case),
+                                            True, rule, bound)
+    assert by_contention.verdict == INCONCLUSIVE
+    words = baseline.excuses({baseline.variable(65536): (failed, by_contention),
+                              baseline.variable(32768): (failed, by_contention)})
+    assert len(words) == 1 and words[0].startswith("other work waited for a CPU 51 %")
+    assert "38 points more than when the baseline was accepted" in words[0]
+    # the cores' mode is named only where it excused a size
+    assert not any("cores" in w for w in words)
+    slow = {**host, "cpu_pressure": 13.0, "core_round_trip_ns": 520.0}
+    small = Decision(FAIL, 101.0, 100.5, 101.5, 4, "all 4 launches beyond the bound")
+    by_mode = baseline.allowing_for_host_mode(small, case, slow, rule, bound, True)
+    words = baseline.excuses({baseline.variable(8): (small, by_mode),
+                              baseline.variable(65536): (failed, by_contention)})
+    assert words[0].startswith("the host's cores ran 4.3x slower") and len(words) == 2

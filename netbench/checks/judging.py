@@ -143,10 +143,7 @@ class Judging(rfm.RegressionTestPlugin):
             # the sizes that failed in every launch, excused by a slower mode
             # of the host (baseline.allowing_for_host_mode) or by contention
             # (judgement.rule.allowing_for_contention), named as they name them
-            rule, host, case = self.judging_rule(), self.host_load(), self.baseline_case()
-            why = "; ".join(w for w in (
-                baseline.mode_words(case, host, rule, self.ranks_share_a_node()),
-                judgement.rule.contended(baseline.host_beside_baseline(host, case), rule)) if w)
+            why = "; ".join(baseline.excuses({var: (judged[var], sizes[var]) for var in excused}))
             combined = dataclasses.replace(
                 combined, reason=f"{combined.reason}; slower in every launch at "
                                  f"{len(excused)} size(s), but {why}")

@@ -360,6 +360,21 @@ def mode_words(case, host, rule, one_node):
     return host_mode_words(case, host, rule) or (core_mode_words(rule) if one_node else "")
 
 
+def excuses(excused):
+    """The distinct words that excused sizes ({var: (its failed Decision,
+    the inconclusive one)}), in size order: what each allowance appended
+    to the failure's reason (", but ..."), so the curve names what excused
+    its sizes and nothing else (a slower mode of the cores, contention)."""
+    found = []
+    for var in sorted(excused, key=lambda v: float(v.split("@", 1)[1])):
+        failed, allowed = excused[var]
+        words = allowed.reason[len(failed.reason):].removeprefix(", but ")
+        for part in words.split(", but "):
+            if part and part not in found:
+                found.append(part)
+    return found
+
+
 def figure_spec(nbytes):
     return {"figure": "at", "column": COLUMN, "bytes": nbytes}
 
