@@ -146,7 +146,7 @@ def test_figures_of_a_killed_run_fail_with_a_sanity_error(case):
     from netbench import checks
     from netbench.results.benchmark import parse_run
     run = types.SimpleNamespace(first_launch=lambda run: parse_run(golden_text(case)),
-                                run_files=lambda run: ["rfm_job.out"])
+                                first_launch_file=lambda run: "rfm_job.out")
     for figure, missing in ((checks.launch_value(run, "mpi", 8 << 20, "Mbps"),
                              "no Mbps figure at 8388608 bytes in rfm_job.out"),
                             (checks.launch_summary(run, "mpi", "latency_usec"),

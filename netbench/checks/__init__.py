@@ -13,6 +13,8 @@ parameterized on top of it).
   judging.py       Judging: references of the interconnect class
   recording.py     Recording: the case's record for the report
   mpirun.py        MpiRun, all of the above, and their hooks' order
+  launches.py      Launches: a run's launches parsed once, the first that
+                   started, and its figures as sanity expressions
   netbench_run.py  netbench's own benchmark: NetbenchBuild, NetbenchRun,
                    PingPongBase, ThroughputBase
 """
@@ -25,15 +27,15 @@ from .config import (LOAD_HINT, configured_environments, configured_placements,
 from .judging import INTRANODE_CLASS, Judging
 from .links import LinkCounters
 from .mpirun import MpiRun
-from .netbench_run import (NetbenchBuild, NetbenchRun, PingPongBase, ThroughputBase,
-                           launch_summary, launch_value)
+from .launches import Launches, launch_summary, launch_value
+from .netbench_run import NetbenchBuild, NetbenchRun, PingPongBase, ThroughputBase
 from .recording import Recording
 from .slurm import SLURM_CANCELLED, SRUN_ERRORS, JobOutcome, job_failure, slurm_failure
 
 __all__ = [
     "ANY_NETWORK", "Categorized", "INTRANODE_CLASS", "KiB", "LOAD_HINT", "MiB", "PLACEMENTS", "RAW_TCP",
     "SLURM_CANCELLED", "SRUN_ERRORS", "JobOutcome", "Judging", "LinkCounters", "MpiJob",
-    "MpiRun", "NetbenchBuild", "NetbenchRun", "PingPongBase", "Recording", "ThroughputBase",
+    "Launches", "MpiRun", "NetbenchBuild", "NetbenchRun", "PingPongBase", "Recording", "ThroughputBase",
     "configured_environments", "configured_placements", "configured_transports",
     "job_failure", "max_nodes", "max_ranks", "require_netbench_config", "slurm_failure",
     "launch_summary", "launch_value", "throughput_transports",

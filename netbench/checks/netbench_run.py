@@ -18,6 +18,7 @@ from ..judgement.rule import after_the_job, allowing_for_contention, rule_of
 from ..results import benchmark
 from ..textsafe import printable
 from .base import KiB, MiB, RAW_TCP
+from .launches import Launches, launch_figure, launch_summary, launch_value
 from .mpirun import MpiRun
 
 
@@ -49,7 +50,7 @@ class NetbenchBuild(rfm.CompileOnlyRegressionTest):
 
 
 
-class NetbenchRun(MpiRun):
+class NetbenchRun(Launches, MpiRun):
     """Run one mode of netbench's own benchmark (reframe_checks/src/netbench.c).
 
     The mode it runs (`bench_mode`) follows from the check's category."""
@@ -133,35 +134,6 @@ class NetbenchRun(MpiRun):
         """{run name: the stage file of its first launch}: the job's stdout
         for the case's own run; checks that launch more add theirs."""
         return {self.main_run(): str(self.job.stdout)}
-
-    def run_files(self, name):
-        """The stage files of every launch of run `name`, in order: the
-        first, then the re-measurements `NAME-2.out`, `NAME-3.out`, ..."""
-        return remeasure.launch_files(self.stagedir, name, self.first_outputs()[name])
-
-    def launches(self, name=None):
-        """Every launch of run `name` (default: the case's own) as parsed
-        once: [{columns, rows, summary, placements, failure, ...}]."""
-        name = name or self.main_run()
-        cache = self.__dict__.setdefault("_parsed_launches", {})
-        if name not in cache:
-            cache[name] = [benchmark.parse_run(self.read_stage_file(f))
-                           for f in self.run_files(name)]
-        return cache[name]
-
-    def first_launch(self, name=None):
-        """The first launch of run `name` that started: one whose launcher
-        failed before the benchmark printed anything was launched again
-        (remeasure.RESTARTS) and is passed over."""
-        return self.launches(name)[self.first_started(name)]
-
-    def first_launch_file(self, name=None):
-        """The stage file of first_launch, for the messages that name it."""
-        return self.run_files(name or self.main_run())[self.first_started(name)]
-
-    def first_started(self, name=None):
-        launches = self.launches(name)
-        return next((i for i, launch in enumerate(launches) if benchmark.started(launch)), 0)
 
     def summary(self, key, conv=float, run=None):
         """A `@ key value` figure of the first launch of `run`."""
@@ -314,38 +286,6 @@ class NetbenchRun(MpiRun):
         if "@" in var:
             return float(var.split("@", 1)[1]) <= CPU_BOUND_BYTES
         return var.endswith("latency")
-
-
-@sn.deferrable
-def launch_summary(test, run, key, conv=float):
-    """The summary figure `key` of run `run`'s first launch; a SanityError
-    naming what is missing, not a ValueError on whatever a dying run left."""
-    try:
-        return conv(benchmark.summary_figure(test.first_launch(run)["summary"], key,
-                                             test.first_launch_file(run)))
-    except benchmark.MissingFigure as err:
-        raise sn.SanityError(str(err)) from err
-
-
-@sn.deferrable
-def launch_value(test, run, nbytes, column):
-    """One figure of run `run`'s first launch's table, by column name; a
-    SanityError when the table has no such row."""
-    try:
-        return benchmark.table_figure(test.first_launch(run)["rows"], nbytes, column,
-                                      test.first_launch_file(run))
-    except benchmark.MissingFigure as err:
-        raise sn.SanityError(str(err)) from err
-
-
-@sn.deferrable
-def launch_figure(test, run, spec):
-    """A figure spec's value in run `run`'s first launch."""
-    try:
-        return figures.estimate(test.first_launch(run)["rows"], spec).value
-    except figures.NoFigure as err:
-        raise sn.SanityError(f"{err} in {test.first_launch_file(run)}: the benchmark did not "
-                             f"finish") from err
 
 
 class PingPongBase(NetbenchRun):
