@@ -353,13 +353,6 @@ def allowing_for_host_mode(decision, case, host, rule, bound, cpu_bound, one_nod
                                reason=f"{decision.reason}, but {words}")
 
 
-def mode_words(case, host, rule, one_node):
-    """Words naming why a CPU-bound size's miss may be the cores' mode,
-    not the path: a slower mode the round trip showed, else, between ranks
-    of one node, the spread it does not show; "" otherwise."""
-    return host_mode_words(case, host, rule) or (core_mode_words(rule) if one_node else "")
-
-
 def excuses(excused):
     """The distinct words that excused sizes ({var: (its failed Decision,
     the inconclusive one)}), in size order: what each allowance appended
