@@ -54,9 +54,9 @@ def test_no_figure_or_sanity_function_reads_a_stage_file(path, function):
 
 def test_the_checks_parse_the_benchmarks_output_in_one_place():
     """One call site of the benchmark's parser outside netbench/results/
-    among the checks: NetbenchRun.launches."""
+    among the checks: Launches.launches (NetbenchRun's)."""
     sites = [f"{p.relative_to(paths.REPO)}:{n.lineno}" for p in SOURCES
              for n in ast.walk(ast.parse(p.read_text()))
              if isinstance(n, ast.Call) and getattr(n.func, "attr", "") in ("parse_output",
                                                                              "parse_run")]
-    assert sites == ["netbench/checks/netbench_run.py:" + sites[0].split(":")[1]], sites
+    assert sites == ["netbench/checks/launches.py:" + sites[0].split(":")[1]], sites

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from .. import benchspec
 from ..probe import discovery
-from ..results.benchmark import launcher_failure, parse_run
+from ..judgement.remeasure import RESTARTS
+from ..results.benchmark import launcher_failure, parse_run, started
 
 # Debian's MPICH can hang in MPI_Finalize (docs/platform-facts.md): always bounded
 MPI_TIMEOUT = 300
@@ -71,6 +72,14 @@ class Benchmark:
 
     def _execute(self, argv, env, check):
         proc = subprocess.run(argv, capture_output=True, text=True, timeout=MPI_TIMEOUT, env=env)
+        # a launcher that failed before the benchmark printed anything (Open
+        # MPI's "PMIx server's listener thread failed to start") measured
+        # nothing: launched again, as the checks' jobs do
+        for _ in range(RESTARTS):
+            if proc.returncode == 0 or started(parse_run(proc.stdout)):
+                break
+            proc = subprocess.run(argv, capture_output=True, text=True, timeout=MPI_TIMEOUT,
+                                  env=env)
         if check and proc.returncode != 0:
             why = launcher_failure(proc.stdout + proc.stderr)
             raise RuntimeError(f"{self.mpi.name}: {' '.join(argv)} failed "
