@@ -222,7 +222,8 @@ class LinkSweep(checks.NetbenchRun):
             self.verdict, host, judging,
             cpu_bound=lambda metric: emulated or metric == fleet.LATENCY)
         found = json.loads(self.verdict.to_json())
-        unconfirmed_json = json.loads(suspects_json(unconfirmed, [], {}, []))["suspects"]
+        undecided = unconfirmed + fleet.not_named(self.verdict.within_noise, unconfirmed)
+        unconfirmed_json = json.loads(suspects_json(undecided, [], {}, []))["suspects"]
         self.record = {**self.record, "fleet": {
             # every node that ran a rank, measured or lost before it was
             "hosts": sorted(set(fleet.hosts_of(measurements)) | set(first.hosts.values())),
@@ -237,15 +238,33 @@ class LinkSweep(checks.NetbenchRun):
             "sweep_seconds": first.sweep_seconds},
             # suspects are a loss shown, not a run that failed
             "verdict": ("fail" if self.verdict.suspects else
-                        "inconclusive" if unconfirmed else "pass"),
+                        "inconclusive" if undecided else "pass"),
             "host": host}
-        if unconfirmed and not self.verdict.suspects:
+        if undecided and not self.verdict.suspects:
             self.record["verdicts"] = {"suspects": {
                 "verdict": "inconclusive", "value": None, "lo": None, "hi": None,
                 "launches": 1 + len(again),
-                "reason": "outside the band in every pass, but "
-                          f"{judgement_rule.contended(host, judging)}: "
-                          + "; ".join(reasons.describe(s) for s in unconfirmed)}}
+                "reason": self.undecided_reason(unconfirmed, host, judging)}}
+
+    def undecided_reason(self, unconfirmed, host, judging):
+        """Why the suspects left unconfirmed are not named: the host's
+        contention, or the fleet's own spread, which widened the band
+        (and the contention that spread it, when the host was busy)."""
+        parts = []
+        contention = judgement_rule.contended(host, judging)
+        if unconfirmed:
+            parts.append(f"outside the band in every pass, but {contention}: "
+                         + "; ".join(reasons.describe(s) for s in unconfirmed))
+        noisy = fleet.not_named(self.verdict.within_noise, unconfirmed)
+        if noisy:
+            rule = references.sweep_thresholds(Path(self.thresholds_folder))
+            parts.append("; ".join(
+                reasons.describe_within_noise(s, self.verdict.stats[s.metric],
+                                              fleet.pair_bound(self.verdict.stats[s.metric], rule),
+                                              rule.mad_multiple)
+                for s in noisy)
+                + (f" (while {contention})" if contention else ""))
+        return "; ".join(parts)
 
     def judged_figures(self, measurements):
         """The figures the fleet is judged on: on links that emulate only

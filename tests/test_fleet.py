@@ -18,7 +18,7 @@ import pytest
 from helpers.fleet import LATENCY_US, LINE_MBPS, NOISE, SIZES, make_fleet
 from netbench import paths, references
 from netbench.datafiles import DataError
-from netbench.fleet import drain, judge
+from netbench.fleet import drain, judge, reasons
 from netbench.results import suspects as suspects_format
 
 def named(verdict):
@@ -33,6 +33,7 @@ def test_healthy_fleets_name_nothing(noise):
         verdict = judge.judge(make_fleet(n, seed, noise=noise), reference_bw_mbps=LINE_MBPS,
                               reference_latency_us=LATENCY_US)
         assert verdict.suspects == [] and verdict.bad_pairs == [], (n, seed)
+        assert verdict.within_noise == [] and verdict.noisy_pairs == [], (n, seed)
         assert verdict.findings == [], (n, seed)
 
 
@@ -528,6 +529,34 @@ def test_the_sweep_measures_again_by_the_judging_rule():
     healthy = make_fleet(4, 7)
     assert judge.pairs_still_undecided([first, {p: healthy[p] for p in bad}],
                                        three_to_fail) == []
+
+
+def test_a_slow_node_inside_a_band_the_fleets_noise_widened_is_too_noisy_to_tell():
+    """Healthy pairs spread +-40 % (a saturated host): the band widens with
+    the fleet's MAD until a node at a third of the rate lies inside it.
+    It is then no suspect, but no pass either: its pairs are measured again
+    and, still there, it is named as too noisy to tell (within_noise)."""
+    for seed in range(25):
+        verdict = judge.judge(make_fleet(5, seed, slow=["node01"], noise=0.4))
+        if verdict.suspects:        # this seed's noise left the node beyond
+            continue
+        assert ("node", ("node01",)) in {(s.kind, s.names) for s in verdict.within_noise}, seed
+        again = set(judge.pairs_to_remeasure(verdict))
+        assert {(a, b) for a, b in verdict.measurements if "node01" in (a, b)} <= again
+        for e in verdict.noisy_pairs:
+            assert e.value < 0.75 * verdict.stats[e.metric].fleet_median
+            assert e.value >= judge.pair_bound(verdict.stats[e.metric], references.sweep_thresholds())
+        stat = verdict.stats[verdict.within_noise[0].metric]
+        rule = references.sweep_thresholds()
+        text = reasons.describe_within_noise(verdict.within_noise[0], stat,
+                                             judge.pair_bound(stat, rule), rule.mad_multiple)
+        assert text.startswith("within the fleet's own spread (4 x its MAD") and "node0" in text
+        break
+    else:
+        pytest.fail("no seed widened the band past the slow node")
+    # the same node on a quiet fleet's narrow band is a suspect, and nothing is left noisy
+    quiet = judge.judge(make_fleet(5, 0, slow=["node01"]))
+    assert named(quiet) == [("node", ("node01",))] and quiet.within_noise == []
 
 
 def test_contention_leaves_a_cpu_bound_suspect_unconfirmed_and_a_lost_node_named():

@@ -172,7 +172,8 @@ def test_on_a_saturated_host_a_suspect_is_unconfirmed_and_nothing_is_drained(gig
     for tc in cases:
         fleet, host = tc["record"]["fleet"], tc["record"]["host"]
         assert host["cpu_pressure"] >= 50, host          # saturated: any miss
-        assert tc["result"] == "pass" and tc["record"]["verdict"] == "inconclusive"
+        assert tc["result"] == "pass" and tc["record"]["verdict"] == "inconclusive", \
+            (tc["environ"], tc["record"]["verdict"], tc["fail_reason"], fleet, host)
         assert fleet["suspects"] == [], fleet["suspects"]
         assert {tuple(s["names"]) for s in fleet["unconfirmed"]} == {(victim,)}, fleet
         reason = tc["record"]["verdicts"]["suspects"]["reason"]

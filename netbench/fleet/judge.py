@@ -22,6 +22,14 @@ The rule (parameters and their reasons: thresholds.yaml `sweep:`):
   and 2.1x the best latency are the documented starting point; the median
   replaces the best because the best of many noisy pairs is the luckiest
   one.)
+- A direction beyond the relative band but within the widening the
+  fleet's own noise gave it (``mad_multiple`` x MAD) is neither bad nor
+  healthy: the sweep is too noisy to tell.  It is measured again like a
+  bad one; attributed as a bad one would be, what it still points at is
+  `within_noise`: named, not drained, and the sweep inconclusive.  (A
+  saturated host's sweep once spread its healthy pairs so far that a node
+  at a third of the rate fell inside the widened band, and the sweep
+  passed.)
 - Attribution, per metric family (latency; bandwidth at any size): a node
   whose pairs are bad with more than ``node_majority`` of its partners, in
   at least ``node_min_bad_pairs`` pairs, is a suspect of kind ``node``;
@@ -74,6 +82,9 @@ class FleetVerdict:
     stats: dict               # metric -> FleetStat
     findings: list
     measurements: dict        # the input, for re-measurement
+    # beyond the relative band, within the fleet's noise: too noisy to tell
+    noisy_pairs: list = dataclasses.field(default_factory=list)
+    within_noise: list = dataclasses.field(default_factory=list)   # their suspects
 
     def to_json(self):
         """The content of suspects.json (results/suspects.py)."""
@@ -335,6 +346,22 @@ def pair_bound(stat, rule):
     return max(relative, stat.fleet_median + spread)
 
 
+def noisy_pairs_of(metric, figures, stat, rule):
+    """Evidence of every pair of `figures` beyond the relative band but not
+    beyond its bound (pair_bound): a band the fleet's noise widened holds
+    it, so the sweep cannot tell it from that noise.  Its bound is the
+    relative one it missed."""
+    relative = relative_bound(stat.metric, stat.fleet_median, rule)
+    bound = pair_bound(stat, rule)
+    values = figures.values
+    if higher_is_better(metric):
+        between = (values < relative) & (values >= bound)
+    else:
+        between = (values > relative) & (values <= bound)
+    return [Evidence(*figures.pair(i), metric, float(values[i]), relative)
+            for i in np.flatnonzero(between)]
+
+
 def is_beyond(metric, value, bound):
     return value < bound if higher_is_better(metric) else value > bound
 
@@ -555,15 +582,26 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
     suspects = [lost_suspect(host, set(lost), every_host, partners, by_metric, stats, rule)
                 for host in sorted(set(lost))]
     suspects += attribute(bad, hosts, stats, rule, refs.get, partners)
+    noisy = [e for m, figs in sorted(by_metric.items())
+             for e in noisy_pairs_of(m, figs, stats[m], rule)]
     return FleetVerdict(suspects, bad, stats, fleet_findings(stats, refs, rule),
-                        measurements)
+                        measurements, noisy,
+                        not_named(attribute(noisy, hosts, stats, rule, refs.get, partners),
+                                  suspects))
+
+
+def not_named(candidates, suspects):
+    """The candidates no suspect already names (a node bad with some
+    partners and too noisy to tell with others is a suspect)."""
+    named = {(s.kind, s.names) for s in suspects}
+    return [s for s in candidates if (s.kind, s.names) not in named]
 
 
 def pairs_to_remeasure(result):
-    """The measured directions (src, dst) behind every bad pair, to measure
-    again before anything is named."""
+    """The measured directions (src, dst) behind every bad pair, and every
+    pair too noisy to tell, to measure again before anything is named."""
     wanted = set()
-    for e in result.bad_pairs:
+    for e in result.bad_pairs + result.noisy_pairs:
         if e.metric == LATENCY:
             wanted |= {p for p in ((e.src, e.dst), (e.dst, e.src))
                        if (result.measurements.get(p) or {}).get(LATENCY) is not None}

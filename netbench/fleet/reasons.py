@@ -19,6 +19,14 @@ def describe(suspect):
                      f"[{pairs}]")
 
 
+def describe_within_noise(suspect, stat, bound, mad_multiple):
+    """A suspect beyond the relative band that the fleet's own spread
+    (`stat`: its metric's FleetStat) widened to `bound`: too noisy to tell."""
+    return printable(f"within the fleet's own spread ({mad_multiple:g} x its MAD "
+                     f"{stat.fleet_mad:.4g} widened the band to {bound:.4g}): "
+                     + describe(suspect))
+
+
 def describe_lost(suspect):
     """A node that stopped answering, with what its pairs measured before."""
     measured = ", ".join(f"{e.src}->{e.dst} {e.value:.4g}" for e in suspect.evidence[:6])

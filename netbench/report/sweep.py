@@ -125,8 +125,10 @@ def sweep_sections(sessions):
             "environ": tc.get("environ", ""), "label": rec.get("label", ""),
             "result": tc.get("result", "?"), "nodes": len(fleet["hosts"]),
             "pairs": len(fleet["pairs"]), "suspects": shown_suspects(fleet["suspects"]),
-            # outside the band in every pass on a contended host: not drained
+            # outside the band in every pass on a contended host, or within
+            # the band the fleet's own spread widened: not drained, and why
             "unconfirmed": shown_suspects(fleet.get("unconfirmed") or []),
+            "unconfirmed_why": ((rec.get("verdicts") or {}).get("suspects") or {}).get("reason"),
             "host": rec.get("host") or {},
             "findings": fleet.get("findings") or [],
             "remeasured": fleet.get("remeasured") or [],
