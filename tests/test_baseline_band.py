@@ -129,6 +129,36 @@ def test_a_neighbour_whose_every_launch_leaned_beyond_confirms_a_failed_size():
     assert combined.verdict == INCONCLUSIVE and each[2]["isolated"] and each[3]["excused"]
 
 
+def test_a_leaning_neighbour_the_hosts_allowances_explain_confirms_nothing():
+    """A neighbour that leaned beyond the band by no more than contention
+    (or the cores' mode) excuses would be excused had it failed: it is
+    contention's as much as the loss's, and the failed size stays alone."""
+    rule = load_rule()
+    sizes = {baseline.variable(1 << i): decision(PASS, 0.9) for i in range(5)}
+    sizes[baseline.variable(4)] = decision(FAIL, 4.0)
+    sizes[baseline.variable(8)] = straddling(1.3)
+    bounds = {var: Bound("upper", 1.0) for var in sizes}
+    busy = {"cpu_pressure": rule.contended_cpu_pressure + 10, "host_load": 3.0}
+    quiet = {"cpu_pressure": 1.0, "host_load": 0.5}
+
+    def allow_on(host):
+        return lambda var, d, bound: allowing_for_contention(d, host, True, rule, bound)
+    assert baseline.leaning_explained(sizes, bounds, allow_on(busy)) == [baseline.variable(8)]
+    combined, each = baseline.combine(sizes, bounds, "test.yaml",
+                                      excused=baseline.leaning_explained(sizes, bounds,
+                                                                         allow_on(busy)))
+    assert combined.verdict == INCONCLUSIVE and each[2]["isolated"], combined
+    # on a quiet host nothing excuses it, and it confirms the failure
+    assert baseline.leaning_explained(sizes, bounds, allow_on(quiet)) == []
+    assert baseline.combine(sizes, bounds, "test.yaml")[0].verdict == FAIL
+    # a lean beyond what contention explains still confirms (4.0x > contention_explains)
+    sizes[baseline.variable(8)] = straddling(rule.contention_explains + 1)
+    assert baseline.leaning_explained(sizes, bounds, allow_on(busy)) == []
+    # a neighbour within the band is no lean, whatever the host
+    sizes[baseline.variable(8)] = straddling(0.99)
+    assert baseline.leaning_explained(sizes, bounds, allow_on(busy)) == []
+
+
 def recorded_curves():
     """The per-size decisions of make bench-verdict's detection under load
     (tests/data/judgement/curves-1gbit-loaded.json says what they are)."""

@@ -137,8 +137,13 @@ class Judging(rfm.RegressionTestPlugin):
         if not sizes:
             return
         excused = [var for var in sizes if sizes[var].verdict != judged[var].verdict]
+        # a neighbour leaning beyond within what the host's allowances excuse
+        # confirms no failure, as an excused failure does not
+        leaning = baseline.leaning_explained(
+            {var: d for var, d in judged.items() if var not in excused}, bounds,
+            self.allowing_for_contention)
         combined, self.baseline_sizes = baseline.combine(sizes, bounds, self.baseline_source(),
-                                                         excused)
+                                                         excused + leaning)
         if excused and combined.verdict == judgement.INCONCLUSIVE:
             # the sizes that failed in every launch, excused by a slower mode
             # of the host (baseline.allowing_for_host_mode) or by contention

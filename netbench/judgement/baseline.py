@@ -444,6 +444,26 @@ def leans_beyond(size):
             and None not in (value, upper) and value > upper)
 
 
+def leaning_explained(decisions, bounds, allow):
+    """The variables of undecided sizes ({var: Decision}, their Bounds)
+    whose every launch leaned beyond the band (leans_beyond) by no more
+    than the host's allowances excuse: `allow(var, decision, bound)` is
+    the Decision as they let it stand (the cores' mode, contention), asked
+    as if the size had failed.  Such a size confirms no neighbour's
+    failure, as a failed size they excused does not: a leaning neighbour
+    within what contention explains is contention's as much as the
+    loss's."""
+    explained = []
+    for var, decision in decisions.items():
+        bound = bounds[var]
+        leaning = leans_beyond({"verdict": decision.verdict, "value": decision.value,
+                                "upper": bound.value})
+        if leaning and allow(var, dataclasses.replace(decision, verdict=FAIL),
+                             bound).verdict != FAIL:
+            explained.append(var)
+    return explained
+
+
 def confirming(sizes):
     """The sizes beside a failed size that lean beyond without failing
     (leans_beyond): named with the loss they confirm."""
