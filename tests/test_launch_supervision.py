@@ -134,6 +134,35 @@ def test_the_sweep_spares_what_is_not_the_launchs():
         other.wait()
 
 
+def test_what_a_launcher_leaves_behind_is_ended_when_it_exits(tmp_path):
+    """A launcher that exits while a process of its launch still runs (CI:
+    MPICH's mpiexec, refused by one node, left its ssh session to the other
+    starting the proxy) leaves nothing: the launch's processes are ended
+    and the note says how many; a process of another launch stays."""
+    import io
+    pidfile = tmp_path / "child"
+    other = subprocess.Popen(["sleep", "60"], env={**os.environ, supervise.TAG: "another"})
+    try:
+        err = io.StringIO()
+        code = supervise.supervise(
+            ["sh", "-c", f"sleep 60 & echo $! > {pidfile}; exit 3"],
+            {**os.environ, supervise.TAG: supervise.new_tag()}, out=io.StringIO(), err=err)
+        assert code == 3
+        child = int(pidfile.read_text())
+        assert not supervise._alive(child), err.getvalue()
+        assert err.getvalue().startswith("netbench.launch: ended what the launcher left: 1 "), \
+            err.getvalue()
+        assert other.poll() is None
+        # a launcher that leaves nothing says nothing
+        err = io.StringIO()
+        assert supervise.supervise(["true"], {**os.environ, supervise.TAG: supervise.new_tag()},
+                                   out=io.StringIO(), err=err) == 0
+        assert err.getvalue() == ""
+    finally:
+        other.kill()
+        other.wait()
+
+
 def test_a_launch_that_started_no_rank_names_the_node_ssh_cannot_reach(wheel_mpis,
                                                                         build_benchmark):
     """Hydra's report of a proxy it could not start can lose ssh's words

@@ -148,7 +148,7 @@ class Judging(rfm.RegressionTestPlugin):
             # the sizes that failed in every launch, excused by a slower mode
             # of the host (baseline.allowing_for_host_mode) or by contention
             # (judgement.rule.allowing_for_contention), named as they name them
-            why = "; ".join(baseline.excuses({var: (judged[var], sizes[var]) for var in excused}))
+            why = "; ".join(baseline.excuses({var: sizes[var] for var in excused}))
             combined = dataclasses.replace(
                 combined, reason=f"{combined.reason}; slower in every launch at "
                                  f"{len(excused)} size(s), but {why}")

@@ -5,6 +5,7 @@ printed: both pass through textsafe.printable, so a name holding terminal
 escapes reaches the operator's terminal as the escapes it is made of."""
 
 from ..textsafe import printable
+from ..results.benchmark import LAUNCH_LEFT_BEHIND
 from ..results.suspects import UNREACHABLE
 
 
@@ -38,7 +39,8 @@ def describe_lost(suspect):
 
 
 #: lines of the job's stderr that netbench's own tools wrote: no cause
-OURS = ("# launch:", "netbench.fleet.remeasure:", "netbench: sweeping again")
+OURS = ("# launch:", "netbench.fleet.remeasure:", "netbench: sweeping again",
+        LAUNCH_LEFT_BEHIND)
 #: ssh, the launchers' agent, saying why it reached no node, in its own
 #: words or as netbench's launch asked it again (rfm/supervise.py)
 SSH = ("ssh: ", "Connection to ", "Permission denied",

@@ -349,22 +349,19 @@ def allowing_for_host_mode(decision, case, host, rule, bound, cpu_bound, one_nod
         words = core_mode_words(rule)
     else:
         return decision
-    return dataclasses.replace(decision, verdict=INCONCLUSIVE,
-                               reason=f"{decision.reason}, but {words}")
+    return decision.excused(words)
 
 
 def excuses(excused):
-    """The distinct words that excused sizes ({var: (its failed Decision,
-    the inconclusive one)}), in size order: what each allowance appended
-    to the failure's reason (", but ..."), so the curve names what excused
-    its sizes and nothing else (a slower mode of the cores, contention)."""
+    """The distinct words that excused sizes ({var: the inconclusive
+    Decision an allowance made of its failure}), in size order: the curve
+    names what excused its sizes and nothing else (a slower mode of the
+    cores, contention)."""
     found = []
     for var in sorted(excused, key=lambda v: float(v.split("@", 1)[1])):
-        failed, allowed = excused[var]
-        words = allowed.reason[len(failed.reason):].removeprefix(", but ")
-        for part in words.split(", but "):
-            if part and part not in found:
-                found.append(part)
+        for words in excused[var].excuses:
+            if words not in found:
+                found.append(words)
     return found
 
 

@@ -150,9 +150,21 @@ class Decision:
     hi: float
     launches: int
     reason: str
+    #: what excused a failure, each allowance's words as its reason ends
+    #: with them (", but ..."): the curve names them (baseline.excuses)
+    excuses: tuple = ()
 
     def to_json(self):
-        return dataclasses.asdict(self)
+        """The record's form: the reason already says the excuses."""
+        out = dataclasses.asdict(self)
+        del out["excuses"]
+        return out
+
+    def excused(self, words):
+        """This failure, inconclusive because `words` explain it."""
+        return dataclasses.replace(self, verdict=INCONCLUSIVE,
+                                   reason=f"{self.reason}, but {words}",
+                                   excuses=self.excuses + (words,))
 
 
 def _finite(estimates):
@@ -275,9 +287,7 @@ def allowing_for_contention(decision, host, cpu_bound, rule, bound, explains=Non
     why = contended(host, rule) if cpu_bound and decision.verdict == FAIL else ""
     if not why or miss_factor(decision.value, bound) > contention_limit(host, rule, explains):
         return decision
-    return dataclasses.replace(decision, verdict=INCONCLUSIVE,
-                               reason=f"{decision.reason}, but {why}: a CPU-bound figure "
-                                      f"cannot be told from that")
+    return decision.excused(f"{why}: a CPU-bound figure cannot be told from that")
 
 
 def case_verdict(verdicts):

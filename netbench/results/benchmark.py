@@ -282,6 +282,10 @@ def stacked_placements(placements):
     return sorted(f"{host}:cpu{cpu}" for (host, cpu), n in pinned.items() if n > 1)
 
 
+#: how netbench.rfm.launch's note on what a launcher left behind begins
+#: (the processes it ended then): netbench's own words, never a cause
+LAUNCH_LEFT_BEHIND = "netbench.launch: ended what the launcher left"
+
 #: `# host load 1.23 0.90 0.55 ...` (/proc/loadavg) and `# host cpu_pressure
 #: some avg10=3.21 ...` (/proc/pressure/cpu), which the job prints after
 #: its launches: how busy the host was while it measured

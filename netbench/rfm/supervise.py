@@ -35,7 +35,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..results.benchmark import rank_placements
+from ..results.benchmark import LAUNCH_LEFT_BEHIND, rank_placements
 
 TAG = "NETBENCH_LAUNCH_ID"
 #: how each launcher tells a rank its number
@@ -146,6 +146,17 @@ def end_launch(tag, deadline_s=1.5):
                 pass
         time.sleep(0.05)
     return len(killed)
+
+
+def end_leftovers(tag, err):
+    """End what of the launch outlived its launcher, and say so: MPICH's
+    mpiexec, refused by one node's sshd, exited while its ssh session to
+    another node was still starting the proxy (CI: the session's shell ran
+    the node's ~/.bashrc, pyenv waiting on its lock), and that session
+    outlived the launch."""
+    killed = end_launch(tag)
+    if killed:
+        err.write(f"{LAUNCH_LEFT_BEHIND}: {killed} processes (MPI proxies, ssh sessions)\n")
 
 
 def _alive(pid):
@@ -334,12 +345,14 @@ def supervise(argv, env, time_limit=None, hostfile=None, out=None, err=None):
         watch.sample()
         wake.wait(SAMPLE_S)
     if proc.poll() is not None and not cause:
+        # first: what outlived the launcher may hold its stdout open
+        end_leftovers(tag, err)
         relay.join(5)
         if proc.returncode and hostfile and not watch.header:
             for host, said in unreachable_hosts(hostfile, env):
                 err.write(f"netbench.launch: the launcher started no rank; ssh to {host} "
                           f"fails: {said}\n")
-            err.flush()
+        err.flush()
         return proc.returncode
     watch.sample()
     ranks = unfinished_ranks(tag)

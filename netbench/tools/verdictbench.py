@@ -135,7 +135,8 @@ def sweep_false_alarms(runs):
         pressure = [(rec.get("host") or {}).get("cpu_pressure") for rec in r["record"]
                     if rec.get("fleet")]
         print(f"    suspects named: {named['suspects'] or 'none'}; unconfirmed (host "
-              f"contended): {named['unconfirmed'] or 'none'}; cpu pressure {pressure}")
+              f"contended, or within the fleet's own spread): {named['unconfirmed'] or 'none'}; "
+              f"cpu pressure {pressure}")
 
 
 def parity_false_alarms(runs):
