@@ -222,7 +222,8 @@ class LinkSweep(checks.NetbenchRun):
             self.verdict, host, judging,
             cpu_bound=lambda metric: emulated or metric == fleet.LATENCY)
         found = json.loads(self.verdict.to_json())
-        undecided = unconfirmed + fleet.not_named(self.verdict.within_noise, unconfirmed)
+        noisy = fleet.not_named(self.verdict.within_noise, unconfirmed)
+        undecided = unconfirmed + noisy
         unconfirmed_json = json.loads(suspects_json(undecided, [], {}, []))["suspects"]
         self.record = {**self.record, "fleet": {
             # every node that ran a rank, measured or lost before it was
@@ -244,9 +245,9 @@ class LinkSweep(checks.NetbenchRun):
             self.record["verdicts"] = {"suspects": {
                 "verdict": "inconclusive", "value": None, "lo": None, "hi": None,
                 "launches": 1 + len(again),
-                "reason": self.undecided_reason(unconfirmed, host, judging)}}
+                "reason": self.undecided_reason(unconfirmed, noisy, host, judging)}}
 
-    def undecided_reason(self, unconfirmed, host, judging):
+    def undecided_reason(self, unconfirmed, noisy, host, judging):
         """Why the suspects left unconfirmed are not named: the host's
         contention, or the fleet's own spread, which widened the band
         (and the contention that spread it, when the host was busy)."""
@@ -255,12 +256,12 @@ class LinkSweep(checks.NetbenchRun):
         if unconfirmed:
             parts.append(f"outside the band in every pass, but {contention}: "
                          + "; ".join(reasons.describe(s) for s in unconfirmed))
-        noisy = fleet.not_named(self.verdict.within_noise, unconfirmed)
         if noisy:
             rule = references.sweep_thresholds(Path(self.thresholds_folder))
+            stats = self.verdict.stats
             parts.append("; ".join(
-                reasons.describe_within_noise(s, self.verdict.stats[s.metric],
-                                              fleet.pair_bound(self.verdict.stats[s.metric], rule),
+                reasons.describe_within_noise(s, stats[s.metric],
+                                              fleet.pair_bound(stats[s.metric], rule),
                                               rule.mad_multiple)
                 for s in noisy)
                 + (f" (while {contention})" if contention else ""))

@@ -5,6 +5,7 @@ ranks that had not finished.  On a real 2-node virtual cluster; the link is
 taken down inside the node's namespace only, and brought back up however
 the test ends."""
 
+import io
 import os
 import re
 import signal
@@ -139,7 +140,6 @@ def test_what_a_launcher_leaves_behind_is_ended_when_it_exits(tmp_path):
     MPICH's mpiexec, refused by one node, left its ssh session to the other
     starting the proxy) leaves nothing: the launch's processes are ended
     and the note says how many; a process of another launch stays."""
-    import io
     pidfile = tmp_path / "child"
     other = subprocess.Popen(["sleep", "60"], env={**os.environ, supervise.TAG: "another"})
     try:
