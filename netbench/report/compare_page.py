@@ -10,7 +10,8 @@ from pathlib import Path
 from .. import paths
 from ..datafiles import DataError
 from . import compare, page, verdict
-from .publish import atomic_write, check_output_folder
+from ..safefile import atomic_write
+from .publish import check_output_folder
 
 #: the ANSI colour of each call in a terminal (NO_COLOR: none)
 COLOURS = {compare.WORSE: "\033[31m", compare.BETTER: "\033[32m"}

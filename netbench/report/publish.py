@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 
 from .. import paths
+from ..safefile import atomic_write
 from ..datafiles import DataError
 from ..fleet import drain
 from ..results import suspects as fleet_suspects
@@ -50,21 +51,6 @@ SESSION_FILES = ("run-report.json", "provenance.json", "index.html",
                  "run-report.findings.json",
                  # a session that swept a fabric (LinkSweep): what it named
                  "suspects.json", "drain.sh")
-
-
-def atomic_write(path, text):
-    """Write to a temporary name beside `path`, then rename into place."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
 
 
 @contextlib.contextmanager

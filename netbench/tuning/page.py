@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from ..report import compare, compare_page, page, plots, sessions
-from ..report.publish import atomic_write
+from ..safefile import atomic_write
 from ..report.sections import case_record
 from .record import side_of
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .. import datafiles
 from ..report import sessions
-from ..report.publish import atomic_write
+from ..safefile import atomic_write
 from . import decision
 
 FILE = "tune.json"
