@@ -25,7 +25,7 @@ def test_the_template_takes_each_fabrics_spack_views():
     for part in parts.values():
         assert part["scheduler"] == "slurm" and part["launcher"] == "srun"
         assert "--exclusive" in part["access"] and part["time_limit"] == "10m"
-        assert part["extras"]["nodes"] == 2
+        assert part["extras"]["nodes"] >= 3      # enough for the fabric sweep
 
 
 def test_templates_are_not_loaded_as_systems():
