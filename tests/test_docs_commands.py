@@ -4,8 +4,8 @@ Every ```sh, ```bash and ```console block of README.md and docs/tutorial.md
 runs here, unless the line before it says why it cannot
 (`<!-- docs-test: skip (needs root) -->`): root, a cluster, a long run.
 And every `netbench <subcommand> --flag` and `make <target>` named in a
-code span or shell block of README.md, CHANGELOG.md or docs/ exists in
-netbench's argument parser and the Makefile."""
+code span or shell block of README.md, CHANGELOG.md, reports/README.md or
+docs/ exists in netbench's argument parser and the Makefile."""
 
 import ast
 import os
@@ -33,6 +33,7 @@ PENDING_FLAGS = {
     ("netbench", "--version"),
     ("netbench publish", "-o"), ("netbench publish", "--output"),
     ("netbench baseline accept", "-o"), ("netbench baseline accept", "--output"),
+    ("netbench baseline accept", "--reports"), ("netbench baseline show", "--baselines"),
     ("netbench tune", "-o"), ("netbench tune", "--output"),
 }
 PENDING_MAKE_TARGETS = {"lock"}
@@ -41,7 +42,8 @@ PENDING_FILES = {REPO / "docs" / "reference" / "cli.md"}
 
 
 def markdown_files():
-    return [REPO / "README.md", REPO / "CHANGELOG.md", *sorted((REPO / "docs").rglob("*.md"))]
+    return [REPO / "README.md", REPO / "CHANGELOG.md", REPO / "reports" / "README.md",
+            *sorted((REPO / "docs").rglob("*.md"))]
 
 
 def blocks(path):
