@@ -25,6 +25,9 @@ FENCE = re.compile(r"^```(?P<lang>[\w-]*)\n(?P<body>.*?)^```\s*$", re.S | re.M)
 SPAN = re.compile(r"`([^`\n]+)`")
 #: how long one block may take: the runnable ones read files, no MPI run
 BLOCK_SECONDS = 60
+#: commands a block must never run here unmarked: root, a session, a build
+NEVER_UNMARKED = re.compile(r"(^|[\s;&|(])(sudo|reframe|make|spack|ansible-playbook|podman"
+                            r"|apptainer)\s")
 
 #: what other developers add in parallel with these docs (issue 32, items 1
 #: and 5); the docs describe it already.  Empty this once they have landed:
@@ -76,9 +79,12 @@ def commands_of(body, lang):
 def test_every_shell_block_runs_or_says_why_not(body, why, lang):
     if why:
         pytest.skip(why)
+    commands = commands_of(body, lang)
+    assert not NEVER_UNMARKED.search(commands), \
+        f"mark this block `<!-- docs-test: skip (why) -->`, it would run:\n{body}"
     env = dict(os.environ, PYTHONPATH=str(REPO),
                PATH=f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}")
-    done = subprocess.run(["bash", "-euo", "pipefail", "-c", commands_of(body, lang)],
+    done = subprocess.run(["bash", "-euo", "pipefail", "-c", commands],
                           cwd=REPO, env=env, capture_output=True, text=True,
                           timeout=BLOCK_SECONDS)
     assert done.returncode == 0, f"{body}\nexit {done.returncode}\n{done.stderr[-2000:]}"
