@@ -180,15 +180,26 @@ def test_every_make_target_the_docs_name_exists():
     assert sorted(missing) == []
 
 
-def test_every_relative_link_of_the_docs_leads_to_a_file():
+def anchors(path):
+    """GitHub's anchors of a Markdown file's headings."""
+    text = FENCE.sub("", path.read_text())
+    return {re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+            for heading in re.findall(r"^#+ (.+)$", text, re.M)}
+
+
+def test_every_relative_link_of_the_docs_leads_to_a_file_and_heading():
     missing = []
     for path in markdown_files():
-        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", path.read_text()):
+        for target, anchor in re.findall(r"\]\(([^)#\s]*)(?:#([^)\s]*))?\)", path.read_text()):
             if "://" in target or target.startswith("mailto:"):
                 continue
-            where = (path.parent / target).resolve()
-            if not where.exists() and where not in PENDING_FILES:
+            where = (path.parent / target).resolve() if target else path
+            if where in PENDING_FILES:
+                continue
+            if not where.exists():
                 missing.append(f"{path.relative_to(REPO)}: {target}")
+            elif anchor and where.suffix == ".md" and anchor not in anchors(where):
+                missing.append(f"{path.relative_to(REPO)}: {target}#{anchor}")
     assert missing == []
 
 
