@@ -8,6 +8,7 @@ judged, with the reference and bounds of that session) and their records
 (provenance, the line rate).  Pure: no ReFrame, no YAML.
 """
 
+from .. import exitcodes
 from .sections import case_record
 
 #: headline columns: (perf variable, heading); judged ones show their reference
@@ -209,9 +210,10 @@ def skipped_by_reason(sessions):
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-#: netbench's exit codes for a session that ran (README, "Exit codes"):
-#: ReFrame's own are 0 and 1 only
-EXIT_PASS, EXIT_LOSS, EXIT_NOT_RUN, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+#: netbench's exit codes for a session that ran, as every command means
+#: them (netbench/exitcodes.py): ReFrame's own are 0 and 1 only
+EXIT_PASS, EXIT_LOSS, EXIT_NOT_RUN, EXIT_INCONCLUSIVE = (
+    exitcodes.OK, exitcodes.LOSS, exitcodes.NOT_RUN, exitcodes.INCONCLUSIVE)
 
 
 def shows_a_loss(tc):
