@@ -122,7 +122,16 @@ def cmd_publish(args):
     latest = reports_dir / "latest"
     page = latest if latest.resolve() == folder.resolve() else folder   # an older session
     print(f"netbench: HTML report {page / 'index.html'} (session {folder.name})")
+    print_verdict(folder / "run-report.json")
     return 0
+
+
+def print_verdict(run_report):
+    """The session's verdict line, and what it was judged against, as the
+    page's first line says them: the last thing a session prints."""
+    from . import report
+    from .report import verdict
+    print(printable(f"netbench: {verdict.one_line_verdict([report.load_session(run_report)])}"))
 
 
 def cmd_baseline(args):
