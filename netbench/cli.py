@@ -126,14 +126,6 @@ def cmd_publish(args):
     return 0
 
 
-def print_verdict(run_report):
-    """The session's verdict line, and what it was judged against, as the
-    page's first line says them: the last thing a session prints."""
-    from . import report
-    from .report import verdict
-    print(printable(f"netbench: {verdict.one_line_verdict([report.load_session(run_report)])}"))
-
-
 def cmd_baseline(args):
     from pathlib import Path
     from .report import baselines
@@ -422,11 +414,10 @@ Run the checks, from the checkout:
 The commands below discover MPIs, validate data, draw, publish and compare
 reports, learn baselines, tune, and run virtual clusters."""
 
-#: the commands' one spelling of each shared flag: an output folder
-#: (-o/--output), a machine-readable result (--json), a cluster's name
-#: (--name); older spellings parse as hidden aliases (hidden_alias)
 
-
+# The commands' one spelling of each shared flag: an output folder
+# (-o/--output), a machine-readable result (--json), a cluster's name
+# (--name); older spellings parse as hidden aliases (hidden_alias).
 def output_folder(parser, dest, help_text, required=False):
     """The folder a command writes into: -o/--output everywhere."""
     parser.add_argument("-o", "--output", dest=dest, metavar="DIR", required=required,
@@ -460,6 +451,14 @@ def version_text(mpis=None):
     lines += [printable(f"MPI {m.name}: {m.family} {m.version} ({m.source}, {m.launcher})")
               for m in mpis] or ["MPI: none found (`make setup` installs them)"]
     return "\n".join(lines)
+
+
+def print_verdict(run_report):
+    """The session's verdict line, and what it was judged against, as the
+    page's first line says them: the last thing a session prints."""
+    from . import report
+    from .report import verdict
+    print(printable(f"netbench: {verdict.one_line_verdict([report.load_session(run_report)])}"))
 
 
 class ShowVersion(argparse.Action):
