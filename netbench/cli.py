@@ -8,7 +8,7 @@ def _interrupted_while_starting(signum, frame):
     """Ctrl-C before a command has begun (the imports take a quarter of a
     second): nothing has been done yet, so one line and exit code 130."""
     print("netbench: interrupted before anything was done", file=sys.stderr)
-    raise SystemExit(130)
+    raise SystemExit(130)       # exitcodes.INTERRUPTED, not imported yet: Ctrl-C first
 
 
 # the command (`netbench`, `python -m netbench.cli`), not a module a program imports
@@ -19,7 +19,7 @@ if AS_COMMAND:
 import argparse  # noqa: E402  (after the handler: Ctrl-C during the imports)
 import json  # noqa: E402
 
-from . import paths, references  # noqa: E402
+from . import __version__, exitcodes, paths, references  # noqa: E402
 from .probe import discovery  # noqa: E402
 from .datafiles import DataError  # noqa: E402
 from .textsafe import printable  # noqa: E402
@@ -54,8 +54,8 @@ def cmd_discover(args):
             print(f"netbench: {cand.name}: skipped: {err}", file=sys.stderr)
     if not mpis:
         print("netbench: no MPI found: run `make setup`", file=sys.stderr)
-        return 1
-    return 0
+        return exitcodes.LOSS
+    return exitcodes.OK
 
 
 def cmd_references(args):
@@ -122,6 +122,7 @@ def cmd_publish(args):
     latest = reports_dir / "latest"
     page = latest if latest.resolve() == folder.resolve() else folder   # an older session
     print(f"netbench: HTML report {page / 'index.html'} (session {folder.name})")
+    print_verdict(folder / "run-report.json")
     return 0
 
 
@@ -146,12 +147,22 @@ def add_baseline_parser(sub):
                                                "from accepted sessions (default: the last 3)")
     accept.add_argument("sessions", nargs="*", metavar="SESSION",
                         help="published session folder names (reports/) or run reports")
-    accept.add_argument("--reports-dir", metavar="DIR", help="default: reports/")
+    accept.add_argument("--reports", dest="reports_dir", metavar="DIR",
+                        help="the folder of published sessions SESSION names (default: "
+                             "reports/)")
+    hidden_alias(accept, "--reports-dir", "reports_dir")
+    output_folder(accept, "folder", "write the baseline files into DIR (default: "
+                                    "reframe_checks/references/baselines/, where the "
+                                    "checks read them)")
+    hidden_alias(accept, "--folder", "folder")
     show = actions.add_parser("show", help="print the baselines")
+    show.add_argument("--baselines", dest="folder", metavar="DIR",
+                      help="the folder of baseline files (default: "
+                           "reframe_checks/references/baselines/)")
+    hidden_alias(show, "--folder", "folder")
     for action in (accept, show):
-        action.add_argument("--partition", metavar="SYSTEM:PARTITION")
-        action.add_argument("--folder", metavar="DIR",
-                            help="default: reframe_checks/references/baselines/")
+        action.add_argument("--partition", metavar="SYSTEM:PARTITION",
+                            help="this partition only (default: every one)")
     p.set_defaults(func=cmd_baseline)
 
 
@@ -198,8 +209,9 @@ def add_tune_parser(sub):
                    help="sessions before and after the tuning, measured in turns "
                         "(B AA BB AA B ...): N rounds of one beside the other, at least "
                         "4 (default: 4)")
-    p.add_argument("--reports-dir", metavar="DIR",
-                   help="write the tuning session's folder into DIR (default: reports/)")
+    output_folder(p, "reports_dir", "write the tuning session's folder into DIR (default: "
+                                    "reports/)")
+    hidden_alias(p, "--reports-dir", "reports_dir")
     p.add_argument("--profile-dir", metavar="DIR",
                    help="a folder of your own profiles (default: playbooks/profiles/)")
     p.add_argument("--dry-run", action="store_true",
@@ -341,7 +353,7 @@ def add_vcluster_parser(sub):
                                         "(needs root)")
     actions = p.add_subparsers(dest="action", required=True)
     up = actions.add_parser("up", help="bring a cluster up (nothing changes if it is up)")
-    up.add_argument("--nodes", type=int, default=2)
+    up.add_argument("--nodes", type=int, default=2, metavar="N", help="how many nodes")
     up.add_argument("--link", default="none", metavar="RATE",
                     help="shape each link with tbf: 100mbit (Fast Ethernet), 1gbit (GigE), "
                          "none (default)")
@@ -361,10 +373,10 @@ def add_vcluster_parser(sub):
     down.add_argument("--force", action="store_true",
                       help="also a cluster another checkout owns")
     status = actions.add_parser("status", help="every cluster of this machine, with its owner")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="print the clusters as JSON")
     status.add_argument("--name", help="this cluster only")
     mtu = actions.add_parser("mtu", help="change the MTU of a running cluster's links")
-    mtu.add_argument("mtu", type=int)
+    mtu.add_argument("mtu", type=int, metavar="MTU", help="the MTU of every link and node")
     mtu.add_argument("--owner", metavar="CHECKOUT",
                      help="act for CHECKOUT, which must own the cluster (its MTU checks' "
                           "jobs name it)")
@@ -385,20 +397,106 @@ def add_vcluster_parser(sub):
     p.set_defaults(func=cmd_vcluster)
 
 
+DESCRIPTION = """\
+netbench measures an HPC interconnect with every MPI it finds on the
+machine (and raw TCP beside them): latency and bandwidth per message size,
+throughput, a sweep of every pair of nodes.  Each figure is judged against
+documented references (a floor from published measurements) or, once
+accepted, this system's own learned baseline; each session's HTML report
+goes to reports/ (reports/latest is the newest).
+
+Run the checks, from the checkout:
+  make run
+      set up the venv and the MPIs (once), then run the default suite here
+  .venv/bin/reframe -C reframe_checks/settings.py -c reframe_checks -r
+      the same suite, with ReFrame's own options (e.g. --system, -n, -t full)
+
+The commands below discover MPIs, validate data, draw, publish and compare
+reports, learn baselines, tune, and run virtual clusters."""
+
+
+# The commands' one spelling of each shared flag: an output folder
+# (-o/--output), a machine-readable result (--json), a cluster's name
+# (--name); older spellings parse as hidden aliases (hidden_alias).
+def output_folder(parser, dest, help_text, required=False):
+    """The folder a command writes into: -o/--output everywhere."""
+    parser.add_argument("-o", "--output", dest=dest, metavar="DIR", required=required,
+                        help=help_text)
+
+
+def hidden_alias(parser, spelling, dest):
+    """An older spelling of a flag: it still parses, so scripts written
+    against it keep working, but no help or reference shows it."""
+    parser.add_argument(spelling, dest=dest, help=argparse.SUPPRESS)
+
+
+def version_text(mpis=None):
+    """netbench's version, ReFrame's and the MPIs discovery finds (each
+    launcher asked its version: no compiling).  `mpis`: already found."""
+    import importlib.metadata
+    from pathlib import Path
+    from .rfm.patches import REFRAME_VERSION
+    lines = [f"netbench {__version__} ({Path(__file__).parent})"]
+    try:
+        reframe = importlib.metadata.version("reframe-hpc")
+        pinned = "" if reframe == REFRAME_VERSION else f", netbench pins {REFRAME_VERSION}"
+        lines.append(f"ReFrame {reframe}{pinned}")
+    except importlib.metadata.PackageNotFoundError:
+        lines.append(f"ReFrame: not installed (netbench pins {REFRAME_VERSION})")
+    if mpis is None:
+        try:
+            mpis = discovery.discover()
+        except DataError as err:
+            return "\n".join(lines + [f"MPI: not discovered: {printable(err)}"])
+    lines += [printable(f"MPI {m.name}: {m.family} {m.version} ({m.source}, {m.launcher})")
+              for m in mpis] or ["MPI: none found (`make setup` installs them)"]
+    return "\n".join(lines)
+
+
+def print_verdict(run_report):
+    """The session's verdict line, and what it was judged against, as the
+    page's first line says them: the last thing a session prints."""
+    from . import report
+    from .report import verdict
+    print(printable(f"netbench: {verdict.one_line_verdict([report.load_session(run_report)])}"))
+
+
+class ShowVersion(argparse.Action):
+    """--version, worked out when asked: discovery runs each MPI's launcher,
+    which no other command should wait for."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help=None):
+        super().__init__(option_strings, dest, nargs=0, default=default, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_text())
+        parser.exit(exitcodes.OK)
+
+
 def build_parser():
-    parser = argparse.ArgumentParser(prog="netbench", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="netbench", description=DESCRIPTION,
+        epilog="exit codes, the same for every command and for a session of the checks:\n"
+               + "\n".join(exitcodes.table_lines()),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action=ShowVersion,
+                        help="print netbench's version, ReFrame's and the MPIs found")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("discover", help="list the MPIs netbench finds on this machine")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the MPIs as JSON")
     p.set_defaults(func=cmd_discover)
     p = sub.add_parser("references", help="validate the documented reference data")
-    p.add_argument("folder", nargs="?", help="default: reframe_checks/references")
+    p.add_argument("folder", nargs="?", metavar="FOLDER",
+                   help="the references folder (default: reframe_checks/references)")
     p.add_argument("--show", action="store_true", help="print every figure with its citation")
     p.set_defaults(func=cmd_references)
     p = sub.add_parser("report", help="HTML report of saved ReFrame run reports "
                                       "(several: a comparison)")
-    p.add_argument("run_reports", nargs="+", metavar="RUN_REPORT.json")
-    p.add_argument("-o", "--output", required=True, metavar="DIR")
+    p.add_argument("run_reports", nargs="+", metavar="RUN_REPORT.json",
+                   help="run reports ReFrame wrote (a session's run-report.json in "
+                        "reports/, or .reframe/reports/run-report-*.json)")
+    output_folder(p, "output", "write the page to DIR/index.html", required=True)
     p.set_defaults(func=cmd_report)
     p = sub.add_parser("compare", help="what changed from session A to B, per figure and "
                                        "message size: the change in %%, better or worse, "
@@ -413,15 +511,15 @@ def build_parser():
                         "(netbench baseline accept) instead of a session B")
     p.add_argument("--all", action="store_true",
                    help="print every message size, not only the significant changes")
-    p.add_argument("-o", "--output", metavar="DIR",
-                   help="write the page to DIR/index.html (default: "
-                        "reports/compare-<A>-<B>/)")
+    output_folder(p, "output", "write the page to DIR/index.html (default: "
+                               "reports/compare-<A>-<B>/)")
     p.set_defaults(func=cmd_compare)
     p = sub.add_parser("publish", help="publish a raw ReFrame run report as a session of "
                                        "reports/ (done after every run by the configuration)")
-    p.add_argument("run_report", metavar="RUN_REPORT.json")
-    p.add_argument("--reports-dir", metavar="DIR",
-                   help="publish into DIR instead of reports/")
+    p.add_argument("run_report", metavar="RUN_REPORT.json",
+                   help="the run report ReFrame wrote (.reframe/reports/run-report-*.json)")
+    output_folder(p, "reports_dir", "publish into DIR instead of reports/")
+    hidden_alias(p, "--reports-dir", "reports_dir")
     p.set_defaults(func=cmd_publish)
     add_vcluster_parser(sub)
     add_baseline_parser(sub)
@@ -429,7 +527,8 @@ def build_parser():
     p = sub.add_parser("spack-check", help="validate spack.yaml against the facts of Spack's "
                                            "builtin repository and spack_repo/ (no Spack "
                                            "needed)")
-    p.add_argument("spack_yaml", nargs="?", metavar="SPACK_YAML", help="default: spack.yaml")
+    p.add_argument("spack_yaml", nargs="?", metavar="SPACK_YAML",
+                   help="the Spack environment (default: spack.yaml)")
     p.add_argument("--facts", metavar="JSON", help="the builtin repository's package facts "
                                                    "(default: netbench/data/"
                                                    "spack-builtin-packages.json)")
@@ -448,7 +547,7 @@ def main(argv=None):
         return args.func(args)
     except DataError as err:
         print(f"netbench: {err}", file=sys.stderr)
-        return 2
+        return exitcodes.INVALID_INPUT
     finally:
         _command_done(previous)
 

@@ -197,7 +197,7 @@ def test_a_variant_given_twice_names_the_spec(tmp_path, capsys, variants, proble
                                             f"    - mpich@5.0.1 device=ch4 {variants} ^ucx"))
     rc = cli.main(["spack-check", str(path)])
     lines = capsys.readouterr().err.strip().splitlines()
-    assert rc == 1
+    assert rc == 2      # invalid input (netbench.exitcodes)
     assert lines[-1] == "netbench spack-check: 1 problem(s)", lines
     assert lines[0].startswith(f"{path}: spack.definitions[0].mpich_builds[1] 'mpich@5.0.1 "
                                f"device=ch4 "), lines[0]

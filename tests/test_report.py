@@ -2,17 +2,21 @@
 escaping, self-containment, atomic publishing, comparison of sessions."""
 
 import copy
+import html
 import json
+import re
 import subprocess
 import os
 
 import html5lib
 import numpy as np
 import pytest
+import yaml
 
 from helpers.reports import minimal_report, session_from, sweep_report
-from netbench import report
-from netbench.report import analysis
+from netbench import paths, report
+from netbench.judgement import baseline, rule
+from netbench.report import analysis, verdict
 from netbench.results import record as results_record
 
 SIZES = 2.0 ** np.arange(0, 24)
@@ -204,6 +208,95 @@ def test_the_headline_shows_each_judged_figure_beside_its_reference(tmp_path):
     assert "0.5 us" in headline and "ref 0.42 us, at most 1.05 us: pass" in headline
     # 80000 Mbit/s read as Gbit/s, beside the 7688 Mbit/s reference
     assert "80 Gbit/s" in headline and "ref 7.69 Gbit/s, at least 7.69 Gbit/s" in headline
+
+
+#: a real session's run report (tests/data/compare/README.md): judged by
+#: documented references only, no baseline
+RECORDED = paths.REPO / "tests" / "data" / "compare" / "pingpong-shm-openmpi.json"
+
+
+def verdict_line(page):
+    """The text of the page's verdict line (its <h2>), tags removed."""
+    section = page[page.index('id="verdict"'):]
+    heading = section[section.index("<h2"):section.index("</h2>")]
+    return " ".join(html.unescape(re.sub(r"<[^>]+>", "", heading)).split())
+
+
+def recorded_years():
+    """The years of the reference files the recorded run's figures cite."""
+    data = json.loads(RECORDED.read_text())
+    stems = {ref["figure"].split("#")[0] for run in data["runs"] for tc in run["testcases"]
+             for ref in tc["record"]["references"].values() if ref.get("figure")}
+    return sorted(yaml.safe_load((paths.REFERENCES / f"{stem}.yaml").read_text())["source"]
+                  ["year"] for stem in stems)
+
+
+def test_without_a_baseline_the_verdict_says_it_rests_on_documented_references(tmp_path):
+    session = report.load_session(RECORDED)
+    page = report.render_report([session])
+    line = verdict_line(page)
+    years = recorded_years()
+    span = str(years[0]) if years[0] == years[-1] else f"{years[0]}-{years[-1]}"
+    assert line.startswith("Verdict: As it should be: all 1 cases passed"), line
+    assert (f"Judged against documented {span} references only: a floor, not this "
+            f"system's expected performance") in line, line
+    # the next step, with the number of runs judging.yaml asks of a baseline
+    min_runs = rule.load_rule().baseline_min_runs
+    assert f"after {min_runs} runs, netbench baseline accept" in line, line
+    assert "<code>netbench baseline accept</code>" in page
+    # the session's terminal line says the same
+    assert verdict.one_line_verdict([session]) == line.removeprefix("Verdict: ").replace(
+        "netbench baseline accept", "`netbench baseline accept`")
+
+
+def test_publishing_prints_the_verdict_line_with_its_basis(tmp_path, capsys):
+    """What a session prints last (its configuration publishes the run
+    report) is the page's verdict line."""
+    from netbench import cli
+    raw = tmp_path / "run-report.json"
+    raw.write_text(RECORDED.read_text())
+    assert cli.main(["publish", str(raw), "-o", str(tmp_path / "reports")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("netbench: As it should be: all 1 cases passed"), out
+    assert "references only: a floor, not this system's expected performance" in out[-1]
+    assert "`netbench baseline accept`" in out[-1]
+
+
+def judged_by_its_baseline(tmp_path, accepted):
+    """The recorded run, judged as well by a baseline accepted from three
+    copies of it (`accepted`: when), as a check records that
+    (netbench.checks.judging: reference `vs_baseline`, figure `baseline`,
+    citing the baseline file)."""
+    folder = tmp_path / "baselines"
+    runs = [session_from(json.loads(RECORDED.read_text()), tmp_path, f"run{i}.json")
+            for i in range(3)]
+    learned = baseline.build("local:node", runs)
+    learned["accepted"] = accepted
+    path = baseline.write(learned, folder)
+    data = json.loads(RECORDED.read_text())
+    (tc,) = data["runs"][0]["testcases"]
+    tc["perfvalues"]["local:node:vs_baseline"] = [0.8, 1.0, None, 0.0, "x", "pass"]
+    tc["record"]["references"]["vs_baseline"] = results_record.reference(
+        1.0, None, 0.0, "x", figure="baseline",
+        citation=f"{path.name}, accepted runs of this partition")
+    return session_from(data, tmp_path, "judged.json"), folder
+
+
+def test_with_a_baseline_the_verdict_names_it(tmp_path, monkeypatch):
+    session, folder = judged_by_its_baseline(tmp_path, "2026-11-20T09:30:00Z")
+    monkeypatch.setattr(baseline, "BASELINES", folder)     # where the page looks
+    page = report.render_report([session])
+    line = verdict_line(page)
+    assert ("Judged against the learned baseline of local:node (3 runs, accepted "
+            "2026-11-20 09:30 UTC)") in line, line
+    assert "a floor" not in line and "baseline accept" not in line, line
+
+
+def test_a_baseline_accepted_again_after_the_run_is_not_passed_off_as_the_one(tmp_path):
+    session, folder = judged_by_its_baseline(tmp_path, "2026-11-30T00:00:00Z")
+    line = verdict.one_line_verdict([session], baselines=folder)
+    assert "local-node.yaml, since accepted again, on 2026-11-30 00:00 UTC" in line, line
+    assert "3 runs" not in line
 
 
 def test_skipped_cases_collapse_into_one_line_per_reason(tmp_path):

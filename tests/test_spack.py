@@ -84,7 +84,7 @@ def test_a_broken_spec_is_named_with_file_place_and_allowed_values(tmp_path, old
                                                                    problem):
     path = broken_copy(tmp_path, old, new)
     proc = spack_check(path)
-    assert proc.returncode == 1
+    assert proc.returncode == 2      # invalid input (netbench.exitcodes)
     lines = proc.stderr.strip().splitlines()
     assert lines[-1] == "netbench spack-check: 1 problem(s)", proc.stderr
     assert lines[0].startswith(f"{path}: {where} '"), lines[0]
@@ -94,7 +94,7 @@ def test_a_broken_spec_is_named_with_file_place_and_allowed_values(tmp_path, old
 def test_two_builds_in_one_view_folder_are_refused(tmp_path):
     path = broken_copy(tmp_path, "mpich netmod=ofi: mpich-tcp", "mpich netmod=ofi: mpich-ofi")
     proc = spack_check(path)
-    assert proc.returncode == 1
+    assert proc.returncode == 2      # invalid input (netbench.exitcodes)
     first = proc.stderr.splitlines()[0]
     assert first.startswith(f"{path}: spack.view: view folder 'mpich-ofi' gets 2 MPI builds")
     # and the TCP build's benchmarks are reported as separated from it
@@ -104,7 +104,7 @@ def test_two_builds_in_one_view_folder_are_refused(tmp_path):
 def test_a_view_folder_name_that_is_no_environment_name_is_refused(tmp_path):
     path = broken_copy(tmp_path, "mpich netmod=ucx: mpich-ucx", "mpich netmod=ucx: mpich ucx")
     proc = spack_check(path)
-    assert proc.returncode == 1
+    assert proc.returncode == 2      # invalid input (netbench.exitcodes)
     first = proc.stderr.splitlines()[0]
     assert first.startswith(f"{path}: spack.view: view folder 'mpich ucx' of mpich"), first
     assert "ReFrame environment's" in first

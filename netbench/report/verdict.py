@@ -5,9 +5,17 @@ n½, each judged figure beside its documented reference and bounds).
 
 Everything comes from the run report: the cases' perfvalues (what ReFrame
 judged, with the reference and bounds of that session) and their records
-(provenance, the line rate).  Pure: no ReFrame, no YAML.
+(provenance, the line rate, which figure or baseline judged each).  The
+verdict also says what the figures were judged against (`judged_against`):
+that alone reads files, the reference files' years and the learned
+baselines' provenance, never their figures.  No ReFrame.
 """
 
+import datetime
+from pathlib import Path
+
+from .. import exitcodes, paths
+from ..datafiles import DataError
 from .sections import case_record
 
 #: headline columns: (perf variable, heading); judged ones show their reference
@@ -118,8 +126,10 @@ def failures(sessions):
     return rows
 
 
-def overall(sessions):
-    """The verdict of the run: does the network perform as documented?"""
+def overall(sessions, references=paths.REFERENCES, baselines=None):
+    """The verdict of the run: does the network perform as documented?
+    `basis` says against what (judged_against): documented references,
+    or which learned baselines."""
     cases = judged_cases(sessions)
     failed = [tc for tc in cases if tc.get("result") == "fail"]
     unsure = [tc for tc in cases if case_result(tc) == "inconclusive"]
@@ -142,7 +152,117 @@ def overall(sessions):
         text = (f"As it should be: all {len(cases)} cases passed; {len(figures)} headline "
                 f"figures within the bounds of their documented references.")
     return {"word": word, "text": text, "cases": len(cases), "failed": len(failed),
-            "inconclusive": len(unsure)}
+            "inconclusive": len(unsure),
+            "basis": judged_against(sessions, references, baselines) if cases else ""}
+
+
+def one_line_verdict(sessions, references=paths.REFERENCES, baselines=None):
+    """The verdict and its basis on one line, for a terminal."""
+    found = overall(sessions, references, baselines)
+    return " ".join(t for t in (found["text"], found["basis"]) if t)
+
+
+#: a figure the learned baseline judged (netbench.checks.judging records it so)
+BASELINE_FIGURE = "baseline"
+
+
+def judgement_sources(sessions):
+    """({partition: (session, baseline file name)} of the cases a learned
+    baseline judged, {reference file stem}, and how many judged cases only
+    documented references judged), from the records."""
+    by_baseline, stems, documented_only = {}, set(), 0
+    for session in sessions:
+        for tc in judged_cases([session]):
+            refs = case_record(tc).get("references") or {}
+            learned = [r for r in refs.values() if r.get("figure") == BASELINE_FIGURE]
+            for ref in learned:
+                by_baseline.setdefault(f"{tc.get('system')}:{tc.get('partition')}",
+                                       (session, str(ref.get("citation") or "").split(",")[0]))
+            cited = {str(r["figure"]).split("#")[0] for r in refs.values()
+                     if r.get("figure") and r.get("figure") != BASELINE_FIGURE}
+            stems |= cited
+            # a record before records named their figures: ReFrame's reference
+            documented = cited or not refs and any(
+                e and e["reference"] is not None
+                for e in (perf_entry(tc, v) for v in sorted(HEADLINE_NEEDS)))
+            documented_only += bool(documented and not learned)
+    return by_baseline, stems, documented_only
+
+
+def reference_years(references):
+    """{file stem: year or None} of the documented reference files (their
+    `source.year`: a document without one is undated)."""
+    from .. import references as refdata
+    from ..datafiles import load_yaml
+    years = {}
+    for pattern in refdata.FIGURE_FILES:
+        for path in sorted(Path(references).glob(pattern)):
+            source = (load_yaml(path) or {}).get("source") or {}
+            years[path.stem] = source.get("year") if isinstance(source, dict) else None
+    return years
+
+
+def documented_words(stems, references):
+    """"documented 2002-2005 references": the years of the reference files
+    the run's figures came from."""
+    try:
+        years = reference_years(references)
+    except DataError:
+        years = {}
+    dated = sorted({years[s] for s in stems if years.get(s)})
+    undated = sorted(s for s in stems if not years.get(s))
+    span = "" if not dated else str(dated[0]) if len(dated) == 1 \
+        else f"{dated[0]}-{dated[-1]}"
+    if span and undated:
+        return f"documented references ({span}, and {len(undated)} undated source(s))"
+    return f"documented {span} references" if span else "documented references"
+
+
+def baseline_words(partition, session, name, folder):
+    """"the learned baseline of local:node (3 runs, accepted 2026-11-20
+    10:00 UTC)", from the baseline file the record names."""
+    from ..judgement import baseline
+    from ..safefile import child
+    try:
+        learned = baseline.load(child(folder, name))
+        accepted = datetime.datetime.strptime(learned["accepted"], "%Y-%m-%dT%H:%M:%SZ")
+    except (ValueError, DataError):
+        # moved, removed or not netbench's: the record's name is all there is
+        return f"the learned baseline of {partition} ({name})"
+    accepted = accepted.replace(tzinfo=datetime.timezone.utc)
+    runs = len(learned.get("sessions") or []) or max(c["runs"] for c in learned["cases"])
+    when = accepted.strftime("%Y-%m-%d %H:%M UTC")
+    if accepted.timestamp() > float(session.started or 0):
+        return (f"the learned baseline of {partition} ({name}, since accepted again, on "
+                f"{when}: the one that judged this run is in the file's history)")
+    return f"the learned baseline of {partition} ({runs} runs, accepted {when})"
+
+
+def judged_against(sessions, references=paths.REFERENCES, baselines=None):
+    """What the figures were judged against, in a sentence: the learned
+    baselines (which, from how many runs, accepted when), or documented
+    references only, which are a floor from published hardware, with the
+    step that learns this system's own."""
+    from ..judgement import baseline, rule
+    by_baseline, stems, documented_only = judgement_sources(sessions)
+    folder = baselines or baseline.BASELINES
+    documented = documented_words(stems, references)
+    floor = f"{documented} only: a floor, not this system's expected performance"
+    if by_baseline:
+        learned = "; ".join(baseline_words(part, session, name, folder)
+                            for part, (session, name) in sorted(by_baseline.items()))
+        rest = (f"; {documented_only} case(s) without one against {floor}"
+                if documented_only else "")
+        return f"Judged against {learned}{rest}."
+    if not documented_only:
+        return ""
+    try:
+        runs = rule.load_rule(Path(references) / rule.RULE_FILE.name).baseline_min_runs
+    except DataError:
+        runs = None
+    after = f"after {runs} runs, " if runs else ""
+    return (f"Judged against {floor}; {after}`netbench baseline accept` learns what this "
+            f"system itself should do.")
 
 
 def line_rate_share(tc, peak):
@@ -209,9 +329,10 @@ def skipped_by_reason(sessions):
     return sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
-#: netbench's exit codes for a session that ran (README, "Exit codes"):
-#: ReFrame's own are 0 and 1 only
-EXIT_PASS, EXIT_LOSS, EXIT_NOT_RUN, EXIT_INCONCLUSIVE = 0, 1, 2, 3
+#: netbench's exit codes for a session that ran, as every command means
+#: them (netbench/exitcodes.py): ReFrame's own are 0 and 1 only
+EXIT_PASS, EXIT_LOSS, EXIT_NOT_RUN, EXIT_INCONCLUSIVE = (
+    exitcodes.OK, exitcodes.LOSS, exitcodes.NOT_RUN, exitcodes.INCONCLUSIVE)
 
 
 def shows_a_loss(tc):

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import paths
+from .. import exitcodes, paths
 from ..probe import discovery
 from ..datafiles import DataError, load_yaml, validate
 from . import spec as spackspec
@@ -380,12 +380,12 @@ def main(path, facts):
         problems, summary = check(path or SPACK_YAML, facts or FACTS)
     except DataError as err:
         print(f"netbench: {err}", file=sys.stderr)
-        return 2
+        return exitcodes.INVALID_INPUT
     for line in problems:
         print(line, file=sys.stderr)
     if problems:
         print(f"netbench spack-check: {len(problems)} problem(s)", file=sys.stderr)
-        return 1
+        return exitcodes.INVALID_INPUT      # invalid input, as `references` says it
     print(f"netbench spack-check: {path or SPACK_YAML}: {summary['specs']} root specs, "
           f"{len(summary['mpi_builds'])} MPI builds, each in its own view folder:")
     for spec, folder in summary["mpi_builds"].items():
