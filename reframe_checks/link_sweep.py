@@ -66,7 +66,7 @@ class LinkSweep(checks.NetbenchRun):
     min_samples = variable(int, value=3)
     #: 0: every pair; K: each node against about K partners that cover the
     #: fleet (fleet.partner_pairs), n*K/2 pairs instead of n(n-1)/2, for
-    #: fleets too large to sweep whole (README: the cost model)
+    #: fleets too large to sweep whole (docs/howto/find-bad-node.md, "What it costs")
     partners = variable(int, value=0)
     time_limit = "10m"
     #: every node to itself: Slurm's (LSF's) exclusive allocation; on other

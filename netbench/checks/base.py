@@ -63,7 +63,7 @@ class MpiJob(rfm.RunOnlyRegressionTest):
     procs_per_node = 0
     # a full sweep takes seconds, and the judging rule launches it up to 4
     # times (judging.yaml); the limit catches MPIs that hang (Debian's MPICH
-    # 4.0.2 over UCX tcp in MPI_Finalize, docs/platform-facts.md); 2 minutes
+    # 4.0.2 over UCX tcp in MPI_Finalize, docs/explanation/platform-facts.md); 2 minutes
     # cut off 4 launches of a TCP ping-pong on a busy host
     time_limit = "4m"
 

@@ -12,7 +12,7 @@ from ..probe import discovery
 from ..judgement.remeasure import RESTARTS
 from ..results.benchmark import launcher_failure, parse_run, started
 
-# Debian's MPICH can hang in MPI_Finalize (docs/platform-facts.md): always bounded
+# Debian's MPICH can hang in MPI_Finalize (docs/explanation/platform-facts.md): always bounded
 MPI_TIMEOUT = 300
 
 

@@ -6,7 +6,7 @@ Apptainer where it exists (`apptainer build --fakeroot netbench.sif
 containers/netbench.def`); otherwise podman from containers/Containerfile.
 Where no image registry is reachable, podman's base image is made with
 debootstrap once and kept as `.containers/base-bookworm.tar`
-(docs/platform-facts.md).  Neither runtime: one line saying what
+(docs/explanation/platform-facts.md).  Neither runtime: one line saying what
 to install.  How the checks run the image is netbench/rfm/container.py's.
 """
 

@@ -92,7 +92,7 @@ def netpipe_mpi(binary, bench, ranges=(LATENCY_RANGE, PEAK_RANGE), repeats=None)
 def _nptcp_run(lo, hi, cpu, repeats=None):
     """NPtcp receiver and transmitter on loopback, both pinned to `cpu`: a
     sleeping TCP reader woken from the other vCPU costs 35-44 us here
-    (docs/platform-facts.md), on one CPU about 3 us."""
+    (docs/explanation/platform-facts.md), on one CPU about 3 us."""
     with tempfile.TemporaryDirectory() as tmp:
         pin = ["taskset", "-c", str(cpu)]
         bounds = _sweep_args(lo, hi, repeats)

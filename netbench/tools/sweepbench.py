@@ -1,6 +1,6 @@
 """`make bench-sweep`: what the fabric sweep (LinkSweep) costs, measured on
 virtual clusters of 3 to 8 nodes at 1 Gbit/s, and what the measured cost
-per pair predicts for fleets of 256 and 1024 nodes (README: the cost
+per pair predicts for fleets of 256 and 1024 nodes (docs/howto/find-bad-node.md, "What it costs": the cost
 model); and what its analysis costs for fleets of 192 to 1024 nodes, on
 synthetic measurements with one slow node: judging them (netbench.fleet)
 and the page's sweep section (heat maps, per-node table).  The clusters

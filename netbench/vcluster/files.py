@@ -78,7 +78,7 @@ def client_files(folder, state):
         "  BatchMode yes",
         "  LogLevel ERROR",
         # shared connections outlive a node's sshd and keep its old mount
-        # namespace (docs/platform-facts.md): one connection per session
+        # namespace (docs/explanation/platform-facts.md): one connection per session
         "  ControlMaster no",
         "  ControlPath none",
         "  ConnectTimeout 5",
