@@ -251,6 +251,33 @@ def test_the_default_takes_a_copy_published_again_once(tmp_path, capsys):
 # 6. all or nothing per partition, said per partition
 
 
+@pytest.mark.parametrize("figure", ["NaN", "Infinity", "1e999", '"fast"', "true"])
+def test_a_launch_figure_that_is_no_number_is_one_line(tmp_path, figure):
+    reports, folder = tmp_path / "reports", tmp_path / "baselines"
+    names = publish_runs(reports, (1, 2, 3))
+    path = reports / names[1] / "run-report.json"
+    report = json.loads(path.read_text())
+    report["runs"][0]["testcases"][0]["record"]["runs"]["mpi"][1]["rows"][2]["usec"] = 0.125
+    path.write_text(json.dumps(report).replace("0.125", figure))
+    with pytest.raises(DataError) as err:
+        baselines.accept(names, reports_dir=reports, folder=folder)
+    assert str(err.value).startswith(
+        f"{path}: runs[0].testcases[0].record.runs.mpi[1].rows[2].usec: "), err.value
+    assert not folder.exists()
+
+
+def test_cases_that_passed_too_rarely_are_said(tmp_path, capsys):
+    reports, folder = tmp_path / "reports", tmp_path / "baselines"
+    for d in (1, 2, 3):
+        cases = [case(scale=1 + d / 100)] + ([case(name="Rare", scale=2)] if d == 3 else [])
+        publish(reports, run_report(d, cases))
+    rc, out, err = accept_cli("--reports-dir", reports, "--folder", folder, capsys=capsys)
+    assert rc == 0 and out.strip().endswith(
+        "accepted 1 case(s) from 3 runs (20261101T010000-00000001, 20261102T010000-00000002, "
+        f"20261103T010000-00000003) into {folder / 'local-node.yaml'}; 1 case(s) left out: "
+        "passed in fewer than 3 of them"), out
+
+
 def test_a_partition_with_too_few_sessions_is_skipped_and_said(tmp_path, capsys):
     reports, folder = tmp_path / "reports", tmp_path / "baselines"
     for d in (1, 2, 3):

@@ -33,7 +33,9 @@ Judging time per message at every size covers latency and bandwidth
 alike: at one size, bandwidth is the message over its time.
 
 A baseline file, `reframe_checks/references/baselines/<system>-<partition>
-.yaml`, carries its provenance (sessions, commits, MPI builds, tuning state,
+.yaml` (`<system>+<partition>.yaml` when the system's name holds a `-`:
+file_for), names its system and partition and judges no other; it carries
+its provenance (sessions, commits, MPI builds, tuning state,
 date) and is data a site commits.  Pure: reads records and files.
 """
 

@@ -164,8 +164,12 @@ def accept_partition(part, chosen, rule, folder):
     except baseline.Unfit as err:
         return Outcome(part, None, f"skipped: the baseline built from {names} would not "
                                    f"judge, the file is left as it was: {err}")
+    seen = set().union(*(accepted.partitions[part] for _, accepted in chosen))
+    left = len(seen) - len(built["cases"])
     return Outcome(part, path, f"accepted {len(built['cases'])} case(s) from "
-                               f"{len(chosen)} runs ({names}) into {path}")
+                               f"{len(chosen)} runs ({names}) into {path}"
+                               + (f"; {left} case(s) left out: passed in fewer than "
+                                  f"{rule.baseline_min_runs} of them" if left else ""))
 
 
 def accept(names=(), partition=None, reports_dir=paths.REPORTS, folder=baseline.BASELINES):
