@@ -398,3 +398,16 @@ def test_a_run_report_that_is_not_one_is_one_line(tmp_path, capsys, text):
     rc, out, err = accept_cli(tmp_path / "bad.json", "--folder", tmp_path / "b", capsys=capsys)
     assert rc == 2 and err.startswith(f"netbench: {tmp_path / 'bad.json'}: "), err
     assert len(err.splitlines()) == 1 and not (tmp_path / "b").exists()
+
+
+def test_a_broken_published_session_is_skipped_and_said(tmp_path, capsys):
+    reports, folder = tmp_path / "reports", tmp_path / "baselines"
+    names = publish_runs(reports, (1, 2, 3, 4))
+    (reports / names[2] / "run-report.json").write_text("{broken")
+    rc, out, err = accept_cli("--reports-dir", reports, "--folder", folder, capsys=capsys)
+    assert rc == 0, err
+    first, second = out.splitlines()
+    assert first.startswith(f"netbench baseline: session {names[2]} skipped: "
+                            f"{reports / names[2] / 'run-report.json'}: not a run report")
+    assert second.startswith(f"netbench baseline: local:node: accepted 1 case(s) from 3 runs "
+                             f"({names[0]}, {names[1]}, {names[3]})"), out

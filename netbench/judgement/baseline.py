@@ -112,7 +112,7 @@ def partition_of(tc):
 def check_partition_name(partition):
     """`partition` (`system:partition`) as two ReFrame names; ValueError
     saying what is wrong otherwise."""
-    system, colon, part = str(partition).partition(":")
+    system, _, part = str(partition).partition(":")
     for what, name in (("system", system), ("partition", part)):
         if not NAME.fullmatch(name):
             raise ValueError(f"{what} {name!r} of {partition!r} is not a ReFrame {what} name "

@@ -285,9 +285,10 @@ def published_folders(reports_dir=paths.REPORTS):
     """The folders of reports/ named like a session (real folders holding a
     run report; nothing is parsed), in the order they were published on
     this machine: by the time their inode last changed (ctime), which
-    publish's rename into place sets and which nothing in a run report, nor
-    `touch`, can set (a date a run report claims can lie years ahead).  A
-    session published again moves to the end, as it is published last."""
+    publish's rename into place sets to the kernel's clock, and which no run
+    report can set (a date a run report claims can lie years ahead).  Any
+    later change to a folder itself (published again, a chmod) moves it to
+    the end; a copy of reports/ (cp -a, rsync) orders them as it copied."""
     found = []
     for folder in Path(reports_dir).iterdir() if Path(reports_dir).is_dir() else ():
         if not SESSION_NAME.fullmatch(folder.name) or folder.is_symlink() \
