@@ -131,9 +131,11 @@ def cmd_baseline(args):
     from .report import baselines
     folder = Path(args.folder) if args.folder else baselines.baseline.BASELINES
     if args.action == "accept":
-        for path in baselines.accept(args.sessions, args.partition,
-                                     Path(args.reports_dir or paths.REPORTS), folder):
-            print(f"netbench baseline: {path}")
+        # one line per partition (and per session skipped); DataError, exit 2,
+        # only when nothing at all was accepted or a named session is bad
+        for outcome in baselines.accept(args.sessions, args.partition,
+                                        Path(args.reports_dir or paths.REPORTS), folder):
+            print(f"netbench baseline: {outcome.line()}")
     else:
         print("\n".join(baselines.show(args.partition, folder)))
     return 0

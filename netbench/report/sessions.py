@@ -151,13 +151,17 @@ def load_session(path):
     DataError naming the file and key of the first problem."""
     path = Path(path)
     report = validated_report(path)
-    prov_file = path.parent / "provenance.json"
-    provenance = {}
-    if os.path.lexists(prov_file):
-        provenance = datafiles.validate(datafiles.load_json(prov_file), PROVENANCE_SCHEMA,
-                                        prov_file)
+    provenance = provenance_beside(path)
     judged = source_findings.load_stored(source_findings.stored_beside(path))
     return Session(report, provenance, str(path), judged)
+
+
+def provenance_beside(path):
+    """The provenance.json beside a run report, validated; {} without one."""
+    prov_file = Path(path).parent / "provenance.json"
+    if not os.path.lexists(prov_file):
+        return {}
+    return datafiles.validate(datafiles.load_json(prov_file), PROVENANCE_SCHEMA, prov_file)
 
 
 #: the SHA-256 of the run reports validated in this process: publish reads
@@ -275,6 +279,23 @@ def read_summary(path):
                                     for tc in run.get("testcases", [])]}
                      for run in report["runs"]]}
     return Session(slim, {}, str(path))
+
+
+def published_folders(reports_dir=paths.REPORTS):
+    """The folders of reports/ named like a session (real folders holding a
+    run report; nothing is parsed), in the order they were published on
+    this machine: by the time their inode last changed (ctime), which
+    publish's rename into place sets to the kernel's clock, and which no run
+    report can set (a date a run report claims can lie years ahead).  Any
+    later change to a folder itself (published again, a chmod) moves it to
+    the end; a copy of reports/ (cp -a, rsync) orders them as it copied."""
+    found = []
+    for folder in Path(reports_dir).iterdir() if Path(reports_dir).is_dir() else ():
+        if not SESSION_NAME.fullmatch(folder.name) or folder.is_symlink() \
+                or not folder.is_dir() or not (folder / "run-report.json").is_file():
+            continue
+        found.append((folder.lstat().st_ctime_ns, folder.name, folder))
+    return [folder for _, _, folder in sorted(found)]
 
 
 def published_sessions(reports_dir=paths.REPORTS, summary=False):
