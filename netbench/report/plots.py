@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import io
 import math
+import re
 
 from .sections import (CONTAINER_PANELS, CURVE_PLOTS, RAW_TCP_PANEL, case_record,
                        curve_plot_data, hockney_fits, line_rates, overhead_series,
@@ -34,6 +35,11 @@ def pyplot():
         # MPI's version string is shown as it is, never parsed as math text
         # (which fails on it and took the whole page with it)
         "text.parse_math": False,
+        # ...so no default formatter may write math text either (a log
+        # axis' `$\\mathdefault{10^{5}}$` would show as that source); each
+        # axis sets its own formatter (value_axis), these cover any other
+        "axes.formatter.use_mathtext": False,
+        "axes.formatter.useoffset": False,
     })
     return plt
 
@@ -61,12 +67,74 @@ def byte_label(nbytes):
 
 
 def byte_axis(ax, xs):
-    """Log2 message-size axis with ticks every 16x, labelled in bytes."""
+    """Log2 message-size axis with ticks every 32x, so that each binary
+    unit's 1 (1 B, 1 KiB, 1 MiB) is one, labelled in bytes."""
     top = max(xs, default=1)
-    ticks = [1 << k for k in range(0, 31, 4) if (1 << k) <= top * 2]
+    ticks = [1 << k for k in range(0, 31, 5) if (1 << k) <= top * 2]
     ax.set_xscale("log", base=2)
     ax.set_xticks(ticks, [byte_label(t) for t in ticks])
     ax.minorticks_off()
+
+
+#: the scales a tick of an axis in this unit is written in, largest first:
+#: 2 ms rather than 2000 us, 100 Gbit/s rather than 100000 Mbit/s
+UNIT_SCALES = {
+    "us": ((1e6, "s"), (1e3, "ms"), (1.0, "µs"), (1e-3, "ns")),
+    "Mbit/s": ((1e6, "Tbit/s"), (1e3, "Gbit/s"), (1.0, "Mbit/s"), (1e-3, "kbit/s")),
+    "MB/s": ((1e6, "TB/s"), (1e3, "GB/s"), (1.0, "MB/s"), (1e-3, "kB/s")),
+}
+
+
+def plain_number(value):
+    """A tick's figure as a person writes it: 3 significant digits at most,
+    thousands grouped, never an exponent (0.001, 250, 1,000,000)."""
+    if value == 0:
+        return "0"
+    digits = max(2 - math.floor(math.log10(abs(value))), 0)
+    text = f"{round(value, digits):,.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def quantity_label(value, unit):
+    """A tick of an axis in `unit` in the largest of its UNIT_SCALES that
+    keeps the figure at 1 or more (10 µs, 2 ms, 100 Gbit/s); a unit
+    without scales (%, x) is the axis label's to name."""
+    scales = UNIT_SCALES.get(unit)
+    if not scales or value == 0:
+        return plain_number(value)
+    factor, name = next((s for s in scales if abs(value) >= s[0]), scales[-1])
+    return f"{plain_number(value / factor)} {name}"
+
+
+def axis_unit(label):
+    """The unit an axis label names in its closing brackets: "bandwidth
+    (Mbit/s)" -> "Mbit/s"; "" where it names none."""
+    found = re.search(r"\(([^()]*)\)\s*$", label)
+    return found.group(1) if found else ""
+
+
+#: a log axis spanning less than this ratio labels its 2s and 5s as well:
+#: it may hold no power of ten, or just one
+NARROW_LOG_RANGE = 30
+
+
+def value_axis(axis, label, log):
+    """Label `axis` (ax.yaxis, a colorbar's) with `label`'s unit on every
+    tick, plain text: log axes at powers of ten, and at 2s and 5s where the
+    range is narrow; linear axes as plain figures."""
+    from matplotlib import ticker
+    unit = axis_unit(label)
+    major = ticker.FuncFormatter(lambda value, _: quantity_label(value, unit))
+    axis.set_major_formatter(major)
+    if not log:
+        return
+
+    def minor(value, _):
+        low, high = sorted(axis.get_view_interval())
+        return quantity_label(value, unit) if low > 0 and high / low < NARROW_LOG_RANGE else ""
+    axis.set_major_locator(ticker.LogLocator(base=10))
+    axis.set_minor_locator(ticker.LogLocator(base=10, subs=(2.0, 5.0)))
+    axis.set_minor_formatter(ticker.FuncFormatter(minor))
 
 
 #: a panel with more lines than this is drawn as their spread instead: a
@@ -180,6 +248,7 @@ def curve_plot(series, xlabel, ylabel, title, logy=True, references=(), hlines=(
                   + (spread.xs if spread else []))
         if logy:
             ax.set_yscale("log")
+        value_axis(ax.yaxis, ylabel, logy)
         ax.set_title(name, fontsize=9)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
@@ -211,6 +280,8 @@ def scaling_plot(series, title):
         ax.set_ylabel("peak throughput per process (MB/s)")
         ax.set_title(mpi, fontsize=9)
         ax.set_xticks(sorted({x for _, xs, _ in lines for x in xs}) or [2])
+        value_axis(ax.xaxis, "processes", log=False)
+        value_axis(ax.yaxis, ax.get_ylabel(), log=False)
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
     for ax in list(axes.flat)[len(panels):]:
         ax.set_visible(False)
@@ -239,6 +310,7 @@ def container_figure(lines, title):
                     markersize=3, linewidth=1.2, label=f"{mpi} {side}")
         byte_axis(ax, [x for _, _, xs, _ in drawn for x in xs])
         ax.set_yscale("log")
+        value_axis(ax.yaxis, ylabel, log=True)
         ax.set_title("latency" if column == "usec" else "bandwidth", fontsize=9)
         ax.set_xlabel("message size")
         ax.set_ylabel(ylabel)
@@ -334,7 +406,8 @@ def _label_heat_map(fig, ax, image, title, unit):
     ax.set_ylabel("sender")
     ax.set_title(f"{title} ({unit})", fontsize=9)
     ax.grid(False)
-    fig.colorbar(image, ax=ax, shrink=0.8)
+    bar = fig.colorbar(image, ax=ax, shrink=0.8)
+    value_axis(bar.ax.yaxis, f"({unit})", log=False)
 
 
 #: colours of a large fleet's raster: few, so that a healthy fleet's noise
