@@ -61,6 +61,10 @@ CHECKS = REPO / "reframe_checks"
 CONFIG = CHECKS / "settings.py"
 REFERENCES = references_folder(REPO)
 SOURCES = CHECKS / "src"
+# a system's learned baselines: beside the references in a checkout (a site
+# commits them); for an installed netbench, in its home, never inside the
+# install's shared references
+BASELINES = REFERENCES / "baselines" if REFERENCES.is_relative_to(REPO) else REPO / "baselines"
 REPORTS = REPO / "reports"
 # ReFrame's working folders (stage, output, perflogs, logs, topology)
 STATE = REPO / ".reframe"

@@ -56,7 +56,7 @@ from . import figures
 from .rule import (FAIL, INCONCLUSIVE, PASS, UNDECIDED, Bound, Decision, case_verdict,
                    load_rule, miss_factor)
 
-BASELINES = paths.REFERENCES / "baselines"
+BASELINES = paths.BASELINES
 VERSION = 1
 #: the column a baseline holds: time per message (usec), and its unit
 COLUMN, UNIT = "usec", "us"
