@@ -98,7 +98,7 @@ def cmd_compare(args):
         print(line)
     folder = args.output or compare_page.default_folder(comparison)
     print(f"netbench compare: HTML {compare_page.write(comparison, folder)}")
-    return 0
+    return compare.exit_code(comparison)
 
 
 def baselines_of(session):

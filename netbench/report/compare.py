@@ -23,11 +23,14 @@ Estimate (centre, band low, band high); `compare` takes any two sides.
 """
 
 import dataclasses
+import functools
+import heapq
 import math
 import re
 
 from ..judgement.figures import row_estimate
 from ..judgement.rule import Estimate
+from .verdict import EXIT_INCONCLUSIVE, EXIT_LOSS, EXIT_PASS
 
 BETTER, WORSE, SAME, CHANGED = "better", "worse", "same", "changed"
 SIGNIFICANT, NOISE, NO_INTERVAL = "significant", "within noise", "no interval"
@@ -75,13 +78,13 @@ class Change:
     a: Estimate
     b: Estimate
 
-    @property
+    @functools.cached_property
     def pct(self):
         if not self.a.value:
             return None
         return 100 * (self.b.value - self.a.value) / abs(self.a.value)
 
-    @property
+    @functools.cached_property
     def direction(self):
         if self.b.value == self.a.value:
             return SAME
@@ -91,14 +94,14 @@ class Change:
         lower = self.b.value < self.a.value
         return BETTER if lower == (side == "lower") else WORSE
 
-    @property
+    @functools.cached_property
     def significance(self):
         if is_point(self.a) or is_point(self.b):
             return NO_INTERVAL
         apart = self.a.hi < self.b.lo or self.b.hi < self.a.lo
         return SIGNIFICANT if apart else NOISE
 
-    @property
+    @functools.cached_property
     def call(self):
         """What the change amounts to: its direction when significant
         (`worse`, `better`), `within noise`, or, without intervals, its
@@ -109,6 +112,15 @@ class Change:
         if significance == NOISE:
             return NOISE
         return SAME if self.direction == SAME else f"{self.direction}, {NO_INTERVAL}"
+
+    @functools.cached_property
+    def factor(self):
+        """How many times worse (or better) B is than A: a time's B/A, a
+        rate's A/B, at least 1; 1 where the unit has no better side or a
+        figure is not positive."""
+        if self.direction not in (BETTER, WORSE) or self.a.value <= 0 or self.b.value <= 0:
+            return 1.0
+        return max(self.b.value / self.a.value, self.a.value / self.b.value)
 
 
 @dataclasses.dataclass
@@ -143,6 +155,41 @@ class Comparison:
         for c in self.changes():
             found[c.call] = found.get(c.call, 0) + 1
         return found
+
+    def worst(self, limit):
+        """The `limit` worst changes, [(case key, Change)]: those worse
+        beyond the noise first, the most times worse first, then those
+        worse without an interval, the rest, and the better last."""
+        ranked = ((rank(c), i, case.key, c) for case in self.cases
+                  for i, c in enumerate(case.figures + case.sizes))
+        return [(key, c) for _, _, key, c in heapq.nsmallest(limit, ranked,
+                                                               key=lambda t: t[:2])]
+
+
+def rank(change):
+    """The sort key of a change, worst first (Comparison.worst)."""
+    order = {WORSE: 0, f"{WORSE}, {NO_INTERVAL}": 1, BETTER: 3,
+             f"{BETTER}, {NO_INTERVAL}": 3}.get(change.call, 2)
+    return (order, -change.factor if order < 3 else change.factor)
+
+
+#: `netbench compare`'s exit when A and B have no figure in common: the
+#: comparison can tell nothing (report/verdict.py's inconclusive)
+EXIT_NOTHING_IN_COMMON = EXIT_INCONCLUSIVE
+
+
+def exit_code(comparison):
+    """`netbench compare`'s exit code from its own per-figure calls: 1
+    (a loss shown) when some figure of B is worse than A's beyond the
+    noise, 3 (EXIT_NOTHING_IN_COMMON) when A and B have no figure in common
+    to compare, else 0.  A change worse without an interval (a record of
+    version 1) is not beyond the noise: it does not count."""
+    changes = comparison.changes()
+    if not changes:
+        return EXIT_NOTHING_IN_COMMON
+    if any(c.call == WORSE for c in changes):
+        return EXIT_LOSS
+    return EXIT_PASS
 
 
 def case_key(tc):

@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -142,6 +143,58 @@ def dated(report, day):
                 time_start_unix=report["session_info"]["time_start_unix"] + day * 86400,
                 uuid=f"{day:08x}" + report["session_info"]["uuid"][8:])
     return {**report, "session_info": info}
+
+
+def with_launches(report, slower=1.0, every=1):
+    """`report` with each case's launch recorded (its rows with the interval
+    of their samples, as record version 2 keeps them), every `every`-th
+    case's times `slower` times longer: the sides of `netbench compare`."""
+    testcases = []
+    for i, tc in enumerate(report["runs"][0]["testcases"]):
+        factor = slower if i % every == 0 else 1.0
+        (series,) = tc["record"]["series"]
+        rows = [{**r, "usec": r["usec"] * factor, "usec_lo": 0.97 * r["usec"] * factor,
+                 "usec_hi": 1.05 * r["usec"] * factor, "Mbps": r["Mbps"] / factor,
+                 "MBps": r["MBps"] / factor} for r in series["rows"]]
+        record = {**tc["record"], "series": [{**series, "rows": rows}],
+                  "runs": {"mpi": [{"columns": ["bytes", "usec", "usec_lo", "usec_hi",
+                                                "Mbps", "MBps"],
+                                    "rows": rows, "summary": {}}]}}
+        testcases.append({**tc, "record": record})
+    return {**report, "runs": [{"testcases": testcases}]}
+
+
+def compare_cost(a_file, b_file, outdir):
+    """(wall s, CPU s, peak RSS MB, exit code, terminal lines) of `netbench
+    compare A B -o OUTDIR` in a fresh interpreter (its own rusage)."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen([sys.executable, "-m", "netbench.cli", "compare", str(a_file),
+                                 str(b_file), "-o", str(outdir)],
+                                stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - started
+        out.seek(0)
+        lines = out.read().count(b"\n")
+    return (wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
+            os.waitstatus_to_exitcode(status), lines)
+
+
+def bench_compare(cases, repeats=3):
+    """`netbench compare` of two sessions of `cases` cases, B's every 5th
+    case 10x slower: the median of `repeats` runs of each figure."""
+    print(f"{'compare':>7} {'cases':>6} {'wall':>7} {'CPU':>7} {'peak RSS':>9} {'page':>8} "
+          f"{'lines':>6} {'exit':>4}")
+    with tempfile.TemporaryDirectory(prefix="netbench-comparebench-") as tmp:
+        report = synthetic_report(cases)
+        a_file, b_file = Path(tmp) / "a.json", Path(tmp) / "b.json"
+        a_file.write_text(json.dumps(with_launches(report)))
+        b_file.write_text(json.dumps(with_launches(dated(report, 1), slower=10.0, every=5)))
+        runs = [compare_cost(a_file, b_file, Path(tmp) / f"out{k}") for k in range(repeats)]
+        wall, cpu, peak, _, _ = (statistics.median(r[k] for r in runs) for k in range(5))
+        page = (Path(tmp) / "out0" / "index.html").stat().st_size / 2**20
+        print(f"{'':7} {cases:6} {wall:5.1f} s {cpu:5.1f} s {peak:6.0f} MB {page:5.1f} MB "
+              f"{runs[0][4]:6} {runs[0][3]:4}")
 
 
 def main(argv=None):
