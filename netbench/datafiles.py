@@ -37,6 +37,8 @@ def read_bytes(path):
 
 def _read_text(path, raw=None):
     raw = read_bytes(path) if raw is None else raw
+    if isinstance(raw, str):
+        return raw
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -58,9 +60,14 @@ def load_yaml(path, top=dict):
     return _top_level(data, top, path)
 
 
+def text_of(path, raw):
+    """`raw`, the bytes read from `path`, as text (UTF-8), or DataError."""
+    return _read_text(path, raw)
+
+
 def load_json(path, top=dict, raw=None):
-    """The parsed JSON document in `path` (or in `raw`, its bytes as read
-    already), or DataError."""
+    """The parsed JSON document in `path` (or in `raw`, its bytes or text
+    as read already), or DataError."""
     text = _read_text(path, raw)
     try:
         data = json.loads(text)

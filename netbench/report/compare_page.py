@@ -89,7 +89,7 @@ def worst_lines(comparison, limit, colour):
     """The `limit` worst changes, under their cases, and the cases of one
     side only (the first UNMATCHED_SHOWN of each side)."""
     worst = comparison.worst(limit)
-    total = len(comparison.changes())
+    total = sum(comparison.counts().values())
     lines = []
     if worst:
         lines.extend([f"the {len(worst)} worst of {total} changes in "
@@ -132,15 +132,10 @@ def text(comparison, every_size=False, colour=False, worst=WORST_SHOWN):
     return lines
 
 
-def case_summary(case):
-    """One row of the page's table of every case: its figures' changes and
-    the count of each call over its sizes."""
-    sizes = {}
-    for c in case.sizes:
-        sizes[c.call] = sizes.get(c.call, 0) + 1
-    worst = min(case.figures + case.sizes, key=compare.rank, default=None)
-    return {"key": case.key, "figures": case.figures, "sizes": counts_text(sizes),
-            "worst": worst}
+def case_summary(summary):
+    """One row of the page's table of every case (compare.Tally's): its
+    figures' changes, the count of each call over its sizes, its worst."""
+    return {**summary, "sizes": counts_text(summary["sizes"])}
 
 
 def render(comparison):
@@ -148,9 +143,11 @@ def render(comparison):
     env.filters["size"] = size_text
     env.filters["interval"] = interval_text
     env.filters["css"] = css_class
+    counts = comparison.counts()
     return env.get_template("compare.html.j2").render(
-        comparison=comparison, counts=comparison.counts(),
-        worst=comparison.worst(WORST_ON_PAGE), summaries=map(case_summary, comparison.cases),
+        comparison=comparison, counts=counts, total=sum(counts.values()),
+        worst=comparison.worst(WORST_ON_PAGE),
+        summaries=map(case_summary, comparison.tally.cases),
         generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
 
