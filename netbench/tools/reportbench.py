@@ -8,8 +8,10 @@ Each is published by `netbench publish` in a fresh interpreter into an
 empty reports/ under a temporary folder, the largest again as the next
 days' sessions (publish reads earlier sessions for the history and the
 index): wall and CPU time, peak RSS (the child's rusage) and the page's
-size.  Needs no root and no MPI.  Prints
-figures; asserts nothing.
+size.  Then `netbench compare` of two sessions of the largest size, each
+case's launch recorded, B's every 5th case 10x slower (bench_compare:
+median CPU, peak RSS, the page's size and the terminal's lines).  Needs no
+root and no MPI.  Prints figures; asserts nothing.
 """
 
 import argparse
@@ -203,6 +205,8 @@ def main(argv=None):
     parser.add_argument("--sessions", type=int, default=3,
                         help="publish the largest this many times, a day apart, into the "
                              "same reports/ (history and index read the earlier ones)")
+    parser.add_argument("--compare-runs", type=int, default=3,
+                        help="runs of `netbench compare` whose median is printed")
     args = parser.parse_args(argv)
     print(f"{'cases':>6} {'earlier':>7} {'run report':>10} {'publish wall':>12} "
           f"{'CPU':>7} {'peak RSS':>9} {'page':>8}")
@@ -223,6 +227,7 @@ def main(argv=None):
                 print(f"{cases:6} {day:7} {report_file.stat().st_size / 2**20:7.1f} MB "
                       f"{wall:10.1f} s {cpu:5.1f} s {peak:6.0f} MB "
                       f"{page.stat().st_size / 2**20:5.1f} MB")
+    bench_compare(largest, args.compare_runs)
     return 0
 
 
