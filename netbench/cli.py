@@ -86,19 +86,22 @@ def cmd_report(args):
 
 def cmd_compare(args):
     from .report import compare, compare_page, store
-    a = store.find_session(args.a)       # DataError: main, exit 2
-    if args.baseline:
-        comparison = compare.compare_with_baseline(a, baselines_of(a))
-    elif args.b:
-        comparison = compare.compare_sessions(a, store.find_session(args.b))
-    else:
+    if not (args.b or args.baseline):
         raise DataError(args.a, None, "compare it with a session B or with --baseline")
+    if args.baseline:
+        a = store.find_session(args.a)       # DataError: main, exit 2
+        comparison = compare.compare_with_baseline(a, baselines_of(a))
+    else:
+        # one whole session in memory at a time
+        a_name, a_side, b_name, b_side = compare.session_sides(
+            lambda: store.find_session(args.a), lambda: store.find_session(args.b))
+        comparison = compare.compare(a_side, b_side, a_name, b_name)
     for line in compare_page.text(comparison, every_size=args.all,
                                   colour=compare_page.colour_wanted(sys.stdout)):
         print(line)
     folder = args.output or compare_page.default_folder(comparison)
     print(f"netbench compare: HTML {compare_page.write(comparison, folder)}")
-    return 0
+    return compare.exit_code(comparison)
 
 
 def baselines_of(session):

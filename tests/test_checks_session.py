@@ -33,7 +33,7 @@ def test_filters_that_match_nothing_fail_with_one_line(tmp_path, selection):
         cwd=paths.REPO, capture_output=True, text=True, timeout=600,
         env={**clean_environment(), "HOME": str(home)})
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 1, out[-3000:]
+    assert proc.returncode == 2, out[-3000:]         # nothing measured: not a loss (1)
     assert proc.stderr.strip().splitlines()[-1] == EMPTY_RUN, out[-3000:]
     assert "0/0" not in out and "PASSED" not in out, out[-3000:]
 

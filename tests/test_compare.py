@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from netbench import cli
-from netbench.report import compare, compare_page, sessions
+from netbench.report import compare, compare_page, sessions, verdict
+from netbench.tools import reportbench
 
 RECORDED = Path(__file__).parent / "data" / "compare" / "pingpong-shm-openmpi.json"
 TIME_COLUMNS = ("usec", "usec_min", "usec_max", "usec_lo", "usec_hi")
@@ -150,7 +151,7 @@ def test_the_command_prints_and_renders_the_change(tmp_path, capsys):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps(recorded()))
     b.write_text(json.dumps(scaled(recorded(), 3.0)))
-    assert cli.main(["compare", str(a), str(b), "-o", str(tmp_path / "out")]) == 0
+    assert cli.main(["compare", str(a), str(b), "-o", str(tmp_path / "out")]) == 1
     out = capsys.readouterr().out
     latency = next(line for line in out.splitlines() if line.strip().startswith("latency"))
     assert "+200.0 %" in latency and latency.rstrip().endswith("worse")
@@ -171,14 +172,112 @@ def test_the_command_says_what_it_cannot_find(tmp_path, capsys):
     assert len(err) == 1 and "no-such-session" in err[0] and "not a run report" in err[0]
 
 
-def test_text_without_every_size_keeps_the_significant_ones(tmp_path):
+def test_text_without_every_size_shows_the_worst_first(tmp_path):
     a = session(recorded(), tmp_path, "a.json")
     b = session(scaled(recorded(), 3.0), tmp_path, "b.json")
     comparison = compare.compare_sessions(a, b)
-    short = compare_page.text(comparison)
+    short = compare_page.text(comparison, worst=5)
     full = compare_page.text(comparison, every_size=True)
-    assert len(full) > len(short)
-    significant = [c for c in comparison.changes() if c.bytes is not None
-                   and c.significance == compare.SIGNIFICANT]
-    assert sum(line.rstrip().endswith(" worse") for line in short) == \
-        len(significant) + len(by_figure(comparison, "latency")) + 1    # + peak_bw
+    shown = [line for line in short if line.startswith("  ") and "figure" not in line]
+    assert len(shown) == 5 and all(line.endswith("  worse") for line in shown)
+    # every size of the case with --all: each change a line
+    assert sum(line.startswith("  ") and "figure" not in line for line in full) == \
+        len(comparison.changes())
+    assert "the 5 worst of" in "\n".join(short) and "--all" in "\n".join(short)
+    assert short[-1] == full[-1] and short[-1].startswith("netbench compare: ")
+
+
+HOSTILE = "PingPong\x1b]0;owned\x07\x1b[2J %variant=blocking\u202e"
+
+
+def hostile(report):
+    """The recorded session with a case name that would retitle and clear a
+    terminal, and an environment name that would recolour it."""
+    report = copy.deepcopy(report)
+    for tc in report["runs"][0]["testcases"]:
+        tc["display_name"] = tc["name"] = HOSTILE
+        tc["environ"] = "openmpi\x1b[31m"
+    return report
+
+
+@pytest.mark.parametrize("every_size", [[], ["--all"]])
+def test_case_names_reach_the_terminal_escaped(tmp_path, capsys, every_size):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(hostile(recorded())))
+    slower = hostile(scaled(recorded(), 3.0))
+    only_b = copy.deepcopy(slower["runs"][0]["testcases"][0])
+    only_b["environ"] = "mpich\x1b]0;b\x07"
+    slower["runs"][0]["testcases"].append(only_b)
+    b.write_text(json.dumps(slower))
+    cli.main(["compare", str(a), str(b), "-o", str(tmp_path / "out"), *every_size])
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out
+    assert "PingPong\\x1b]0;owned\\x07\\x1b[2J %variant=blocking\\u202e" in out
+    assert "only in B: PingPong" in out and "mpich\\x1b]0;b\\x07" in out
+
+
+def test_a_session_ten_times_slower_exits_with_a_loss(tmp_path, capsys):
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(recorded()))
+    b.write_text(json.dumps(scaled(recorded(), 10.0)))
+    assert cli.main(["compare", str(a), str(b), "-o", str(tmp_path / "ab")]) == \
+        verdict.EXIT_LOSS == 1
+    assert " worse" in capsys.readouterr().out.splitlines()[-2]
+    # B faster: no loss
+    assert cli.main(["compare", str(b), str(a), "-o", str(tmp_path / "ba")]) == 0
+    # the same session: every change within noise
+    assert cli.main(["compare", str(a), str(a), "-o", str(tmp_path / "aa")]) == 0
+
+
+def test_a_change_worse_only_without_an_interval_is_not_a_loss(tmp_path, capsys):
+    """The exit follows the comparison's own calls: a record of version 1
+    has no interval, so nothing in it is beyond the noise."""
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(version_1(recorded())))
+    b.write_text(json.dumps(version_1(scaled(recorded(), 10.0))))
+    assert cli.main(["compare", str(a), str(b), "-o", str(tmp_path / "ab")]) == 0
+    assert "worse, no interval" in capsys.readouterr().out
+
+
+def test_sessions_with_no_case_in_common_exit_nothing_to_compare(tmp_path, capsys):
+    report = recorded()
+    other = copy.deepcopy(report)
+    other["runs"][0]["testcases"][0]["environ"] = "mpich"
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(report))
+    b.write_text(json.dumps(other))
+    code = cli.main(["compare", str(a), str(b), "-o", str(tmp_path / "ab")])
+    assert code == compare.EXIT_NOTHING_IN_COMMON == verdict.EXIT_INCONCLUSIVE
+    assert code not in (0, verdict.EXIT_LOSS)
+    out = capsys.readouterr().out.splitlines()
+    (said,) = [line for line in out if "nothing to compare" in line]
+    assert said == ("netbench compare: no case in common: nothing to compare (1 cases only "
+                    "in A, 1 only in B; exit 3)")
+
+
+def test_a_comparison_of_many_cases_is_summarised_and_its_page_bounded(tmp_path, capsys):
+    """300 cases of 24 sizes, every 5th 10x slower in B: the terminal shows
+    the worst changes and the counts, the page the worst in detail and one
+    row per case: neither grows with the cases' sizes."""
+    report = reportbench.synthetic_report(300)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(reportbench.with_launches(report)))
+    b.write_text(json.dumps(reportbench.with_launches(reportbench.dated(report, 1),
+                                                      slower=10.0, every=5)))
+    assert cli.main(["compare", str(a), str(b), "-o", str(tmp_path / "ab")]) == 1
+    out = capsys.readouterr().out.splitlines()
+    shown = [line for line in out if line.startswith("  ") and "figure" not in line]
+    assert len(shown) == compare_page.WORST_SHOWN
+    assert all(line.endswith("  worse") and ("+900.0 %" in line or "-90.0 %" in line)
+               for line in shown)
+    assert len(out) <= 2 * compare_page.WORST_SHOWN + 5
+    assert out[-2].startswith("netbench compare: ") and "worse" in out[-2]
+    page = (tmp_path / "ab" / "index.html").read_text()
+    rows = page.count("<tr")
+    assert rows <= compare_page.WORST_ON_PAGE + 300 + 2
+    assert page.count('<tr class="case') == 300
+    assert page.count('<tr class="worse">') == compare_page.WORST_ON_PAGE
+    # --all: every size of every case
+    cli.main(["compare", str(a), str(b), "-o", str(tmp_path / "all"), "--all"])
+    every = capsys.readouterr().out.splitlines()
+    assert sum(line.startswith("  ") and "figure" not in line for line in every) > 300 * 24

@@ -106,7 +106,9 @@ def test_the_trend_reads_the_store(uuids, tmp_path):
 
 def test_compare_finds_sessions_in_the_store_and_in_reports(uuids, tmp_path, capsys):
     second = store.stored_session(uuids[1])
-    assert cli.main(["compare", uuids[0][:8], second.name, "-o", str(tmp_path / "ab")]) == 0
+    # two real sessions on a busy host: a size may differ beyond the noise
+    # (exit 1, a loss shown) or not (0)
+    assert cli.main(["compare", uuids[0][:8], second.name, "-o", str(tmp_path / "ab")]) in (0, 1)
     out = capsys.readouterr().out
     assert f"-{uuids[0][:8]}  ->  B {second.name}" in out
     assert "PingPong %variant=blocking %transport=shm %placement=intranode | openmpi" in out

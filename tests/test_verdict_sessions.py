@@ -3,20 +3,32 @@ that did not run to the end (2) and inconclusive cases (3), and a real
 session ends inconclusive, reported as such, when its budget cannot
 decide."""
 
+import copy
+import itertools
+import json
+import os
 import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 
 from netbench import paths, report
-from netbench.report import verdict
+from netbench.report import sessions, verdict
 from netbench.rfm import session
 
 SHM = "^PingPong%variant=blocking%transport=shm%placement=intranode$"
 
 
+CASE_NUMBERS = itertools.count()
+
+
 def case(result, phase=None, record=None):
-    return {"name": "PingPong", "result": result, "fail_phase": phase,
-            "record": record or {}}
+    """A case of its own (ReFrame's unique_name tells cases apart)."""
+    return {"name": "PingPong", "unique_name": f"PingPong_{next(CASE_NUMBERS)}",
+            "result": result, "fail_phase": phase, "record": record or {}}
 
 
 def run_report(*cases):
@@ -73,3 +85,80 @@ def test_an_undecidable_case_is_inconclusive_never_pass_or_fail(tmp_path):
     assert row["stage"] == "inconclusive" and "peak_bw" in row["reason"]
     page = (paths.REPORTS / "latest" / "index.html").read_text()
     assert "Could not tell" in page and "inconclusive" in page
+
+
+RETRIED = Path(__file__).parent / "data" / "verdict" / "retried-run-report.json"
+FIRST_RUN_SLOW = Path(__file__).parent / "data" / "verdict" / "first_run_slow.py"
+
+
+def test_the_last_run_of_a_retried_case_decides():
+    """A real session with --max-retries 1 (tests/data/verdict): the case
+    failed in performance, passed on its retry; ReFrame said PASSED."""
+    report = json.loads(RETRIED.read_text())
+    first, retry = ([tc["result"] for tc in run["testcases"]] for run in report["runs"])
+    assert first == ["fail"] and retry == ["pass"]
+    assert verdict.exit_code(report, 0) == verdict.EXIT_PASS
+    # the page says the same of it
+    (tc,) = sessions.Session(report, {}, str(RETRIED)).testcases
+    assert tc["result"] == "pass"
+    # failed again on its retry: a loss shown
+    again = copy.deepcopy(report)
+    again["runs"][1]["testcases"][0].update(result="fail", fail_phase="performance")
+    assert verdict.exit_code(again, 1) == verdict.EXIT_LOSS
+
+
+def test_a_case_aborted_showed_no_loss():
+    report = run_report(case("pass"), case("abort"))
+    assert verdict.exit_code(report, 1) == verdict.EXIT_NOT_RUN
+
+
+def reframe(*args, marker, popen=False):
+    """ReFrame with netbench's configuration on the tiny check of
+    tests/data/verdict, as a user runs it."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(session.DROPPED)}
+    argv = [str(session.BIN / "reframe"), "-C", str(paths.CONFIG), "-c", str(FIRST_RUN_SLOW),
+            "-p", "^openmpi$", "-S", f"marker={marker}", *args]
+    if popen:
+        return subprocess.Popen(argv, cwd=paths.REPO, env=clean, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+    return subprocess.run(argv, cwd=paths.REPO, env=clean, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_a_case_that_passed_on_its_retry_exits_0(tmp_path):
+    proc = reframe("--system", "local", "-r", "--max-retries", "1",
+                   marker=tmp_path / "marker")
+    out = proc.stdout + proc.stderr
+    assert "retried 1 time(s) and  passed" in out, out[-3000:]
+    assert proc.returncode == verdict.EXIT_PASS, out[-3000:]
+
+
+@pytest.mark.parametrize("args", [["--system", "local", "-n", "NoSuchCheck", "-r"],
+                                  ["--system", "nosuchsystem", "-r"]])
+def test_a_session_that_ran_no_case_is_not_a_loss(tmp_path, args):
+    proc = reframe(*args, marker=tmp_path / "marker")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == verdict.EXIT_NOT_RUN, out[-3000:]
+    assert not (tmp_path / "marker").exists()
+
+
+def test_an_interrupted_session_exits_130(tmp_path):
+    """Ctrl-C while a case runs: ReFrame aborts it and exits 1; no loss was
+    shown, the session was interrupted."""
+    marker = tmp_path / "marker"
+    marker.touch()               # the case would pass
+    proc = reframe("--system", "local", "-r", "-S", "sleep=120", marker=marker, popen=True)
+    try:
+        seen = ""
+        while "RUN" not in seen:
+            line = proc.stdout.readline()
+            assert line, seen[-3000:]
+            seen += line
+        time.sleep(1)
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            session.stop_gracefully(proc)
+    assert "ABORT" in seen + out, (seen + out)[-3000:]
+    assert proc.returncode == verdict.EXIT_INTERRUPTED == 130, (seen + out)[-3000:]

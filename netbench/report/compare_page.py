@@ -11,6 +11,7 @@ from .. import paths
 from ..datafiles import DataError
 from . import compare, page, verdict
 from ..safefile import atomic_write
+from ..textsafe import printable
 from .publish import check_output_folder
 
 #: the ANSI colour of each call in a terminal (NO_COLOR: none)
@@ -46,40 +47,95 @@ def interval_text(e, unit):
     return f"{number} ({e.lo * scale:.3g}-{e.hi * scale:.3g}) {shown_unit}".rstrip()
 
 
+#: the worst changes the terminal shows without --all, and the page shows
+#: in detail: a comparison of 10,000 cases has half a million changes, so
+#: the rest are counted (terminal) or summarised per case (page)
+WORST_SHOWN = 20
+WORST_ON_PAGE = 200
+#: the cases of one side only that the terminal names without --all
+UNMATCHED_SHOWN = 10
+
+
 def change_line(change, colour):
+    """A change as a terminal line: the figure's name and unit come from the
+    records, so they pass through printable; the colour is added after."""
     pct = "" if change.pct is None else f"{change.pct:+.1f} %"
     call = change.call
     if colour and change.direction in COLOURS and call != compare.NOISE:
         call = f"{COLOURS[change.direction]}{call}{RESET}"
-    return (f"  {change.figure:12} {size_text(change.bytes):>8}  "
-            f"{interval_text(change.a, change.unit):>28}  "
-            f"{interval_text(change.b, change.unit):>28}  {pct:>9}  {call}")
+    return printable(
+        f"  {change.figure:12} {size_text(change.bytes):>8}  "
+        f"{interval_text(change.a, change.unit):>28}  "
+        f"{interval_text(change.b, change.unit):>28}  {pct:>9}  ") + call
 
 
-def text(comparison, every_size=False, colour=False):
-    """The comparison as lines for the terminal: per case its figures, and
-    the sizes whose change is more than noise (every size: `every_size`)."""
-    lines = [f"netbench compare: A {comparison.a}  ->  B {comparison.b}"]
+def table_header():
+    return (f"  {'figure':12} {'size':>8}  {'A (interval)':>28}  "
+            f"{'B (interval)':>28}  {'change':>9}  call")
+
+
+def every_case_lines(comparison, colour):
+    """Per case every figure and every size (--all)."""
+    lines = []
     for case in comparison.cases:
-        lines.append("")
-        lines.append(case.key)
-        lines.append(f"  {'figure':12} {'size':>8}  {'A (interval)':>28}  "
-                     f"{'B (interval)':>28}  {'change':>9}  call")
-        shown = case.sizes if every_size else [
-            c for c in case.sizes if c.significance == compare.SIGNIFICANT]
-        lines.extend(change_line(c, colour) for c in case.figures + shown)
-        left = len(case.sizes) - len(shown)
-        if left:
-            lines.append(f"  ... and {left} sizes within noise or without an interval "
-                         f"(--all shows them)")
+        lines.extend(["", printable(case.key), table_header()])
+        lines.extend(change_line(c, colour) for c in case.figures + case.sizes)
     for label, keys in (("only in A", comparison.only_a), ("only in B", comparison.only_b)):
-        lines.extend(f"{label}: {key}" for key in keys)
+        lines.extend(printable(f"{label}: {key}") for key in keys)
+    return lines
+
+
+def worst_lines(comparison, limit, colour):
+    """The `limit` worst changes, under their cases, and the cases of one
+    side only (the first UNMATCHED_SHOWN of each side)."""
+    worst = comparison.worst(limit)
+    total = sum(comparison.counts().values())
+    lines = []
+    if worst:
+        lines.extend([f"the {len(worst)} worst of {total} changes in "
+                      f"{len(comparison.cases)} cases in common, worst first "
+                      f"(--all shows every case and size):", table_header()])
+    by_case = {}
+    for key, change in worst:
+        by_case.setdefault(key, []).append(change)
+    for key, changes in by_case.items():
+        lines.append(printable(key))
+        lines.extend(change_line(c, colour) for c in changes)
+    for label, keys in (("only in A", comparison.only_a), ("only in B", comparison.only_b)):
+        lines.extend(printable(f"{label}: {key}") for key in keys[:UNMATCHED_SHOWN])
+        if len(keys) > UNMATCHED_SHOWN:
+            lines.append(f"{label}: ... and {len(keys) - UNMATCHED_SHOWN} more "
+                         f"(--all lists them)")
+    return lines
+
+
+def counts_text(counts):
+    return ", ".join(f"{n} {call}" for call, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def text(comparison, every_size=False, colour=False, worst=WORST_SHOWN):
+    """The comparison as lines for the terminal: the `worst` worst changes
+    under their cases (every case and size: `every_size`), then the count
+    of each call in one line."""
+    lines = [printable(f"netbench compare: A {comparison.a}  ->  B {comparison.b}")]
+    lines.extend(every_case_lines(comparison, colour) if every_size
+                 else worst_lines(comparison, worst, colour))
     counts = comparison.counts()
     lines.append("")
-    lines.append("netbench compare: " + (", ".join(
-        f"{n} {call}" for call, n in sorted(counts.items(), key=lambda kv: -kv[1]))
-        or "no case in common"))
+    if counts:
+        lines.append(f"netbench compare: {counts_text(counts)}")
+    else:
+        lines.append(f"netbench compare: no case in common: nothing to compare "
+                     f"({len(comparison.only_a)} cases only in A, "
+                     f"{len(comparison.only_b)} only in B; exit "
+                     f"{compare.EXIT_NOTHING_IN_COMMON})")
     return lines
+
+
+def case_summary(summary):
+    """One row of the page's table of every case (compare.Tally's): its
+    figures' changes, the count of each call over its sizes, its worst."""
+    return {**summary, "sizes": counts_text(summary["sizes"])}
 
 
 def render(comparison):
@@ -87,8 +143,11 @@ def render(comparison):
     env.filters["size"] = size_text
     env.filters["interval"] = interval_text
     env.filters["css"] = css_class
+    counts = comparison.counts()
     return env.get_template("compare.html.j2").render(
-        comparison=comparison, counts=comparison.counts(),
+        comparison=comparison, counts=counts, total=sum(counts.values()),
+        worst=comparison.worst(WORST_ON_PAGE),
+        summaries=map(case_summary, comparison.tally.cases),
         generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
 

@@ -12,6 +12,12 @@ file with sqlite3, read-only, under ReFrame's own read lock (`.db.lock`
 beside the file), and validates each run report as it validates a file
 (sessions.load_session).  A missing database is an empty history: nothing
 is created.
+
+A ReFrame session storing its results holds the write lock (the file lock,
+then an exclusive sqlite transaction); a stopped or hung one holds it for
+ever.  netbench waits for it at most LOCK_WAIT_SECONDS, then gives up with
+DatabaseLocked, one line naming the database: `netbench compare` stops
+(exit 2), publish writes its page without the trends and says so.
 """
 
 import contextlib
@@ -19,6 +25,7 @@ import json
 import os
 import re
 import sqlite3
+import time
 from pathlib import Path
 
 from .. import datafiles, paths
@@ -30,20 +37,45 @@ SCHEMA_VERSION = "1.0"
 #: the sessions a headline figure's trend goes back over
 HISTORY_SESSIONS = 20
 UUID_PREFIX = re.compile(r"[0-9a-fA-F][0-9a-fA-F-]{3,35}")
+#: how long a read waits for ReFrame's write lock on the database, both its
+#: file lock and sqlite's, in all: storing a session takes well under a
+#: second, so a longer hold is a session stopped or hung while it stores
+LOCK_WAIT_SECONDS = 10.0
+
+
+class DatabaseLocked(DataError):
+    """The results database stayed locked longer than LOCK_WAIT_SECONDS."""
+
+    def __init__(self, db, waited):
+        super().__init__(db, None, f"locked by another process (a ReFrame session storing "
+                                   f"its results) for more than {waited:g} s: not read")
 
 
 @contextlib.contextmanager
 def _read(db):
-    """A read-only connection to `db` under ReFrame's read lock."""
+    """A read-only connection to `db` under ReFrame's read lock, each
+    waited for within LOCK_WAIT_SECONDS in all (DatabaseLocked)."""
     from reframe.utility.osext import ReadWriteFileLock
 
+    wait = LOCK_WAIT_SECONDS
+    deadline = time.monotonic() + wait
     lock = ReadWriteFileLock(os.path.join(os.path.dirname(db), ".db.lock"))
-    with lock.read_lock():
-        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    if not lock.acquire_read_lock(timeout=wait):
+        raise DatabaseLocked(db, wait)
+    try:
+        # sqlite's own wait for a writer's exclusive transaction: the rest
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True,
+                               timeout=max(0.0, deadline - time.monotonic()))
         try:
             yield conn
+        except sqlite3.OperationalError as err:
+            if err.sqlite_errorcode in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise DatabaseLocked(db, wait) from err
+            raise
         finally:
             conn.close()
+    finally:
+        lock.release_read_lock()
 
 
 def _query(db, sql, params=()):

@@ -330,9 +330,12 @@ def skipped_by_reason(sessions):
 
 
 #: netbench's exit codes for a session that ran, as every command means
-#: them (netbench/exitcodes.py): ReFrame's own are 0 and 1 only
+#: them (netbench/exitcodes.py): ReFrame's own are 0 and 1 only.
+#: EXIT_NOT_RUN is also a session that ran no case (a selection matching
+#: nothing, an unknown --system) and netbench's bad input
 EXIT_PASS, EXIT_LOSS, EXIT_NOT_RUN, EXIT_INCONCLUSIVE = (
     exitcodes.OK, exitcodes.LOSS, exitcodes.NOT_RUN, exitcodes.INCONCLUSIVE)
+EXIT_INTERRUPTED = exitcodes.INTERRUPTED
 
 
 def shows_a_loss(tc):
@@ -342,16 +345,25 @@ def shows_a_loss(tc):
     return tc.get("fail_phase") == "performance" or case_record(tc).get("verdict") == "fail"
 
 
+def last_runs(run_report):
+    """Each case's last run: ReFrame's `--max-retries` runs a failed case
+    again, in a further entry of `runs`, and the retry's result is the
+    case's (as ReFrame's own exit and the page, sessions.Session, take it)."""
+    from .sessions import Session
+    return Session(run_report, {}, "").testcases
+
+
 def exit_code(run_report, reframe_code):
-    """The session's exit code from its run report: a loss shown (a case
-    failed on its judged figures) stays 1; cases that failed only before
-    they could be judged (they did not run to the end) give 2; no failure
-    but an inconclusive case gives 3.  `reframe_code` is what ReFrame
-    would return: anything but 0 or 1 stands."""
+    """The session's exit code from the last run of each of its cases: a
+    loss shown (a case failed on its judged figures) stays 1; cases that
+    failed only before they could be judged (they did not run to the end,
+    or were aborted) give 2; no failure but an inconclusive case gives 3.
+    `reframe_code` is what ReFrame would return: anything but 0 or 1
+    stands."""
     if reframe_code not in (0, 1):
         return reframe_code
-    cases = [tc for run in run_report.get("runs") or [] for tc in run.get("testcases") or []]
-    failed = [tc for tc in cases if tc.get("result") == "fail"]
+    cases = last_runs(run_report)
+    failed = [tc for tc in cases if tc.get("result") in ("fail", "abort")]
     if failed:
         return EXIT_LOSS if any(shows_a_loss(tc) for tc in failed) else EXIT_NOT_RUN
     if reframe_code == 0 and any(case_result(tc) == "inconclusive" for tc in cases):

@@ -177,13 +177,18 @@ SCHEMA = {
 
 
 #: SCHEMA with the items of its bulk arrays left open: a curve's rows (24
-#: per series, hundreds of thousands in a large session) and a fleet's
-#: pairs (a million for 1024 nodes) are checked by plain Python, and by
-#: jsonschema only where that finds a fault, to name it
+#: per series, hundreds of thousands in a large session), each launch's
+#: rows (as many again per launch) and a fleet's pairs (a million for 1024
+#: nodes) are checked by plain Python, and by jsonschema only where that
+#: finds a fault, to name it
 _SHALLOW = copy.deepcopy(SCHEMA)
 del _SHALLOW["properties"]["series"]["items"]["properties"]["rows"]["items"]
+del _SHALLOW["properties"]["runs"]["additionalProperties"]["items"]["properties"]["rows"][
+    "items"]
 del _SHALLOW["properties"]["fleet"]["properties"]["pairs"]["items"]
 _ROWS = SCHEMA["properties"]["series"]["items"]["properties"]["rows"]
+_LAUNCH_ROWS = SCHEMA["properties"]["runs"]["additionalProperties"]["items"]["properties"][
+    "rows"]
 _PAIRS = SCHEMA["properties"]["fleet"]["properties"]["pairs"]
 
 
@@ -201,6 +206,10 @@ def check(record, path, where=()):
                 key = (*where, "series", i, "rows", j, missing[0])
                 raise DataError(path, dotted(key), f"missing: the series names column "
                                                    f"{missing[0]!r}")
+    for name, launches in (record.get("runs") or {}).items():
+        for i, launch in enumerate(launches):
+            if not plain_rows(launch["rows"]):
+                validate(launch["rows"], _LAUNCH_ROWS, path, (*where, "runs", name, i, "rows"))
     pairs = (record.get("fleet") or {}).get("pairs", [])
     if not plain_pairs(pairs):
         validate(pairs, _PAIRS, path, (*where, "fleet", "pairs"))

@@ -3,11 +3,12 @@ because ReFrame has no option or hook for it; each wraps one entry point of
 ReFrame's internals, once per interpreter, and reframe_checks/settings.py
 calls it by name:
 
-* refuse_empty_runs: a filter matching no case exits 1, not `PASSED 0/0`
+* refuse_empty_runs: a filter matching no case exits 2, not `PASSED 0/0`
   (wraps reframe.frontend.executors.Runner.runall);
-* tell_verdicts_apart_in_the_exit_code: exit codes 1, 2 and 3 for a loss,
-  cases that did not run to the end, and inconclusive cases (gives
-  reframe.frontend.cli a `sys` whose exit refines the code);
+* tell_verdicts_apart_in_the_exit_code: exit codes 1, 2, 3 and 130 for a
+  loss, cases that did not run to the end (or a session that ran none),
+  inconclusive cases and an interrupt (gives reframe.frontend.cli a `sys`
+  whose exit refines the code);
 * say_what_was_not_generated: one line per reason a check generated fewer
   cases (wraps reframe.frontend.loader.RegressionCheckLoader.load_all).
 
@@ -27,7 +28,8 @@ REFRAME_VERSION = "4.10.4"
 
 def refuse_empty_runs():
     """A run whose filters match no test case stops with one line and exit
-    code 1: ReFrame itself reports `PASSED 0/0` and exits 0, and a typo in
+    code 2 (nothing measured, report.verdict.EXIT_NOT_RUN; a loss shown is
+    1): ReFrame itself reports `PASSED 0/0` and exits 0, and a typo in
     `-n`, `-t` or `-p` would look like a clean run.  ReFrame (REFRAME_VERSION) has no
     option or hook for it and the check files cannot know what the filters
     leave, so this wraps the runner's entry point, once per interpreter;
@@ -39,10 +41,12 @@ def refuse_empty_runs():
     runall = Runner.runall
 
     def checked_runall(self, testcases, restored_cases=None):
+        from ..report.verdict import EXIT_NOT_RUN
+
         if not testcases and not restored_cases:
             sys.stdout.flush()
             print(EMPTY_RUN, file=sys.stderr)
-            sys.exit(1)
+            sys.exit(EXIT_NOT_RUN)
         return runall(self, testcases, restored_cases)
 
     checked_runall.netbench_refuses_empty = True
@@ -53,12 +57,17 @@ EMPTY_RUN = "netbench: no test case matched the filters"
 
 
 def tell_verdicts_apart_in_the_exit_code():
-    """ReFrame exits 1 for any failed case and 0 otherwise; netbench's
-    verdicts are four (report.verdict.exit_code): a loss shown (1), cases
-    that could not run to the end (2), inconclusive (3), pass (0).  ReFrame
-    (REFRAME_VERSION) has no option for it and ends its `main` with sys.exit(code):
-    this gives its module a `sys` whose exit refines the code from the run
-    report ReFrame has just written.  Once per interpreter."""
+    """ReFrame exits 1 for any failed case, for an interrupt and for a
+    session it could not start (an unknown --system, a configuration
+    error), and 0 otherwise; netbench's verdicts are four
+    (report.verdict.exit_code): a loss shown (1), cases that could not run
+    to the end or no case run (2), inconclusive (3), pass (0), and an
+    interrupt is 130 as for every netbench command.  ReFrame
+    (REFRAME_VERSION) has no option for it and ends its `main` with
+    sys.exit(code), an interrupt's inside the `except` that caught it: this
+    gives its module a `sys` whose exit refines the code from the run
+    report ReFrame has just written, and from the exception being handled.
+    Once per interpreter."""
     import types
 
     from reframe.frontend import cli
@@ -69,7 +78,8 @@ def tell_verdicts_apart_in_the_exit_code():
     real_sys = cli.sys
 
     def exit(code=0):
-        real_sys.exit(refined_exit_code(code, started))
+        interrupted = isinstance(real_sys.exc_info()[1], KeyboardInterrupt)
+        real_sys.exit(refined_exit_code(code, started, interrupted))
 
     proxy = types.ModuleType("sys")
     proxy.__dict__.update(real_sys.__dict__)
@@ -78,15 +88,23 @@ def tell_verdicts_apart_in_the_exit_code():
     cli.sys = proxy
 
 
-def refined_exit_code(code, started):
-    """`code` refined by the run report this session wrote, if it wrote one."""
+def refined_exit_code(code, started, interrupted=False):
+    """`code` refined: 130 for an interrupt (ReFrame's 1: the cases it
+    aborted showed no loss), else by the run report this session wrote;
+    ReFrame writes none when it ran no case (an unknown --system, a
+    configuration or loading error stop it before), so a failure without
+    one measured nothing: 2."""
     from ..report.publish import RAW_REPORTS
-    from ..report.verdict import exit_code
+    from ..report.verdict import EXIT_INTERRUPTED, EXIT_NOT_RUN, exit_code
 
+    if not isinstance(code, int):
+        return code
+    if interrupted:
+        return EXIT_INTERRUPTED
     fresh = [p for p in RAW_REPORTS.glob("run-report-*.json")
              if p.stat().st_mtime >= started]
-    if not fresh or not isinstance(code, int):
-        return code
+    if not fresh:
+        return EXIT_NOT_RUN if code == 1 else code
     try:
         with open(max(fresh, key=lambda p: p.stat().st_mtime)) as f:
             return exit_code(json.load(f), code)

@@ -8,14 +8,17 @@ Each is published by `netbench publish` in a fresh interpreter into an
 empty reports/ under a temporary folder, the largest again as the next
 days' sessions (publish reads earlier sessions for the history and the
 index): wall and CPU time, peak RSS (the child's rusage) and the page's
-size.  Needs no root and no MPI.  Prints
-figures; asserts nothing.
+size.  Then `netbench compare` of two sessions of the largest size, each
+case's launch recorded, B's every 5th case 10x slower (bench_compare:
+median CPU, peak RSS, the page's size and the terminal's lines).  Needs no
+root and no MPI.  Prints figures; asserts nothing.
 """
 
 import argparse
 import json
 import os
 import random
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -126,7 +129,7 @@ def publish_cost(report_file, reports_dir):
     started = time.monotonic()
     with tempfile.TemporaryFile() as err:
         proc = subprocess.Popen([sys.executable, "-m", "netbench.cli", "publish",
-                                 str(report_file), "--reports-dir", str(reports_dir)],
+                                 str(report_file), "-o", str(reports_dir)],
                                 stdout=subprocess.DEVNULL, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
@@ -180,8 +183,8 @@ def accept_cost(cases, sessions=3):
         started = time.monotonic()
         with tempfile.TemporaryFile() as err:
             proc = subprocess.Popen([sys.executable, "-m", "netbench.cli", "baseline", "accept",
-                                     "--reports-dir", str(reports),
-                                     "--folder", str(Path(tmp) / "baselines")],
+                                     "--reports", str(reports),
+                                     "-o", str(Path(tmp) / "baselines")],
                                     stdout=subprocess.DEVNULL, stderr=err)
             _, status, usage = os.wait4(proc.pid, 0)
             wall = time.monotonic() - started
@@ -198,12 +201,66 @@ def print_accept_cost(cases, sessions=3):
           + (f"; failed ({rc}): {error}" if rc else ""))
 
 
+def compare_side(report, slower=1.0, every=1):
+    """`report` with each case's launch recorded (its rows with the interval
+    of their samples, as record version 2 keeps them), every `every`-th
+    case's times `slower` times longer: the sides of `netbench compare`."""
+    testcases = []
+    for i, tc in enumerate(report["runs"][0]["testcases"]):
+        factor = slower if i % every == 0 else 1.0
+        (series,) = tc["record"]["series"]
+        rows = [{**r, "usec": r["usec"] * factor, "usec_lo": 0.97 * r["usec"] * factor,
+                 "usec_hi": 1.05 * r["usec"] * factor, "Mbps": r["Mbps"] / factor,
+                 "MBps": r["MBps"] / factor} for r in series["rows"]]
+        record = {**tc["record"], "series": [{**series, "rows": rows}],
+                  "runs": {"mpi": [{"columns": ["bytes", "usec", "usec_lo", "usec_hi",
+                                                "Mbps", "MBps"],
+                                    "rows": rows, "summary": {}}]}}
+        testcases.append({**tc, "record": record})
+    return {**report, "runs": [{"testcases": testcases}]}
+
+
+def compare_cost(a_file, b_file, outdir):
+    """(wall s, CPU s, peak RSS MB, exit code, terminal lines) of `netbench
+    compare A B -o OUTDIR` in a fresh interpreter (its own rusage)."""
+    started = time.monotonic()
+    with tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen([sys.executable, "-m", "netbench.cli", "compare", str(a_file),
+                                 str(b_file), "-o", str(outdir)],
+                                stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - started
+        out.seek(0)
+        lines = out.read().count(b"\n")
+    return (wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024,
+            os.waitstatus_to_exitcode(status), lines)
+
+
+def bench_compare(cases, repeats=3):
+    """`netbench compare` of two sessions of `cases` cases, B's every 5th
+    case 10x slower: the median of `repeats` runs of each figure."""
+    print(f"{'compare':>7} {'cases':>6} {'wall':>7} {'CPU':>7} {'peak RSS':>9} {'page':>8} "
+          f"{'lines':>6} {'exit':>4}")
+    with tempfile.TemporaryDirectory(prefix="netbench-comparebench-") as tmp:
+        report = synthetic_report(cases)
+        a_file, b_file = Path(tmp) / "a.json", Path(tmp) / "b.json"
+        a_file.write_text(json.dumps(compare_side(report)))
+        b_file.write_text(json.dumps(compare_side(dated(report, 1), slower=10.0, every=5)))
+        runs = [compare_cost(a_file, b_file, Path(tmp) / f"out{k}") for k in range(repeats)]
+        wall, cpu, peak, _, _ = (statistics.median(r[k] for r in runs) for k in range(5))
+        page = (Path(tmp) / "out0" / "index.html").stat().st_size / 2**20
+        print(f"{'':7} {cases:6} {wall:5.1f} s {cpu:5.1f} s {peak:6.0f} MB {page:5.1f} MB "
+              f"{runs[0][4]:6} {runs[0][3]:4}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, nargs="+", default=list(CASES))
     parser.add_argument("--sessions", type=int, default=3,
                         help="publish the largest this many times, a day apart, into the "
                              "same reports/ (history and index read the earlier ones)")
+    parser.add_argument("--compare-runs", type=int, default=3,
+                        help="runs of `netbench compare` whose median is printed")
     args = parser.parse_args(argv)
     print(f"{'cases':>6} {'earlier':>7} {'run report':>10} {'publish wall':>12} "
           f"{'CPU':>7} {'peak RSS':>9} {'page':>8}")
@@ -225,6 +282,7 @@ def main(argv=None):
                       f"{wall:10.1f} s {cpu:5.1f} s {peak:6.0f} MB "
                       f"{page.stat().st_size / 2**20:5.1f} MB")
     print_accept_cost(largest, args.sessions)
+    bench_compare(largest, args.compare_runs)
     return 0
 
 
