@@ -29,16 +29,21 @@ CODES = (
                    "validator found nothing wrong, `tune` kept its tuning"),
     Code(LOSS, "loss", "done, and the answer is no: a session showed a loss (a case "
                        "failed on its judged figures: a threshold, a baseline, a sweep's "
-                       "suspects, container parity), `tune` reverted a tuning that did not "
-                       "help, `discover` found no MPI"),
+                       "suspects, container parity), `compare` found a figure worse beyond "
+                       "the noise, `tune` reverted a tuning that did not help, `discover` "
+                       "found no MPI"),
     Code(INVALID_INPUT, "no answer", "invalid input: a bad argument, or a data file, path or "
                                      "record that does not validate, named in one line "
                                      "with its field (nothing already written is lost); "
                                      "a session whose failed cases did not run to the end "
                                      "(setup, launch, a rank died); a `tune` step that "
-                                     "failed (then reverted); a `vcluster` action refused"),
+                                     "failed (then reverted); a `vcluster` action refused; "
+                                     "a session that ran no case (a selection matching "
+                                     "nothing, an unknown --system); the results database "
+                                     "locked for longer than netbench waits"),
     Code(INCONCLUSIVE, "inconclusive", "no failure, but a case of the session is "
-                                       "inconclusive: the host was too noisy to tell"),
+                                       "inconclusive: the host was too noisy to tell; "
+                                       "`compare`: A and B have no figure in common"),
     Code(INTERRUPTED, "interrupted", "Ctrl-C: what had started is rolled back or finished "
                                      "first, and one line says which"),
 )
