@@ -11,7 +11,6 @@ import json
 import math
 import os
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -57,16 +56,17 @@ def run_report(day, cases, uuid=None, year=2026):
 
 def publish(reports, report):
     """`report` placed as publish places a session: written into a hidden
-    folder, renamed to its name (a later one publishes after it)."""
+    folder, renamed to its name by publish's own place_session, which
+    numbers it (a later one publishes after it)."""
+    from netbench.report.publish import place_session, reports_lock
     from netbench.report.sessions import session_folder_name
     name = session_folder_name(report["session_info"], "synthetic")
     reports.mkdir(exist_ok=True)
     staging = reports / f".session-{name}"
     staging.mkdir()
     (staging / "run-report.json").write_text(json.dumps(report))
-    time.sleep(0.02)        # the file system's clock is coarse: one publication a tick
-    os.rename(staging, reports / name)
-    time.sleep(0.02)
+    with reports_lock(reports):
+        place_session(reports, staging, name)
     return name
 
 
@@ -310,6 +310,22 @@ def test_a_future_dated_session_does_not_win_the_default(tmp_path):
     baselines.accept(reports_dir=reports, folder=folder)
     data = baseline.load(folder / "local-node.yaml")
     assert [s["name"] for s in data["sessions"]] == names
+
+
+def test_the_publication_order_survives_a_chmod_and_a_copy(tmp_path):
+    reports, folder = tmp_path / "reports", tmp_path / "baselines"
+    names = publish_runs(reports, (2, 3, 4))
+    first = publish(reports, run_report(1, [case(scale=9.0)]))   # published last
+    os.chmod(reports / names[0], 0o750)          # the oldest's ctime is now the newest
+    baselines.accept(reports_dir=reports, folder=folder)
+    data = baseline.load(folder / "local-node.yaml")
+    assert [s["name"] for s in data["sessions"]] == names[1:] + [first]
+    copied = tmp_path / "copied"
+    copied.mkdir()
+    for name in reversed(names + [first]):       # copied newest first: ctimes reversed
+        shutil.copytree(reports / name, copied / name)
+    from netbench.report.sessions import published_folders
+    assert [f.name for f in published_folders(copied)] == names + [first]
 
 
 # 9. a size of the baseline the run never sent

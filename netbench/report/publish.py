@@ -37,7 +37,8 @@ from ..fleet import drain
 from ..results import suspects as fleet_suspects
 from . import findings, page, store, sweep
 from .provenance import collect_provenance
-from .sessions import load_session, published_sessions
+from .sessions import (PUBLISHED_AS, load_session, next_publication_number,
+                       published_sessions)
 
 #: where ReFrame writes its run reports (rfm/config.py's `report_file`)
 RAW_REPORTS = paths.STATE / "reports"
@@ -50,7 +51,9 @@ SESSION_FILES = ("run-report.json", "provenance.json", "index.html",
                  # (findings.stored_beside)
                  "run-report.findings.json",
                  # a session that swept a fabric (LinkSweep): what it named
-                 "suspects.json", "drain.sh")
+                 "suspects.json", "drain.sh",
+                 # its place in the order of publication (sessions.PUBLISHED_AS)
+                 "published")
 
 
 @contextlib.contextmanager
@@ -136,6 +139,7 @@ def place_session(reports_dir, staging, name):
     same session there is replaced if netbench wrote it (own_session_folder);
     anything else of that name is refused and kept.  Under reports_lock."""
     final = Path(reports_dir) / name
+    (staging / PUBLISHED_AS).write_text(f"{next_publication_number(reports_dir)}\n")
     replaced = None
     if os.path.lexists(final):
         if not own_session_folder(final):

@@ -285,21 +285,46 @@ def read_summary(path):
     return Session(slim, {}, str(path))
 
 
+#: the file publish writes into each session folder: its place in the
+#: order sessions were published on this machine (1, 2, ...)
+PUBLISHED_AS = "published"
+
+
+def publication_number(folder):
+    """The number publish gave `folder` (PUBLISHED_AS), or 0 for a session
+    an older netbench published, or one whose number is not netbench's."""
+    path = Path(folder) / PUBLISHED_AS
+    if path.is_symlink() or not path.is_file():
+        return 0
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError):
+        return 0
+    return int(text) if text.isdigit() and len(text) < 16 else 0
+
+
+def next_publication_number(reports_dir):
+    """The number of the next session published into `reports_dir`: one
+    more than any there.  Under publish's reports_lock."""
+    return 1 + max((publication_number(f) for f in published_folders(reports_dir)), default=0)
+
+
 def published_folders(reports_dir=paths.REPORTS):
     """The folders of reports/ named like a session (real folders holding a
     run report; nothing is parsed), in the order they were published on
-    this machine: by the time their inode last changed (ctime), which
-    publish's rename into place sets to the kernel's clock, and which no run
-    report can set (a date a run report claims can lie years ahead).  Any
-    later change to a folder itself (published again, a chmod) moves it to
-    the end; a copy of reports/ (cp -a, rsync) orders them as it copied."""
+    this machine: by the number publish wrote into each (PUBLISHED_AS),
+    which no run report can set (a date a run report claims can lie years
+    ahead) and which a copy of reports/ or a chmod keeps.  Sessions an
+    older netbench published have none and come first, by the time their
+    inode last changed (ctime, which publish's rename set)."""
     found = []
     for folder in Path(reports_dir).iterdir() if Path(reports_dir).is_dir() else ():
         if not SESSION_NAME.fullmatch(folder.name) or folder.is_symlink() \
                 or not folder.is_dir() or not (folder / "run-report.json").is_file():
             continue
-        found.append((folder.lstat().st_ctime_ns, folder.name, folder))
-    return [folder for _, _, folder in sorted(found)]
+        found.append((publication_number(folder), folder.lstat().st_ctime_ns, folder.name,
+                      folder))
+    return [folder for *_, folder in sorted(found)]
 
 
 def published_sessions(reports_dir=paths.REPORTS, summary=False):
