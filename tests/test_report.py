@@ -270,7 +270,7 @@ def judged_by_its_baseline(tmp_path, accepted):
     folder = tmp_path / "baselines"
     runs = [session_from(json.loads(RECORDED.read_text()), tmp_path, f"run{i}.json")
             for i in range(3)]
-    learned = baseline.build("local:node", runs)
+    learned = baseline.build("local:node", [baseline.accepted_runs(s) for s in runs])
     learned["accepted"] = accepted
     path = baseline.write(learned, folder)
     data = json.loads(RECORDED.read_text())
