@@ -261,8 +261,8 @@ def test_a_comparison_of_many_cases_is_summarised_and_its_page_bounded(tmp_path,
     row per case: neither grows with the cases' sizes."""
     report = reportbench.synthetic_report(300)
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    a.write_text(json.dumps(reportbench.with_launches(report)))
-    b.write_text(json.dumps(reportbench.with_launches(reportbench.dated(report, 1),
+    a.write_text(json.dumps(reportbench.compare_side(report)))
+    b.write_text(json.dumps(reportbench.compare_side(reportbench.dated(report, 1),
                                                       slower=10.0, every=5)))
     assert cli.main(["compare", str(a), str(b), "-o", str(tmp_path / "ab")]) == 1
     out = capsys.readouterr().out.splitlines()
