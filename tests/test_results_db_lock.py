@@ -6,6 +6,7 @@ in one line naming the database; publish writes its page all the same.
 The lock is held for real, by another process, as ReFrame holds it."""
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -14,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from netbench import paths
 from netbench.report import store
 
 publish = sys.modules["netbench.report.publish"]     # the module, not the function
@@ -131,16 +131,17 @@ def test_publish_writes_the_page_while_the_database_is_held(tmp_path, short_wait
                     f"not read")
 
 
-@pytest.mark.skipif(not paths.RESULTS_DB.is_file(),
-                    reason="no results database yet in this checkout (a session, e.g. "
-                           "tests/test_history.py's, makes one)")
-def test_compare_stops_with_one_line_while_the_database_is_held():
-    """The command as a user runs it, with the wait it has."""
-    holder = hold(paths.RESULTS_DB, "both")
+def test_compare_stops_with_one_line_while_the_database_is_held(tmp_path):
+    """The command as a user runs it, with the wait it has, in a home of its
+    own (NETBENCH_HOME) whose results database another process holds."""
+    (tmp_path / ".reframe").mkdir()
+    db, _ = results_db(tmp_path / ".reframe")
+    holder = hold(db, "both")
     try:
         started = time.monotonic()
         proc = subprocess.run([sys.executable, "-m", "netbench.cli", "compare", "0123abcd",
-                               "4567abcd"], cwd=paths.REPO, capture_output=True, text=True,
+                               "4567abcd"], cwd=tmp_path, capture_output=True, text=True,
+                              env={**os.environ, "NETBENCH_HOME": str(tmp_path)},
                               timeout=store.LOCK_WAIT_SECONDS + 60)
         took = time.monotonic() - started
     finally:
@@ -148,5 +149,5 @@ def test_compare_stops_with_one_line_while_the_database_is_held():
     assert proc.returncode == 2, proc.stderr
     assert took < store.LOCK_WAIT_SECONDS + 15
     assert proc.stderr.splitlines() == [
-        f"netbench: {paths.RESULTS_DB}: locked by another process (a ReFrame session storing "
+        f"netbench: {db}: locked by another process (a ReFrame session storing "
         f"its results) for more than {store.LOCK_WAIT_SECONDS:g} s: not read"]
