@@ -25,8 +25,8 @@ Any failure after the tuning started (a playbook, a session that wrote
 no report, Ctrl-C, SIGTERM, or any exception at all: run()'s `finally`)
 reverts the hosts, and the record says where it stopped.  From the moment
 the revert begins, a further Ctrl-C or SIGTERM waits until the hosts are
-reverted and the record and page written.  Ansible is the engine: netbench runs its playbooks and reads
-what they write.  The tuning session's record and page go to
+reverted and the record and page written.  Ansible is the engine:
+netbench runs its playbooks and reads what they write.  The tuning session's record and page go to
 reports/tune-<time>-<profile>/ (record.py, page.py).
 """
 
@@ -161,15 +161,14 @@ def host_settings(path):
     why not) in one line: an unreachable host, a script that failed."""
     try:
         result = json.loads(Path(path).read_text())
-        return json.loads(result["stdout"]), None
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
+    except (OSError, ValueError):
+        return None, "no result"
     try:
-        result = json.loads(Path(path).read_text())
-        said = result.get("msg") or result.get("stderr") or "no settings read"
-    except (OSError, ValueError, AttributeError):
-        said = "no result"
-    return None, " ".join(str(said).split())[:300]
+        return json.loads(result["stdout"]), None
+    except (KeyError, TypeError, ValueError):
+        said = (result.get("msg") or result.get("stderr") or "no settings read") \
+            if isinstance(result, dict) else "no result"
+        return None, " ".join(str(said).split())[:300]
 
 
 def measure(system, checks, label):
@@ -531,19 +530,20 @@ def differences_from(baseline, now):
 
 
 def revert(inventory, state_file, rec, profiles, say):
-    """revert.yml, then the settings read back against the baseline."""
+    """revert.yml, then the settings read back against the baseline.  Run
+    where Ctrl-C and SIGTERM are deferred (run's finally), so that those
+    that come meanwhile are said."""
     say("netbench tune: reverting (a Ctrl-C or SIGTERM now waits until the hosts are "
         "reverted and the record written)")
     entry = rec["revert"] = {"ran": True, "exact": None, "differences": []}
-    with interrupts_deferred():
-        try:
-            playbook(inventory, "revert.yml", "-e", f"tune_record_file={state_file}",
-                     detached=True)
-            now = read_back(inventory, profiles, detached=True)
-        except Exception as err:        # recorded: the record must still be written
-            entry["error"] = failure_entry(err)["message"]
-            entry["exact"] = False
-            return
+    try:
+        playbook(inventory, "revert.yml", "-e", f"tune_record_file={state_file}",
+                 detached=True)
+        now = read_back(inventory, profiles, detached=True)
+    except Exception as err:            # recorded: the record must still be written
+        entry["error"] = failure_entry(err)["message"]
+        entry["exact"] = False
+        return
     baseline = rec.get("baseline_state") or {}
     entry["differences"] = differences_from(baseline, now)
     entry["exact"] = bool(baseline) and not entry["differences"]
