@@ -106,6 +106,8 @@ def test_any_exception_is_recorded_in_one_line_with_its_type():
         "stage": "failed", "message": "tune.yml failed"}
     assert loop.failure_entry(OSError(28, "No space left on device"))["message"] == \
         "OSError: [Errno 28] No space left on device"
-    assert loop.failure_entry(KeyboardInterrupt())["stage"] == "interrupted"
+    assert loop.failure_entry(KeyboardInterrupt()) == {"stage": "interrupted",
+                                                       "message": "SIGINT received"}
+    assert loop.failure_entry(KeyboardInterrupt("SIGTERM"))["message"] == "SIGTERM received"
     assert json.dumps(loop.failure_entry(ValueError("\x1b]0;x\x07")))  # escaped, one line
     assert "\x1b" not in loop.failure_entry(ValueError("\x1b]0;x\x07"))["message"]

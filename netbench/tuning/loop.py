@@ -314,9 +314,9 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
     return (0 if rec["decision"]["kept"] else 1), folder
 
 
-def raise_interrupt(*_):
+def raise_interrupt(signum, _frame):
     """Ctrl-C and SIGTERM while measuring: the loop stops there (and reverts)."""
-    raise KeyboardInterrupt
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 #: what the loop's own steps raise: their text is the one line
@@ -326,8 +326,9 @@ EXPECTED = (TuneError, DataError, subprocess.TimeoutExpired)
 def failure_entry(err):
     """The record's failure of an exception that ended the loop: its text on
     one line, with its type where the loop did not raise it itself."""
-    if isinstance(err, KeyboardInterrupt):
-        return {"stage": "interrupted", "message": "interrupted (Ctrl-C or SIGTERM)"}
+    if isinstance(err, KeyboardInterrupt):     # raise_interrupt names the signal
+        return {"stage": "interrupted", "message": f"{err.args[0] if err.args else 'SIGINT'} "
+                                                   f"received"}
     text = " ".join(str(err).split())
     if not isinstance(err, EXPECTED):
         text = f"{type(err).__name__}: {text}" if text else type(err).__name__
@@ -430,7 +431,7 @@ class Turns:
             now = read_back(self.inventory, self.profiles, detached=True)
         self.tuned = False
         if interrupted:         # the revert ran to its end first; the loop stops now
-            raise KeyboardInterrupt
+            raise KeyboardInterrupt(interrupted[0])
         differences = differences_from(self.rec.get("baseline_state") or {}, now)
         if differences:
             raise TuneError("the revert between turns did not restore the baseline: "
