@@ -244,3 +244,97 @@ def test_the_report_shows_the_diagnoses_beside_the_verdict():
     assert "TCP socket buffers too small for the bandwidth-delay product" in html
     healthy = page.render_report([sessions.load_session(TUNE / "gige-jumbo" / "after1.json")])
     assert 'id="diagnoses"' not in healthy
+
+
+# ---- issue 35: an MTU the node could not read, interfaces off the data path -----
+
+HEALTHY_JUMBO = TUNE / "diagnosis" / "tcp-jumbo-healthy-live1.json"
+
+
+def jumbo_nodes(report):
+    """The node names of a recorded two-node session's node state."""
+    (_, _, record), *_ = cases(report)
+    return sorted(record["node_state"])
+
+
+def with_links(report, links):
+    """`report` whose every case's node state has these interfaces per node
+    ({node: {interface: state}}), the rest of each node's state kept."""
+    report = copy.deepcopy(report)
+    for _, _, record in cases(report):
+        for node, ifs in links.items():
+            record["node_state"][node]["interfaces"] = copy.deepcopy(ifs)
+    return report
+
+
+def test_an_mtu_the_node_could_not_read_is_unknown_not_a_crash():
+    # netbench.probe.nodestate writes "mtu": null where /sys/class/net/IF/mtu
+    # cannot be read; the other node's 9000 is compared with nothing
+    report = load(HEALTHY_JUMBO)
+    n1, n2 = jumbo_nodes(report)
+    unknown = with_links(report, {n1: {"eth0": {"mtu": None}}})
+    assert rules_named(unknown) == []
+    # both unknown, and both unknown beside a known one on one node
+    assert rules_named(with_links(report, {n1: {"eth0": {"mtu": None}},
+                                           n2: {"eth0": {"mtu": None}}})) == []
+    curve = diagnosis.Curve("c", {"placement": "internode", "transport": "tcp",
+                                  "line_rate_mbps": 1000}, {}, {},
+                            {"n1": {"interfaces": {"eth0": {"mtu": None}, "eth1": {"mtu": 1500}}},
+                             "n2": {"interfaces": {"eth0": {"mtu": 1500}}}}, {})
+    t = diagnosis.load_rules()["mtu_path_mismatch"]["threshold"]
+    assert diagnosis.mtu_path_mismatch(curve, t) is None
+
+
+def test_a_session_whose_node_state_has_an_mtu_of_null_is_published_with_its_page(tmp_path):
+    from netbench import report as publishing
+    report = load(HEALTHY_JUMBO)
+    n1, _ = jumbo_nodes(report)
+    for _, _, record in cases(report):
+        interfaces = record["node_state"][n1]["interfaces"]
+        interfaces["eth1"] = copy.deepcopy(interfaces["eth0"])
+        interfaces["eth0"]["mtu"] = None
+    raw = tmp_path / "run-report.json"
+    raw.write_text(json.dumps(report))
+    folder = publishing.publish(raw, tmp_path / "reports")
+    assert (folder / "index.html").is_file()
+
+
+def test_an_interface_off_the_data_path_with_another_mtu_names_nothing():
+    # a healthy jumbo-frame run; one node also has an interface the traffic
+    # between the nodes does not take (its own network), at MTU 1500
+    report = load(HEALTHY_JUMBO)
+    n1, n2 = jumbo_nodes(report)
+    on_path = {n1: {"eth0": {"mtu": 9000, "addresses": ["198.18.4.1/24"]},
+                    "mgmt0": {"mtu": 1500, "addresses": ["10.9.0.7/24"]}},
+               n2: {"eth0": {"mtu": 9000, "addresses": ["198.18.4.2/24"]}}}
+    assert rules_named(with_links(report, on_path)) == []
+    # an interface with no address at all (a bridge port, a dummy) neither
+    no_address = copy.deepcopy(on_path)
+    no_address[n1]["mgmt0"]["addresses"] = []
+    assert rules_named(with_links(report, no_address)) == []
+    # a record from before addresses were recorded: the MTUs are not compared
+    old = {n1: {"eth0": {"mtu": 9000}, "mgmt0": {"mtu": 1500}}, n2: {"eth0": {"mtu": 9000}}}
+    assert rules_named(with_links(report, old)) == []
+
+
+def test_a_real_mismatch_on_the_data_path_is_still_named_with_its_network():
+    report = load(HEALTHY_JUMBO)
+    n1, n2 = jumbo_nodes(report)
+    mismatch = {n1: {"eth0": {"mtu": 9000, "addresses": ["198.18.4.1/24", "fe80::1/64"]},
+                     "mgmt0": {"mtu": 1500, "addresses": ["10.9.0.7/24"]}},
+                n2: {"eth0": {"mtu": 1500, "addresses": ["198.18.4.2/24", "fe80::2/64"]},
+                     "mgmt0": {"mtu": 1500, "addresses": ["10.9.0.8/24"]}}}
+    (found,) = diagnosis.diagnose_cases(cases(with_links(report, mismatch)))
+    assert found.rule == "mtu_path_mismatch"
+    assert found.evidence == f"the nodes' MTUs differ: {n1} 9000, {n2} 1500 (on 198.18.4.0/24)"
+
+
+def test_an_mtu_collapse_where_the_path_is_untold_says_the_mtus_were_not_compared():
+    report = with_time(load(TUNE / "gige-jumbo" / "after1.json"), 0,
+                       at=lambda size: size >= 16384, factor=100)
+    untold = with_node_state(report, {"n1": {"interfaces": {"eth0": {"mtu": 9000},
+                                                            "eth1": {"mtu": 1500}}},
+                                      "n2": {"interfaces": {"eth0": {"mtu": 9000}}}})
+    found = {d.rule: d for d in diagnosis.diagnose_cases(cases(untold))}
+    assert found["mtu_path_mismatch"].evidence.startswith("small messages cross, but ")
+    assert found["mtu_path_mismatch"].evidence.endswith("; " + diagnosis.MTUS_NOT_COMPARED)

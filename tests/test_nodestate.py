@@ -8,7 +8,7 @@ import shutil
 from pathlib import Path
 
 from netbench import report
-from netbench.probe import checkout, nodestate
+from netbench.probe import checkout, linerate, nodestate
 from netbench.report import provenance
 from netbench.rfm import session
 
@@ -80,3 +80,16 @@ def test_a_session_records_its_nodes_and_a_republished_one_keeps_them(tmp_path):
 def test_a_run_report_from_before_records_held_it_says_not_recorded():
     assert provenance.recorded_by_the_run({"runs": [{"testcases": [
         {"name": "PingPong", "record": {}}]}]})["netbench_commit"] == provenance.NOT_RECORDED
+
+
+def test_each_interface_records_its_addresses_the_data_path_is_told_by():
+    # captured `ip -j addr show dev lo`; link-local addresses tell no path
+    assert nodestate.parse_ip_addresses(captured("ip-addr.lo.json")) == ["127.0.0.1/8", "::1/128"]
+    eth = ('[{"ifname":"eth0","addr_info":[{"family":"inet","local":"198.18.4.1",'
+           '"prefixlen":24,"scope":"global"},{"family":"inet6","local":"fe80::1",'
+           '"prefixlen":64,"scope":"link"}]}]')
+    assert nodestate.parse_ip_addresses(eth) == ["198.18.4.1/24"]
+    assert nodestate.parse_ip_addresses(None) == [] == nodestate.parse_ip_addresses("{broken")
+    # read for real on this node
+    state = nodestate.node_state(["lo"], linerate.run_quietly)
+    assert "127.0.0.1/8" in state["interfaces"]["lo"]["addresses"]

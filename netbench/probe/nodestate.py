@@ -5,7 +5,8 @@ now, as one line `# node_state {json}` for the job's output.
 Each case's job runs it on its nodes before the benchmark, so the record
 says what tuning the case ran under, read at run time on the node itself:
 the sysctls the profiles set, per interface its MTU, offloads, interrupt
-coalescing and rings (ethtool), the kernel modules' parameters the
+coalescing and rings (ethtool) and its addresses (what tells which
+interface carries the traffic to the other nodes), the kernel modules' parameters the
 profiles set, the CPU frequency governor, and UCX's configuration file and
 UCX_ variables.  A setting the node does not have (no cpufreq in a VM, an
 interface without coalescing) is null.  The parsers are pure and tested
@@ -89,6 +90,21 @@ def parse_ethtool_settings(text):
     return {k: None if v == "n/a" else v for k, v in found.items()}
 
 
+def parse_ip_addresses(text):
+    """["198.18.1.1/24", "2001:db8::1/64"]: the addresses with their prefix
+    lengths of `ip -j addr show dev IF`'s JSON; link-local ones left out
+    (every link has fe80::/64: it tells no path apart).  [] when there is
+    nothing to read."""
+    try:
+        links = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [f"{a['local']}/{a['prefixlen']}" for link in links if isinstance(link, dict)
+            for a in link.get("addr_info") or []
+            if isinstance(a, dict) and a.get("local") and "prefixlen" in a
+            and a.get("scope") != "link"]
+
+
 def pick(settings, names):
     """`names` of `settings`, null where the node has no such setting."""
     return {name: settings.get(name) for name in names}
@@ -103,7 +119,8 @@ def interface_state(interface, run, want, sysfs=Path("/sys/class/net")):
             "coalesce": pick(parse_ethtool_settings(run(["ethtool", "-c", interface])),
                              want["coalesce"]),
             "rings": pick(parse_ethtool_settings(run(["ethtool", "-g", interface])),
-                          want["rings"])}
+                          want["rings"]),
+            "addresses": parse_ip_addresses(run(["ip", "-j", "addr", "show", "dev", interface]))}
 
 
 def default_interfaces(sysfs=Path("/sys/class/net")):

@@ -7,12 +7,14 @@ module holds one function per rule id that reads the signature from a
 case's curve (each size's best launch with its interval, as
 report.compare reads it) and, where the record carries it, the nodes'
 tuning state (`node_state`, netbench/probe/nodestate.py: per node its sysctls,
-and per interface its MTU, offloads, coalescing and rings).
-A rule that needs the node state and finds none says nothing.
+and per interface its MTU, offloads, coalescing, rings and addresses).
+A rule that needs the node state and finds none says nothing; a setting
+the node could not read (null) is unknown, and compared with nothing.
 """
 
 import dataclasses
 import functools
+import ipaddress
 
 from .. import paths
 from ..datafiles import load_yaml, validate
@@ -144,14 +146,62 @@ def node_values(curve, *path):
     return found
 
 
-def link_mtus(curve):
-    """{node: [mtu of each interface but lo]} from the node state, or None."""
+def node_links(curve):
+    """{node: {interface: its state}} of every interface but lo, or None."""
     links = node_values(curve, "interfaces")
     if links is None:
         return None
-    return {node: sorted({v.get("mtu") for name, v in (ifs or {}).items()
-                          if isinstance(v, dict) and name != "lo"})
+    return {node: {name: v for name, v in (ifs if isinstance(ifs, dict) else {}).items()
+                   if isinstance(v, dict) and name != "lo"}
             for node, ifs in links.items()}
+
+
+def networks_of(link):
+    """The networks of an interface's recorded addresses."""
+    found = set()
+    for address in link.get("addresses") or []:
+        try:
+            found.add(ipaddress.ip_interface(str(address)).network)
+        except ValueError:
+            continue
+    return found
+
+
+def path_mtus(curve):
+    """[(network or "", {node: [known MTUs of its interfaces there]})] of
+    the links the traffic between the nodes takes, or None where that cannot
+    be told.  The data path is an interface with an address in a network an
+    interface of another node has an address in too (the nodes reach each
+    other across it); an interface off it (a management port, a bridge of
+    its own) has no say.  Records from before addresses were recorded: a
+    node's only interface but lo is its path, and a node with several
+    leaves it untold (None).  An MTU the node could not read (null) is
+    unknown and left out."""
+    links = node_links(curve)
+    if not links or len(links) < 2:
+        return None
+    if not any("addresses" in link for ifs in links.values() for link in ifs.values()):
+        if all(len(ifs) == 1 for ifs in links.values()):
+            return [("", {node: known_mtus(ifs.values()) for node, ifs in links.items()})]
+        return None
+    on = {}
+    for node, ifs in links.items():
+        for link in ifs.values():
+            for network in networks_of(link):
+                on.setdefault(network, {}).setdefault(node, []).append(link)
+    shared = [(str(network), {node: known_mtus(found) for node, found in sorted(nodes.items())})
+              for network, nodes in sorted(on.items(), key=lambda kv: str(kv[0]))
+              if len(nodes) > 1]
+    return shared or None
+
+
+def known_mtus(links):
+    return sorted({v["mtu"] for v in links if isinstance(v.get("mtu"), int)})
+
+
+#: said where the nodes' MTUs could not be compared
+MTUS_NOT_COMPARED = ("the nodes' MTUs were not compared: their node state does not tell "
+                     "which interface carries the traffic between them")
 
 
 # ---- the rules -----------------------------------------------------------------
@@ -215,10 +265,22 @@ def rmem_text(curve):
 def mtu_path_mismatch(curve, t):
     if not curve.internode:
         return None
-    mtus = link_mtus(curve)
-    if mtus and len({tuple(v) for v in mtus.values()}) > 1:
-        return "the nodes' MTUs differ: " + ", ".join(
-            f"{node} {'/'.join(map(str, v))}" for node, v in mtus.items())
+    paths = path_mtus(curve)
+    for network, mtus in paths or []:
+        known = {node: v for node, v in mtus.items() if v}
+        if len({tuple(v) for v in known.values()}) > 1:
+            return "the nodes' MTUs differ: " + ", ".join(
+                f"{node} {'/'.join(map(str, v))}" for node, v in known.items()) + (
+                f" (on {network})" if network else "")
+    collapse = mtu_collapse(curve, t)
+    if collapse and paths is None and node_links(curve):
+        return f"{collapse}; {MTUS_NOT_COMPARED}"
+    return collapse
+
+
+def mtu_collapse(curve, t):
+    """The curve's signature of an MTU black hole: small messages cross,
+    large ones barely."""
     if not curve.line_rate:
         return None
     large = sized(curve.rates, t["from_bytes"])
@@ -234,11 +296,12 @@ def mtu_path_mismatch(curve, t):
 
 
 def jumbo_frames_missing(curve, t):
-    mtus = link_mtus(curve)
-    if not (mtus and curve.internode and curve.line_rate
+    paths = path_mtus(curve)
+    if not (paths and curve.internode and curve.line_rate
             and curve.line_rate >= t["min_line_rate_mbps"] and curve.rates):
         return None
-    if all(v == [t["standard_mtu"]] for v in mtus.values()):
+    mtus = [v for _, by_node in paths for v in by_node.values()]
+    if all(v == [t["standard_mtu"]] for v in mtus):
         size, last = max(curve.rates.items())
         if last.value < t["below_line_rate"] * curve.line_rate:
             return (f"every node at MTU {t['standard_mtu']:g} and {mib(size)} at "

@@ -22,9 +22,11 @@ two playbook runs a cycle (measured here: 4 rounds, 8 sessions and 4
 playbook runs, about 3.5 minutes for one ping-pong case).
 
 Any failure after the tuning started (a playbook, a session that wrote
-no report, Ctrl-C) reverts the hosts, and the record says where it
-stopped.  Ansible is the engine: netbench runs its playbooks and reads
-what they write.  The tuning session's record and page go to
+no report, Ctrl-C, SIGTERM, or any exception at all: run()'s `finally`)
+reverts the hosts, and the record says where it stopped.  From the moment
+the revert begins, a further Ctrl-C or SIGTERM waits until the hosts are
+reverted and the record and page written.  Ansible is the engine:
+netbench runs its playbooks and reads what they write.  The tuning session's record and page go to
 reports/tune-<time>-<profile>/ (record.py, page.py).
 """
 
@@ -40,9 +42,10 @@ import tempfile
 from pathlib import Path
 
 from .. import paths
-from ..datafiles import DataError, load_yaml
+from ..datafiles import DataError, load_yaml, validate
 from ..report import diagnosis, sessions
 from ..rfm import session
+from ..textsafe import printable
 from . import decision, record
 
 BIN = Path(sys.executable).parent
@@ -61,13 +64,41 @@ class TuneError(Exception):
     """A step of the loop failed; str() is one line."""
 
 
+#: a sysctl's or an ethtool setting's value as a profile gives it
+_SCALAR = {"type": ["string", "number", "boolean"]}
+_SCALARS = {"type": "object", "additionalProperties": _SCALAR}
+#: the sections of a profile's settings (and of each flavour): what the
+#: tune_* roles read of tune_profile_settings (playbooks/roles/*/meta/
+#: argument_specs.yml); a section no role reads would be ignored silently
+SETTINGS_SCHEMA = {
+    "type": ["object", "null"], "additionalProperties": False,
+    "properties": {
+        "sysctl": _SCALARS,
+        "nic": {"type": "object", "additionalProperties": False,
+                "properties": {"mtu": {"type": "integer", "minimum": 68},
+                               "features": _SCALARS, "coalesce": _SCALARS, "rings": _SCALARS}},
+        "modules": {"type": "object", "additionalProperties": _SCALARS},
+        "cpu": {"type": "object", "additionalProperties": False,
+                "properties": {"governor": {"type": "string"}}},
+        "ucx": _SCALARS}}
+PROFILE_SCHEMA = {
+    "type": "object", "required": ["flavours"],
+    "properties": {
+        "description": {"type": "string"},
+        "drivers": {"type": "array", "items": {"type": "string"}},
+        "settings": SETTINGS_SCHEMA,
+        "flavours": {"type": "object", "additionalProperties": SETTINGS_SCHEMA},
+        "history": {"type": "array"}}}
+
+
 def profile_data(name, flavour, profiles=PROFILES):
-    """The profile's YAML; DataError for an unknown profile or flavour."""
+    """The profile's YAML, checked against PROFILE_SCHEMA; DataError for an
+    unknown profile or flavour, or a profile the roles could not read."""
     path = Path(profiles) / f"{name}.yml"
     if not NAME.match(name or "") or not path.is_file():
         known = ", ".join(sorted(p.stem for p in Path(profiles).glob("*.yml")))
         raise DataError(path, None, f"no such profile; use one of {known}")
-    data = load_yaml(path)
+    data = validate(load_yaml(path), PROFILE_SCHEMA, path)
     if flavour is not None and flavour not in (data.get("flavours") or {}):
         raise DataError(path, "flavours",
                         f"no flavour {flavour!r}; use one of "
@@ -76,10 +107,11 @@ def profile_data(name, flavour, profiles=PROFILES):
 
 
 def sysctl_keys(profiles=PROFILES):
-    """Every sysctl any profile sets, in any flavour: what a read-back holds."""
+    """Every sysctl any profile sets, in any flavour: what a read-back holds.
+    DataError for a profile the roles could not read."""
     keys = set()
     for path in {*PROFILES.glob("*.yml"), *Path(profiles).glob("*.yml")}:
-        data = load_yaml(path)
+        data = validate(load_yaml(path), PROFILE_SCHEMA, path)
         keys.update((data.get("settings") or {}).get("sysctl") or {})
         for flavour in (data.get("flavours") or {}).values():
             keys.update((flavour or {}).get("sysctl") or {})
@@ -112,18 +144,31 @@ def read_back(inventory, profiles=PROFILES, detached=False):
         proc = ansible("ansible", inventory, "all", "--become", "-m", "ansible.builtin.script",
                        "-a", " ".join([str(READBACK), *sysctl_keys(profiles)]), "--tree", tree,
                        timeout=300, detached=detached)
-        found = {}
+        found, why = {}, {}
         for path in Path(tree).iterdir():
-            result = json.loads(path.read_text())
-            try:
-                found[path.name] = json.loads(result["stdout"])
-            except (KeyError, ValueError):
-                found[path.name] = None
+            found[path.name], why[path.name] = host_settings(path)
     missing = [h for h, v in found.items() if v is None]
     if proc.returncode != 0 or missing or not found:
+        said = "; ".join(f"{host}: {why[host]}" for host in missing) or \
+            " ".join((proc.stdout + proc.stderr).split())[-400:]
         raise TuneError(f"cannot read the hosts' settings back ({', '.join(missing) or 'no host'}"
-                        f"): {proc.stdout[-400:].strip()}")
+                        f"): {said[:800]}")
     return found
+
+
+def host_settings(path):
+    """(settings, None) of one host's result in read_back's tree, or (None,
+    why not) in one line: an unreachable host, a script that failed."""
+    try:
+        result = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None, "no result"
+    try:
+        return json.loads(result["stdout"]), None
+    except (KeyError, TypeError, ValueError):
+        said = (result.get("msg") or result.get("stderr") or "no settings read") \
+            if isinstance(result, dict) else "no result"
+        return None, " ".join(str(said).split())[:300]
 
 
 def measure(system, checks, label):
@@ -138,16 +183,35 @@ def measure(system, checks, label):
     return paths.REPORTS / found[-1] / "run-report.json", proc.returncode
 
 
+#: what stops a tune: Ctrl-C, and SIGTERM (a batch system ending the job, kill)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 @contextlib.contextmanager
 def interrupts_deferred():
-    """Ctrl-C waits until the block (a revert) is done; the list yielded
-    says whether one came meanwhile."""
+    """Ctrl-C and SIGTERM wait until the block (a revert, the record's
+    writing) is done; the list yielded holds the names of those that came
+    meanwhile.  Nothing is installed outside the main thread (Python
+    delivers signals there only)."""
     caught = []
-    previous = signal.signal(signal.SIGINT, lambda *_: caught.append(True))
-    try:
+    with stop_signals_handled(lambda signum, _: caught.append(signal.Signals(signum).name)):
         yield caught
+
+
+@contextlib.contextmanager
+def stop_signals_handled(handler):
+    """STOP_SIGNALS go to `handler` inside the block, and back to what they
+    did before it after."""
+    try:
+        previous = {s: signal.signal(s, handler) for s in STOP_SIGNALS}
+    except ValueError:                  # not the main thread
+        yield
+        return
+    try:
+        yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for s, handler_before in previous.items():
+            signal.signal(s, handler_before)
 
 
 def dry_run(inventory, profile, flavour, profiles=PROFILES, say=print):
@@ -188,17 +252,27 @@ def profile_vars(profile, flavour, profiles=PROFILES):
 
 
 def new_folder(profile, reports_dir=paths.REPORTS):
+    """The tuning session's own new folder in `reports_dir`; DataError
+    (before anything is applied) when it cannot be made there."""
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
     folder = Path(reports_dir) / f"tune-{stamp}-{profile}"
-    folder.mkdir(parents=True)          # an existing folder is never reused
+    if Path(reports_dir).exists() and not Path(reports_dir).is_dir():
+        raise DataError(reports_dir, None, "--reports-dir: not a folder")
+    try:
+        folder.mkdir(parents=True)      # an existing folder is never reused
+    except OSError as err:
+        raise DataError(reports_dir, None, f"--reports-dir: cannot make {folder.name} "
+                                           f"there: {err.strerror}") from err
     return folder
 
 
 def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=False,
         repeats=REPEATS, profiles=PROFILES, reports_dir=paths.REPORTS, say=print):
     """The loop; returns (exit code, record folder).  Exit 0: kept (by the
-    measurement or --keep), 1: reverted, 2: a step failed (reverted)."""
+    measurement or --keep), 1: reverted, 2: a step failed (reverted).
+    Everything a user gave is checked before anything is applied."""
     profile_data(profile, flavour, profiles)
+    sysctl_keys(profiles)               # every read-back reads every profile
     inventory = Path(inventory or paths.REPO / "inventory" / "hosts.yml")
     if not inventory.is_file():
         raise DataError(inventory, None, "no such inventory")
@@ -206,25 +280,74 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
     rec = record.new(profile, flavour, inventory, system, list(checks), repeats)
     turns = Turns(rec, inventory, folder / "tuning-state.json", profile_vars(
         profile, flavour, profiles), profiles, say)
-    try:
-        with terminated_as_interrupted():
-            measure_and_decide(rec, turns, profile, flavour, system, checks, keep, repeats,
-                               profiles, folder, say)
-    except (TuneError, DataError, subprocess.TimeoutExpired, KeyboardInterrupt) as err:
-        stage = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
-        rec["failure"] = {"stage": stage, "message": str(err) or type(err).__name__}
-        say(f"netbench tune: {stage}: {rec['failure']['message']}")
-    if turns.applied and not (rec.get("decision") or {}).get("kept"):
-        revert(inventory, turns.state_file, rec, profiles, say)
-    rec["finished"] = record.now()
-    record.write(rec, folder)
-    from . import page
-    page.write(rec, folder)
+    # Outside the loop, a Ctrl-C or SIGTERM waits (interrupts_deferred):
+    # once the loop is left, however it is left, the revert and the record
+    # must run to their end.  Inside it, either stops the loop (reverted).
+    with interrupts_deferred() as deferred:
+        try:
+            with stop_signals_handled(raise_interrupt):
+                measure_and_decide(rec, turns, profile, flavour, system, checks, keep, repeats,
+                                   profiles, folder, say)
+        except BaseException as err:
+            rec["failure"] = failure_entry(err)
+            say(f"netbench tune: {rec['failure']['stage']}: {rec['failure']['message']}")
+            if not isinstance(err, (Exception, KeyboardInterrupt)):
+                raise                   # SystemExit and the like: reverted first, below
+        finally:
+            # every exit after apply, whatever the exception: only a loop that
+            # ran to its decision to keep leaves the tuning on
+            if turns.applied and (rec.get("failure") or not rec["decision"]["kept"]):
+                revert(inventory, turns.state_file, rec, profiles, say)
+            rec["finished"] = record.now()
+            written = write_outputs(rec, folder, say)
+    if deferred:
+        say(f"netbench tune: {', '.join(dict.fromkeys(deferred))} waited for the revert and "
+            f"the record")
     say(summary(rec))
-    say(f"netbench tune: record {folder / record.FILE}, page {folder / 'index.html'}")
-    if rec.get("failure") or (rec.get("revert") or {}).get("exact") is False:
+    if len(written) == 2:
+        say(f"netbench tune: record {folder / record.FILE}, page {folder / 'index.html'}")
+    elif written:
+        say(f"netbench tune: only {folder / written[0]} written")
+    if rec.get("failure") or (rec.get("revert") or {}).get("exact") is False \
+            or len(written) < 2:
         return 2, folder
     return (0 if rec["decision"]["kept"] else 1), folder
+
+
+def raise_interrupt(signum, _frame):
+    """Ctrl-C and SIGTERM while measuring: the loop stops there (and reverts)."""
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+#: what the loop's own steps raise: their text is the one line
+EXPECTED = (TuneError, DataError, subprocess.TimeoutExpired)
+
+
+def failure_entry(err):
+    """The record's failure of an exception that ended the loop: its text on
+    one line, with its type where the loop did not raise it itself."""
+    if isinstance(err, KeyboardInterrupt):     # raise_interrupt names the signal
+        return {"stage": "interrupted", "message": f"{err.args[0] if err.args else 'SIGINT'} "
+                                                   f"received"}
+    text = " ".join(str(err).split())
+    if not isinstance(err, EXPECTED):
+        text = f"{type(err).__name__}: {text}" if text else type(err).__name__
+    return {"stage": "failed", "message": printable(text or type(err).__name__)}
+
+
+def write_outputs(rec, folder, say):
+    """The record and the page, each as far as it can be written: a page
+    that cannot be drawn does not cost the record, nor the record the page.
+    Returns the names written."""
+    from . import page
+    written = []
+    for name, write in ((record.FILE, record.write), ("index.html", page.write)):
+        try:
+            write(rec, folder)
+            written.append(name)
+        except Exception as err:        # a full disk, a record that fails its schema
+            say(f"netbench tune: {name} not written: {failure_entry(err)['message']}")
+    return written
 
 
 def measure_and_decide(rec, turns, profile, flavour, system, checks, keep, repeats, profiles,
@@ -278,23 +401,6 @@ def refuse_if_tuned(state):
                         f"tune again")
 
 
-@contextlib.contextmanager
-def terminated_as_interrupted():
-    """SIGTERM (a batch system ending the job, kill) ends the loop as Ctrl-C
-    does: the hosts are reverted and the record says so."""
-    def interrupt(*_):
-        raise KeyboardInterrupt
-    try:
-        previous = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:                  # not the main thread
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
-
-
 class Turns:
     """The hosts' tuning switched on and off between the sides' turns:
     tune.yml to tune, revert.yml to untune, read back against the baseline
@@ -325,7 +431,7 @@ class Turns:
             now = read_back(self.inventory, self.profiles, detached=True)
         self.tuned = False
         if interrupted:         # the revert ran to its end first; the loop stops now
-            raise KeyboardInterrupt
+            raise KeyboardInterrupt(interrupted[0])
         differences = differences_from(self.rec.get("baseline_state") or {}, now)
         if differences:
             raise TuneError("the revert between turns did not restore the baseline: "
@@ -378,9 +484,14 @@ def measure_in_turns(rec, turns, system, checks, repeats, folder, say):
             continue
         turn += 1
         copy = folder / f"{label}-{len(side) + 1}.json"
-        shutil.copyfile(run_report, copy)
+        copy_run_report(run_report, copy)
         side.append({**entry, "run_report": copy.name})
         rec.setdefault("order", []).append(copy.name)
+
+
+def copy_run_report(run_report, copy):
+    """A session's run report beside the record: the record stands alone."""
+    shutil.copyfile(run_report, copy)
 
 
 def session_diagnoses(side, folder):
@@ -420,18 +531,20 @@ def differences_from(baseline, now):
 
 
 def revert(inventory, state_file, rec, profiles, say):
-    """revert.yml, then the settings read back against the baseline."""
-    say("netbench tune: reverting")
+    """revert.yml, then the settings read back against the baseline.  Run
+    where Ctrl-C and SIGTERM are deferred (run's finally), so that those
+    that come meanwhile are said."""
+    say("netbench tune: reverting (a Ctrl-C or SIGTERM now waits until the hosts are "
+        "reverted and the record written)")
     entry = rec["revert"] = {"ran": True, "exact": None, "differences": []}
-    with interrupts_deferred():
-        try:
-            playbook(inventory, "revert.yml", "-e", f"tune_record_file={state_file}",
-                     detached=True)
-            now = read_back(inventory, profiles, detached=True)
-        except (TuneError, subprocess.TimeoutExpired) as err:
-            entry["error"] = str(err)
-            entry["exact"] = False
-            return
+    try:
+        playbook(inventory, "revert.yml", "-e", f"tune_record_file={state_file}",
+                 detached=True)
+        now = read_back(inventory, profiles, detached=True)
+    except Exception as err:            # recorded: the record must still be written
+        entry["error"] = failure_entry(err)["message"]
+        entry["exact"] = False
+        return
     baseline = rec.get("baseline_state") or {}
     entry["differences"] = differences_from(baseline, now)
     entry["exact"] = bool(baseline) and not entry["differences"]

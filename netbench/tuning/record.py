@@ -103,7 +103,7 @@ def new(profile, flavour, inventory, system, checks, repeats):
     return {"version": VERSION, "profile": profile, "flavour": flavour,
             "inventory": str(inventory), "system": system, "checks": checks,
             "repeats": repeats,
-            "started": now(), "before": {}, "after": {}}
+            "started": now(), "before": {}, "after": {}, "order": []}
 
 
 def decision_entry(decided):

@@ -1,0 +1,186 @@
+"""`netbench tune` reverts on every exit after apply (issue 35): a failure
+injected after the tuning is applied, at each phase of the loop, leaves
+every node's settings, read back apart by the test, equal to before.
+
+For real on a virtual cluster: real ReFrame sessions over its emulated
+GigE, real tune.yml and revert.yml over ssh into the nodes.  The failures
+are netbench's own phase functions raising (pytest's monkeypatch, the
+exception such a phase met: a TypeError in diagnosis, a full disk while
+copying or writing); and a second SIGTERM while the revert runs.  One
+round (decision.MIN_ROUNDS set to 1): one session before and one after,
+the fewest that reach every phase.
+"""
+
+import errno
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from helpers.tune import node_view
+from helpers.vcluster import cluster
+from netbench import paths
+from netbench.report import diagnosis
+from netbench.tuning import decision, loop, page, record
+
+BIN = Path(sys.executable).parent
+PROFILE = "ethernet_1g"         # sysctls, MTU, offloads and files on each node
+CHECKS = ["-p", "^openmpi$", "-n", "^PingPong",
+          "-E", "placement=='internode' and transport=='tcp' and variant=='blocking'"]
+
+
+def views(state):
+    return {n["name"]: node_view(state, n) for n in state["nodes"]}
+
+
+def full_disk(*_args, **_kw):
+    raise OSError(errno.ENOSPC, "No space left on device (injected)")
+
+
+def after_measuring(real):
+    """loop.measure that fails once the tuned session has run."""
+    def measure(system, checks, label):
+        found = real(system, checks, label)
+        if label == "after":
+            raise RuntimeError("injected: after the tuned session")
+        return found
+    return measure
+
+
+def copying_after(real):
+    """loop.copy_run_report that meets a full disk copying the tuned session."""
+    def copy(run_report, to):
+        if Path(to).name.startswith("after"):
+            full_disk()
+        return real(run_report, to)
+    return copy
+
+
+def type_error(*_args, **_kw):
+    # what diagnosis raised on a node state with an MTU of null
+    raise TypeError("'<' not supported between instances of 'NoneType' and 'int' (injected)")
+
+
+#: (phase, module, function, replacement of the real one, what the failure says)
+PHASES = [
+    ("measure after", loop, "measure", after_measuring, "RuntimeError: injected"),
+    ("copy into the reports dir", loop, "copy_run_report", copying_after,
+     "OSError: [Errno 28] No space left on device"),
+    ("diagnose", diagnosis, "diagnose", lambda real: type_error, "TypeError: '<' not supported"),
+    ("decide", decision, "decide", lambda real: type_error, "TypeError: '<' not supported"),
+    ("write the record", record, "write", lambda real: full_disk, None),
+    ("write the page", page, "write", lambda real: full_disk, None),
+]
+
+
+@pytest.fixture(scope="module")
+def tunefi():
+    """One cluster for the module's tests: each leaves its nodes as it found
+    them, which is what they test."""
+    with cluster("tunefi", nodes=2, rate="1gbit", switch_mtu=9000) as state:
+        yield state
+
+
+def test_a_second_sigterm_while_reverting_waits_for_the_revert_and_the_record(
+        tunefi, tmp_path, host_untouched):
+    # SIGTERM once the tuning is on (a batch system ending the job), then
+    # SIGTERM and Ctrl-C again while the revert runs: they wait; the record
+    # and the page are written, the nodes reverted
+    state = tunefi
+    baseline = views(state)
+    out = second_sigterm_during_revert(state, tmp_path)
+    (folder,) = tmp_path.glob("tune-*")
+    rec = record.load(folder)
+    assert rec["failure"]["stage"] == "interrupted", out
+    assert rec["revert"]["exact"] is True and (folder / "index.html").is_file(), out
+    # Python runs pending handlers in signal number order: SIGINT first
+    assert re.search(r"^netbench tune: (SIGINT, SIGTERM|SIGTERM, SIGINT) waited for the "
+                     r"revert and the record$", out, re.M), out
+    assert views(state) == baseline
+
+
+def test_a_failure_at_each_phase_after_apply_leaves_every_node_as_before(
+        tunefi, tmp_path, host_untouched, monkeypatch):
+    state = tunefi
+    monkeypatch.setattr(decision, "MIN_ROUNDS", 1)
+    baseline = views(state)
+    for phase, module, name, replacement, message in PHASES:
+        said = []
+        with monkeypatch.context() as patch:
+            patch.setattr(module, name, replacement(getattr(module, name)))
+            code, folder = loop.run(PROFILE, inventory=state["files"]["inventory"],
+                                    system=state["system"], checks=CHECKS, repeats=1,
+                                    reports_dir=tmp_path / phase.replace(" ", "-"),
+                                    say=said.append)
+        out = "\n".join(said)
+        assert code == 2, f"{phase}:\n{out}"
+        # the tuning was applied, then reverted: read back apart, equal
+        assert f"netbench tune: applying {PROFILE}" in out, f"{phase}:\n{out}"
+        assert views(state) == baseline, f"{phase}:\n{out}"
+        assert "netbench tune: reverted exactly" in out, f"{phase}:\n{out}"
+        if phase == "write the record":
+            assert not (folder / record.FILE).exists()
+            assert "netbench tune: tune.json not written: OSError: [Errno 28]" in out
+            assert (folder / "index.html").is_file()
+            continue
+        rec = record.load(folder)
+        assert rec["revert"]["exact"] is True and rec["revert"]["state"] == \
+            rec["baseline_state"], phase
+        if phase == "write the page":
+            assert not (folder / "index.html").exists()
+            assert "netbench tune: index.html not written: OSError: [Errno 28]" in out
+            assert "failure" not in rec
+            continue
+        assert rec["failure"]["stage"] == "failed"
+        assert rec["failure"]["message"].startswith(message), (phase, rec["failure"])
+        assert f"netbench tune: failed: {rec['failure']['message']}" in said
+        assert (folder / "index.html").is_file()
+        assert rec["after"].get("sessions") or phase in ("measure after",
+                                                        "copy into the reports dir")
+
+
+def second_sigterm_during_revert(state, reports):
+    """`netbench tune` stopped with SIGTERM once the tuning is on, and sent
+    SIGTERM and SIGINT again as soon as it says it reverts; its output."""
+    proc = subprocess.Popen(
+        [str(BIN / "netbench"), "tune", "--profile", PROFILE, "-i", state["files"]["inventory"],
+         "--system", state["system"], "--checks", shlex.join(CHECKS),
+         "--repeats", "1", "--reports-dir", str(reports)],
+        cwd=paths.REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+    guard = threading.Timer(1800, proc.kill)
+    guard.start()
+    lines, stopped, again = [], False, False
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            if not stopped and line.startswith("netbench tune: measuring after"):
+                stopped = True          # the tuning is on: a batch system ends the job
+                os.killpg(proc.pid, signal.SIGTERM)
+            elif stopped and not again and line.startswith("netbench tune: reverting") \
+                    and "untuned turn" not in line:
+                again = True
+                os.kill(proc.pid, signal.SIGTERM)
+                os.kill(proc.pid, signal.SIGINT)
+        proc.wait()
+    finally:
+        guard.cancel()
+    out = "".join(lines)
+    assert stopped and again, out
+    assert proc.returncode == 2, out
+    return out
+
+
+@pytest.fixture(autouse=True)
+def _no_leftover_signal_handlers():
+    """loop.run restores what SIGINT and SIGTERM did before it."""
+    stops = (signal.SIGINT, signal.SIGTERM)
+    before = {s: signal.getsignal(s) for s in stops}
+    yield
+    assert {s: signal.getsignal(s) for s in stops} == before
