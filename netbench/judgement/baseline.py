@@ -52,6 +52,7 @@ import yaml
 from .. import datafiles, paths, safefile
 from ..datafiles import DataError
 from ..results.record import finite_numbers, plain_rows
+from ..probe.discovery import ENVIRONMENT_NAME
 from . import figures
 from .rule import (FAIL, INCONCLUSIVE, PASS, UNDECIDED, Bound, Decision, case_verdict,
                    load_rule, miss_factor)
@@ -62,9 +63,9 @@ VERSION = 1
 COLUMN, UNIT = "usec", "us"
 
 #: what ReFrame allows a system's or a partition's name to be (its
-#: configuration schema's alphanum_ext_string): a baseline's file name is
-#: built from them, so nothing else is accepted
-NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+#: configuration schema's alphanum_ext_string, as for an environment's): a
+#: baseline's file name is built from them, so nothing else is accepted
+NAME = re.compile(ENVIRONMENT_NAME)
 _NAME = {"type": "string", "pattern": f"^{NAME.pattern}$",
          "description": "expected a ReFrame system or partition name (letters, digits, _ and -)"}
 _NUMBER = {"type": "number", "exclusiveMinimum": 0}
