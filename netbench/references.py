@@ -16,6 +16,7 @@ import functools
 from pathlib import Path
 
 from . import paths
+from .judgement import knobs as judging_knobs
 from .datafiles import DataError, load_yaml, require, validate as validate_schema
 
 THRESHOLDS_FILE = "thresholds.yaml"
@@ -87,11 +88,10 @@ RULE_SCHEMA = {
 #: bandwidth fraction of 1 or more would name half of every fleet
 SWEEP_SCHEMA = {
     "type": "object",
-    "required": ["bandwidth_fraction", "latency_factor", "mad_multiple", "node_majority",
+    "required": ["latency_factor", "mad_multiple", "node_majority",
                  "node_min_bad_pairs", "line_rate_fraction", "fleet_fraction"],
     "additionalProperties": False,
     "properties": {
-        "bandwidth_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
         "latency_factor": {"type": "number", "exclusiveMinimum": 1},
         "mad_multiple": {"type": "number", "minimum": 0},
         "node_majority": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
@@ -372,7 +372,9 @@ def link_classes(path=LINKS_FILE):
 @dataclasses.dataclass(frozen=True)
 class SweepThresholds:
     """The parameters of the sweep's rule (thresholds.yaml `sweep:`, whose
-    comments give each one's reason)."""
+    comments give each one's reason), and the pair floor: 1 less the
+    verdict model's smallest change that counts against the fleet
+    (judging.yaml min_change.fleet, or a profile's)."""
     bandwidth_fraction: float
     latency_factor: float
     mad_multiple: float
@@ -383,14 +385,16 @@ class SweepThresholds:
 
 
 @functools.lru_cache(maxsize=None)
-def sweep_thresholds(folder=paths.REFERENCES):
-    """thresholds.yaml's `sweep:` section, checked by SWEEP_SCHEMA; DataError
-    naming the file and key otherwise."""
+def sweep_thresholds(folder=paths.REFERENCES, profile=None):
+    """thresholds.yaml's `sweep:` section, checked by SWEEP_SCHEMA, with the
+    pair floor of the knobs of `folder` and `profile`; DataError naming
+    the file and key otherwise."""
     path = Path(folder) / THRESHOLDS_FILE
     data = validate_schema(load_yaml(path), THRESHOLDS_SCHEMA, path)
     if "sweep" not in data:
         raise DataError(path, "sweep", "missing")
-    return SweepThresholds(**data["sweep"])
+    fleet_change = judging_knobs.load(folder, profile).min_change["fleet"]
+    return SweepThresholds(bandwidth_fraction=1 - fleet_change, **data["sweep"])
 
 
 def validate(folder=paths.REFERENCES, links=LINKS_FILE):

@@ -30,7 +30,8 @@ from netbench import benchspec, checks, references
 from netbench.checks import exclusive
 from netbench.fleet import judge as fleet
 from netbench.fleet import reasons, remeasure
-from netbench.judgement import rule as judgement_rule
+from netbench.judgement import conditions
+from netbench.report import reasons as reason_words
 from netbench.judgement.remeasure import launch_files
 from netbench.results.suspects import suspects_json
 from netbench.results.sweep import lost_hosts, parse_sweep
@@ -119,15 +120,15 @@ class LinkSweep(checks.NetbenchRun):
         so far, fewer than the judging rule's `min_launches_to_fail`, the
         same launcher sweeps those pairs again, up to its `launches` passes
         (judging.yaml; netbench.fleet.remeasure decides between passes)."""
-        rule = self.judging_rule()
-        if rule.launches < 2:
+        knobs = self.judging_knobs()
+        if knobs.launches < 2:
             return
         launch = self.launch_prefix()
         bandwidth_only = " --bandwidth-only" if "latency" in self.unjudged_figures() else ""
         pairs = (f"{sys.executable} -m netbench.fleet.remeasure{bandwidth_only} "
-                 f"--passes-to-fail {rule.min_launches_to_fail} {self.job.stdout}")
+                 f"--passes-to-fail {knobs.min_to_fail} {self.job.stdout}")
         self.postrun_cmds.append(
-            f"for n in $(seq 2 {rule.launches}); do "
+            f"for n in $(seq 2 {knobs.launches}); do "
             f'pairs=$({pairs}) || break; [ -n "$pairs" ] || break; '
             f"echo \"netbench: sweeping again: $pairs\" >&2; "
             f'{launch} {self.executable} {" ".join(self.executable_opts)} '
@@ -188,7 +189,7 @@ class LinkSweep(checks.NetbenchRun):
         judged.pop("peak_bw", None)
         rate = self.line_rate()
         if rate.mbps and "peak_bw" in self.perf_variables:
-            rule = references.sweep_thresholds(Path(self.thresholds_folder))
+            rule = self.sweep_rule()
             figure = references.Figure(
                 "thresholds#sweep/line_rate_fraction", rate.mbps * rule.line_rate_fraction,
                 "Mbit/s", f"thresholds.yaml sweep: line_rate_fraction {rule.line_rate_fraction:g}"
@@ -210,16 +211,12 @@ class LinkSweep(checks.NetbenchRun):
         self.verdict = fleet.judge(
             self.judged_figures(measurements), reference_latency_us=latency_ref,
             reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,
-            rule=references.sweep_thresholds(Path(self.thresholds_folder)), lost=lost)
-        host = self.host_load()
+            rule=self.sweep_rule(), lost=lost)
         emulated = self.link_is_emulated()
-        # contention explains a miss up to judging.yaml's contention_explains
-        # (any miss once saturated), on emulated links too: a node at a
-        # third of the rate (3.2x) swept through Slurm at 34 % pressure is
-        # no contention's doing, a healthy pair at 1.5-1.7x may be
-        judging = self.judging_rule()
+        # the conditions of the sweep's first pass, every node's
+        # (judgement.conditions), explain a CPU-bound miss up to the knobs'
         self.verdict, unconfirmed = fleet.unconfirmed(
-            self.verdict, host, judging,
+            self.verdict, conditions.of_launch(self.launches()[0]), self.judging_knobs(),
             cpu_bound=lambda metric: emulated or metric == fleet.LATENCY)
         found = json.loads(self.verdict.to_json())
         noisy = fleet.not_named(self.verdict.within_noise, unconfirmed)
@@ -240,24 +237,31 @@ class LinkSweep(checks.NetbenchRun):
             # suspects are a loss shown, not a run that failed
             "verdict": ("fail" if self.verdict.suspects else
                         "inconclusive" if undecided else "pass"),
-            "host": host}
+            "host": self.host_load()}
         if undecided and not self.verdict.suspects:
             self.record["verdicts"] = {"suspects": {
                 "verdict": "inconclusive", "value": None, "lo": None, "hi": None,
                 "launches": 1 + len(again),
-                "reason": self.undecided_reason(unconfirmed, noisy, host, judging)}}
+                "reason": self.undecided_reason(unconfirmed, noisy)}}
 
-    def undecided_reason(self, unconfirmed, noisy, host, judging):
+    def sweep_rule(self):
+        """The sweep's rule, with the pair floor of the partition's knobs."""
+        return references.sweep_thresholds(
+            Path(self.thresholds_folder), self.current_partition.extras.get("judging_profile"))
+
+    def undecided_reason(self, unconfirmed, noisy):
         """Why the suspects left unconfirmed are not named: the host's
         contention, or the fleet's own spread, which widened the band
         (and the contention that spread it, when the host was busy)."""
         parts = []
-        contention = judgement_rule.contended(host, judging)
+        found = conditions.differences(conditions.of_launch(self.launches()[0]), None,
+                                       self.judging_knobs().conditions)
+        contention = reason_words.conditions_words(found)
         if unconfirmed:
             parts.append(f"outside the band in every pass, but {contention}: "
                          + "; ".join(reasons.describe(s) for s in unconfirmed))
         if noisy:
-            rule = references.sweep_thresholds(Path(self.thresholds_folder))
+            rule = self.sweep_rule()
             stats = self.verdict.stats
             parts.append("; ".join(
                 reasons.describe_within_noise(s, stats[s.metric],

@@ -19,7 +19,9 @@ import yaml
 from netbench import cli
 from netbench.datafiles import DataError
 from netbench.judgement import baseline
-from netbench.judgement.rule import INCONCLUSIVE, PASS, Bound, Decision, decide
+from netbench.judgement import knobs
+from netbench.judgement.model import (INCONCLUSIVE, PASS, Bound, Decision, Estimate,
+                                      Reference, Replicate, judge)
 from netbench.report import baselines
 from netbench.results import record as results_record
 
@@ -333,25 +335,25 @@ def test_the_publication_order_survives_a_chmod_and_a_copy(tmp_path):
 
 def test_a_size_the_run_never_sent_is_missing_not_nan():
     rule_bound = Bound("upper", 2.0)
-    sent = decide([results_record_estimate(1.0)] * 3, rule_bound)
-    never = decide([], rule_bound)                     # no launch gave the figure
+    sent = judge([Replicate(results_record_estimate(1.0))] * 3, Reference(rule_bound),
+                 knobs.load())
+    never = judge([], Reference(rule_bound), knobs.load())   # no launch gave the figure
     sizes = {baseline.variable(1): sent, baseline.variable(2): sent,
              baseline.variable(4096): never}
     bounds = {var: rule_bound for var in sizes}
-    combined, judged = baseline.combine(sizes, bounds, "local-node.yaml")
+    combined, judged = baseline.combine(sizes, bounds, "local-node.yaml", 2)
     assert math.isfinite(combined.value) and combined.value == 0.5
     assert combined.verdict == PASS
-    assert "missing from the run" in combined.reason and "4 KiB" in combined.reason
+    assert combined.numbers["missing"] == [4096.0]
     assert [s["bytes"] for s in judged] == [1.0, 2.0]
     json.dumps(combined.to_json(), allow_nan=False)
     nothing, _ = baseline.combine({baseline.variable(4096): never},
-                                  {baseline.variable(4096): rule_bound}, "local-node.yaml")
+                                  {baseline.variable(4096): rule_bound}, "local-node.yaml", 2)
     assert nothing.verdict == INCONCLUSIVE and math.isfinite(nothing.value)
     assert isinstance(nothing, Decision)
 
 
 def results_record_estimate(value):
-    from netbench.judgement.rule import Estimate
     return Estimate(value, value * 0.99, value * 1.01)
 
 

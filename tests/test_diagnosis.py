@@ -14,7 +14,7 @@ from helpers.curves import with_time
 from netbench.report import sessions
 from netbench.report.compare import case_key
 from netbench.report import diagnosis
-from netbench.judgement.rule import Estimate
+from netbench.judgement.model import Estimate
 from netbench.tuning import loop
 
 DATA = Path(__file__).parent / "data"

@@ -25,13 +25,17 @@ def named(verdict):
     return sorted((s.kind, s.names) for s in verdict.suspects)
 
 
-@pytest.mark.parametrize("noise", [NOISE, 0.10])
-def test_healthy_fleets_name_nothing(noise):
-    """A busy 2-core host's repetitions spread +-5-10 %."""
+@pytest.mark.parametrize("noise, profile", [(NOISE, None), (0.08, "virtual-cluster"),
+                                            (0.10, "virtual-cluster")])
+def test_healthy_fleets_name_nothing(noise, profile):
+    """A quiet fabric's repetitions agree within +-2 % (ClusterKit's floor,
+    netbench's default); a busy 2-core host's spread +-5-10 % (the virtual
+    cluster's profile)."""
+    rule = references.sweep_thresholds(profile=profile)
     for seed in range(200):
         n = 3 + seed % 6
         verdict = judge.judge(make_fleet(n, seed, noise=noise), reference_bw_mbps=LINE_MBPS,
-                              reference_latency_us=LATENCY_US)
+                              reference_latency_us=LATENCY_US, rule=rule)
         assert verdict.suspects == [] and verdict.bad_pairs == [], (n, seed)
         assert verdict.within_noise == [] and verdict.noisy_pairs == [], (n, seed)
         assert verdict.findings == [], (n, seed)
@@ -251,8 +255,11 @@ def test_no_suspects_no_scontrol(tmp_path):
 def test_sweep_thresholds_start_from_clusterkit():
     rule = references.sweep_thresholds()
     assert rule.latency_factor == 2.1
-    assert 0.5 < rule.bandwidth_fraction <= 0.93
+    assert rule.bandwidth_fraction == pytest.approx(0.93)
     assert rule.node_min_bad_pairs == 2
+    # the virtual cluster's loose floor is its own profile's
+    assert references.sweep_thresholds(profile="virtual-cluster").bandwidth_fraction == \
+        pytest.approx(0.75)
 
 
 def _broken_thresholds(tmp_path, old, new):
@@ -266,8 +273,8 @@ def _broken_thresholds(tmp_path, old, new):
 
 
 @pytest.mark.parametrize("old,new,key,problem", [
-    ("bandwidth_fraction: 0.75", "bandwidth_fraction: 1.5", "sweep.bandwidth_fraction",
-     "1.5: is greater than or equal to the maximum of 1"),
+    ("latency_factor: 2.1", "latency_factor: 2.1\n  bandwidth_fraction: 0.75",
+     "sweep.bandwidth_fraction", "unknown key"),
     ("latency_factor: 2.1", "latency_factor: fast", "sweep.latency_factor",
      "expected a finite number, got str 'fast'"),
     ("  mad_multiple: 4.0\n", "", "sweep.mad_multiple", "missing"),
@@ -512,18 +519,17 @@ def test_drain_script_names_only_vocabulary_for_a_node_and_a_pair():
 
 
 def test_the_sweep_measures_again_by_the_judging_rule():
-    from netbench.judgement.rule import Rule
+    from netbench.judgement import knobs
     first = make_fleet(4, 5, slow=["node03"])
     second = make_fleet(4, 6, slow=["node03"])
     bad = judge.pairs_to_remeasure(judge.judge(first))
-    two_to_fail = Rule(launches=4, min_launches_to_fail=2, baseline_min_runs=3,
-                       baseline_min_band=0.05)
+    two_to_fail = dataclasses.replace(knobs.load(), launches=4, min_to_fail=2)
     assert judge.pairs_still_undecided([first], two_to_fail) == bad
     again = {pair: second[pair] for pair in bad}
     # bad in both passes: named, nothing left to measure
     assert judge.pairs_still_undecided([first, again], two_to_fail) == []
     # a site that asks three passes before naming gets a third
-    three_to_fail = Rule(4, 3, 3, 0.05)
+    three_to_fail = dataclasses.replace(two_to_fail, min_to_fail=3)
     assert judge.pairs_still_undecided([first, again], three_to_fail) == bad
     # a pair within the band in any pass is decided
     healthy = make_fleet(4, 7)
@@ -536,8 +542,9 @@ def test_a_slow_node_inside_a_band_the_fleets_noise_widened_is_too_noisy_to_tell
     the fleet's MAD until a node at a third of the rate lies inside it.
     It is then no suspect, but no pass either: its pairs are measured again
     and, still there, it is named as too noisy to tell (within_noise)."""
+    rule = references.sweep_thresholds(profile="virtual-cluster")
     for seed in range(25):
-        verdict = judge.judge(make_fleet(5, seed, slow=["node01"], noise=0.4))
+        verdict = judge.judge(make_fleet(5, seed, slow=["node01"], noise=0.4), rule=rule)
         if verdict.suspects:        # this seed's noise left the node beyond
             continue
         assert ("node", ("node01",)) in {(s.kind, s.names) for s in verdict.within_noise}, seed
@@ -545,9 +552,8 @@ def test_a_slow_node_inside_a_band_the_fleets_noise_widened_is_too_noisy_to_tell
         assert {(a, b) for a, b in verdict.measurements if "node01" in (a, b)} <= again
         for e in verdict.noisy_pairs:
             assert e.value < 0.75 * verdict.stats[e.metric].fleet_median
-            assert e.value >= judge.pair_bound(verdict.stats[e.metric], references.sweep_thresholds())
+            assert e.value >= judge.pair_bound(verdict.stats[e.metric], rule)
         stat = verdict.stats[verdict.within_noise[0].metric]
-        rule = references.sweep_thresholds()
         text = reasons.describe_within_noise(verdict.within_noise[0], stat,
                                              judge.pair_bound(stat, rule), rule.mad_multiple)
         assert text.startswith("within the fleet's own spread (4 x its MAD") and "node0" in text
@@ -560,29 +566,36 @@ def test_a_slow_node_inside_a_band_the_fleets_noise_widened_is_too_noisy_to_tell
 
 
 def test_contention_leaves_a_cpu_bound_suspect_unconfirmed_and_a_lost_node_named():
-    """A suspect named on a contended host is unconfirmed (named, not
-    drained) when its figure is the CPUs' and its miss is within what
-    contention explains (judging.yaml); a larger miss, a quiet host or a
-    figure the link bounds keeps it a suspect."""
-    from netbench.judgement.rule import load_rule
-    rule = load_rule()
+    """A suspect named while some node's conditions differed from a quiet
+    host's (judgement.conditions) is unconfirmed (named, not drained) when
+    its figure is the CPUs' and its miss is within what they explain; a
+    larger miss, a quiet fleet or a figure the link bounds keeps it."""
+    from netbench.judgement import knobs
+    loaded = knobs.load()
     verdict = judge.judge(make_fleet(5, 1, slow=["node01"]))
     (suspect,) = verdict.suspects
     miss = suspect.fleet_median / suspect.value                       # about 3x
-    busy = {"cpu_pressure": rule.contended_cpu_pressure + 5, "host_load": 4.0}
-    quiet = {"cpu_pressure": rule.contended_cpu_pressure - 5, "host_load": 1.0}
-    saturated = {"cpu_pressure": rule.saturated_cpu_pressure + 5}
+    limits = loaded.conditions
+
+    def on(pressure, explains=limits.explains):
+        k = dataclasses.replace(loaded, conditions=dataclasses.replace(limits,
+                                                                       explains=explains))
+        return {"nodes": {"node00": {"cpu_pressure": 1.0}, "node03": {"cpu_pressure": pressure}}
+                }, k
+    busy = limits.cpu_pressure_points + 5
+    quiet = limits.cpu_pressure_points - 5
+    saturated = limits.cores_short_pressure + 5
     every_figure = lambda metric: True                               # noqa: E731
     latency_only = lambda metric: metric == judge.LATENCY            # noqa: E731
 
-    left, unconfirmed = judge.unconfirmed(verdict, busy, rule, every_figure, explains=miss + 0.1)
+    left, unconfirmed = judge.unconfirmed(verdict, *on(busy, miss + 0.1), every_figure)
     assert left.suspects == [] and unconfirmed == [suspect]
-    assert judge.unconfirmed(verdict, busy, rule, every_figure, explains=miss - 0.1)[1] == []
-    assert judge.unconfirmed(verdict, quiet, rule, every_figure, explains=miss + 0.1)[1] == []
-    assert judge.unconfirmed(verdict, busy, rule, latency_only, explains=miss + 0.1)[1] == []
-    # oversubscribed all along: any miss of a CPU-bound figure
-    assert judge.unconfirmed(verdict, saturated, rule, every_figure)[1] == [suspect]
+    assert judge.unconfirmed(verdict, *on(busy, miss - 0.1), every_figure)[1] == []
+    assert judge.unconfirmed(verdict, *on(quiet, miss + 0.1), every_figure)[1] == []
+    assert judge.unconfirmed(verdict, *on(busy, miss + 0.1), latency_only)[1] == []
+    # a node whose ranks could not have a core: any miss of a CPU-bound figure
+    assert judge.unconfirmed(verdict, *on(saturated, 1.0), every_figure)[1] == [suspect]
     # a node that stopped answering is no figure
     lost = dataclasses.replace(suspect, direction=suspects_format.UNREACHABLE)
     gone = dataclasses.replace(verdict, suspects=[lost])
-    assert judge.unconfirmed(gone, saturated, rule, every_figure)[0].suspects == [lost]
+    assert judge.unconfirmed(gone, *on(saturated), every_figure)[0].suspects == [lost]

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import require
 from netbench import paths, vcluster
-from netbench.judgement.rule import contended, load_rule
+from netbench.judgement import conditions, knobs
 from netbench.rfm import session
 from helpers.browser import chromium, run_chromium
 from helpers.vcluster import cluster
@@ -52,12 +52,14 @@ def named(tc):
 
 def identified(tc):
     """named(tc), and the nodes the sweep left unconfirmed because the host's
-    CPUs were contended while it measured (the verdicts' own rule,
-    judgement.rule.contended): a detection the host's noise cannot turn
-    red, which must still name the right node."""
+    conditions differed from a quiet host's while it measured (the
+    verdicts' own mechanism, judgement.conditions): a detection the host's
+    noise cannot turn red, which must still name the right node."""
     unconfirmed = tc["record"]["fleet"].get("unconfirmed", [])
     if unconfirmed:
-        assert contended(tc["record"]["host"], load_rule()), tc["record"]["host"]
+        host = tc["record"]["host"]
+        seen = {"nodes": {"job": {"cpu_pressure": host.get("cpu_pressure")}}}
+        assert conditions.differences(seen, None, knobs.load().conditions), host
     return named(tc) | {(s["kind"], tuple(s["names"]), s["direction"]) for s in unconfirmed}
 
 

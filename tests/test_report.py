@@ -15,7 +15,7 @@ import yaml
 
 from helpers.reports import minimal_report, session_from, sweep_report
 from netbench import paths, report
-from netbench.judgement import baseline, rule
+from netbench.judgement import baseline, knobs
 from netbench.report import analysis, verdict
 from netbench.results import record as results_record
 
@@ -241,7 +241,7 @@ def test_without_a_baseline_the_verdict_says_it_rests_on_documented_references(t
     assert (f"Judged against documented {span} references only: a floor, not this "
             f"system's expected performance") in line, line
     # the next step, with the number of runs judging.yaml asks of a baseline
-    min_runs = rule.load_rule().baseline_min_runs
+    min_runs = knobs.load().baseline_min_runs
     assert f"after {min_runs} runs, netbench baseline accept" in line, line
     assert "<code>netbench baseline accept</code>" in page
     # the session's terminal line says the same

@@ -19,6 +19,8 @@ from netbench import paths, report
 from netbench.report import sessions, verdict
 from netbench.rfm import session
 
+from helpers import write_knobs
+
 SHM = "^PingPong%variant=blocking%transport=shm%placement=intranode$"
 
 
@@ -50,15 +52,18 @@ def test_the_exit_code_tells_the_verdicts_apart(cases, reframe_code, expected):
 
 
 def test_an_undecidable_case_is_inconclusive_never_pass_or_fail(tmp_path):
-    """References whose peak no launch can reach, and a rule of one launch
-    that needs two to fail: the budget is spent undecided.  ReFrame is told
-    nothing it could pass or fail on; the record, the report and the exit
-    code say inconclusive, naming the launches and the host's load."""
+    """References whose peak no launch can reach, measured under knobs by
+    which any CPU pressure differs from the reference's and explains any
+    CPU-bound miss (intranode peak bandwidth is the cores' copy): the
+    figure misses in every launch, but cannot be told from the host's
+    conditions.  ReFrame is told nothing it could pass or fail on; the
+    record, the report and the exit code say inconclusive, naming the
+    condition."""
     judged_by = tmp_path / "references"
     shutil.copytree(paths.REFERENCES, judged_by)
-    (judged_by / "judging.yaml").write_text(
-        "launches: 1\nmin_launches_to_fail: 2\nbaseline: {min_runs: 3, min_band: 0.05}\n"
-        "contended_cpu_pressure: 25\ncontention_explains: 3\n")
+    write_knobs(judged_by, replicates={"launches": 2, "min_to_fail": 1},
+                conditions={"cpu_pressure_points": 0, "cores_short_pressure": 100,
+                            "explains": 1e9})
     seed = judged_by / "seed000_e325_netpipe.yaml"
     seed.write_text(seed.read_text().replace("max_bandwidth_mbps: 7688",
                                              "max_bandwidth_mbps: 9999999"))
@@ -71,9 +76,11 @@ def test_an_undecidable_case_is_inconclusive_never_pass_or_fail(tmp_path):
     record = tc["record"]
     assert record["verdict"] == "inconclusive", record.get("verdicts")
     peak = record["verdicts"]["peak_bw"]
-    assert peak["verdict"] == "inconclusive" and peak["launches"] == 1
-    assert "too noisy to tell" in peak["reason"] and "host load" in peak["reason"]
-    assert len(record["runs"]["mpi"]) == 1
+    assert peak["verdict"] == "inconclusive" and peak["launches"] == 2
+    assert peak["code"] == "conditions_differ", peak
+    assert peak["numbers"]["conditions"][0]["code"] == "cpu_pressure"
+    assert "other work waited for a CPU" in peak["reason"]
+    assert len(record["runs"]["mpi"]) == 2
     # every column of the launch is kept, with its interval
     assert {"usec", "usec_lo", "usec_hi", "samples"} <= set(record["runs"]["mpi"][0]["rows"][0])
     # the run report: ReFrame judged nothing it could pass or fail on

@@ -2,7 +2,6 @@
 (thresholds.yaml and the seed files), and writing what judged it into the
 case's record."""
 
-import dataclasses
 import shlex
 import sys
 from pathlib import Path
@@ -13,7 +12,8 @@ from reframe.core.builtins import run_before, variable
 
 from .. import judgement, paths, references
 from ..probe import linerate
-from ..judgement import baseline
+from ..judgement import baseline, knobs
+from ..report import reasons
 from ..results import record as results_record
 
 #: the thresholds class of cases whose ranks share one node
@@ -129,33 +129,25 @@ class Judging(rfm.RegressionTestPlugin):
     def judge_the_curve_by_its_baseline(self):
         """The per-size decisions against the partition's learned baseline
         (`usec@<bytes>`) become one: performance variable vs_baseline, the
-        worst size's figure over its bound, judged at most 1."""
+        worst size's figure over its bound, judged at most 1; a loss must
+        span judging.yaml's min_span neighbouring sizes (judgement.curve)."""
         bounds = self.judged_bounds()
-        judged = {var: d for var, d in self.decisions.items() if "@" in var}
-        sizes = {var: self.allowing_for_contention(var, d, bounds[var])
-                 for var, d in judged.items()}
+        sizes = {var: d for var, d in self.decisions.items() if "@" in var}
         if not sizes:
             return
-        excused = [var for var in sizes if sizes[var].verdict != judged[var].verdict]
-        # a neighbour leaning beyond within what the host's allowances excuse
-        # confirms no failure, as an excused failure does not
-        leaning = baseline.leaning_explained(
-            {var: d for var, d in judged.items() if var not in excused}, bounds,
-            self.allowing_for_contention)
         combined, self.baseline_sizes = baseline.combine(sizes, bounds, self.baseline_source(),
-                                                         excused + leaning)
-        if excused and combined.verdict == judgement.INCONCLUSIVE:
-            # the sizes that failed in every launch, excused by a slower mode
-            # of the host (baseline.allowing_for_host_mode) or by contention
-            # (judgement.rule.allowing_for_contention), named as they name them
-            why = "; ".join(baseline.excuses({var: sizes[var] for var in excused}))
-            combined = dataclasses.replace(
-                combined, reason=f"{combined.reason}; slower in every launch at "
-                                 f"{len(excused)} size(s), but {why}")
+                                                         self.judging_knobs().min_span)
         self.decisions = {var: d for var, d in self.decisions.items() if "@" not in var}
         self.decisions[baseline.RATIO] = combined
         self.perf_variables[baseline.RATIO] = sn.make_performance_function(
             sn.defer(combined.value), "x")
+
+    def judging_knobs(self):
+        """The verdict model's knobs: judging.yaml of the references the
+        case is judged by, with the partition's profile over them
+        (extras.judging_profile)."""
+        return knobs.load(self.thresholds_folder,
+                          self.current_partition.extras.get("judging_profile"))
 
     def baseline_source(self):
         path = baseline.file_for(self.current_partition.fullname,
@@ -178,32 +170,26 @@ class Judging(rfm.RegressionTestPlugin):
 
     def record_decisions(self):
         """The decisions, their bounds and the runs they rest on, into the
-        record; the case's verdict is the worst of its figures'."""
+        record; the case's verdict is the worst of its figures'.  Each
+        keeps its reason code and numbers, and their words (report.reasons)
+        for readers of the record."""
         if not self.decisions:
             return
         bounds = {**self.judged_bounds(), baseline.RATIO: judgement.Bound("upper", 1.0)}
         self.record["verdicts"] = {
-            var: {**decision.to_json(), "bound": bounds[var].to_json()}
+            var: {**decision.to_json(), "reason": reasons.render(decision.code, decision.numbers),
+                  "bound": bounds[var].to_json()}
             for var, decision in self.decisions.items()}
         if self.baseline_sizes:
             self.record["verdicts"][baseline.RATIO]["sizes"] = self.baseline_sizes
         self.record["verdict"] = judgement.case_verdict(
             d.verdict for d in self.decisions.values())
-        # every judged case keeps the load it was measured under: a baseline
-        # learned from it knows whether contention is already in its band
+        # every judged case keeps the conditions it was measured under: a
+        # baseline learned from it compares later runs' with them
         self.record["host"] = self.host_load()
-        if self.record["verdict"] == judgement.INCONCLUSIVE:
-            load = ", ".join(host_words(k, v) for k, v in self.record["host"].items())
-            for var, entry in self.record["verdicts"].items():
-                if entry["verdict"] == judgement.INCONCLUSIVE and load:
-                    entry["reason"] += f"; {load}"
 
     def judged_bounds(self):
         return {}
-
-    def allowing_for_contention(self, var, decision, bound):
-        """The decision as the host's contention lets it stand (NetbenchRun)."""
-        return decision
 
     def host_load(self):
         """{load, cpu_pressure} the job saw after its launches."""
@@ -338,10 +324,3 @@ class Judging(rfm.RegressionTestPlugin):
         if reason:
             raise sn.SanityError(f"not judged: {reason}")
         return True
-
-
-def host_words(key, value):
-    """One reading of the host, as an inconclusive reason names it."""
-    if key == "core_round_trip_ns":
-        return f"core round trip {value:.0f} ns"
-    return f"{key.replace('_', ' ')} {value:g}"

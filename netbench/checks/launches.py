@@ -32,7 +32,7 @@ class Launches(rfm.RegressionTestPlugin):
     def first_launch(self, name=None):
         """The first launch of run `name` that started: one whose launcher
         failed before the benchmark printed anything was launched again
-        (remeasure.RESTARTS) and is passed over."""
+        (judging.yaml replicates.restarts) and is passed over."""
         return self.launches(name)[self.first_started(name)]
 
     def first_launch_file(self, name=None):

@@ -3,7 +3,6 @@ build fixture, the run of one mode, and the ping-pong and throughput
 checks' figures."""
 
 import json
-import math
 import os
 
 import reframe as rfm
@@ -12,9 +11,9 @@ from reframe.core.builtins import (fixture, performance_function, run_after, run
                                    sanity_function, variable)
 
 from .. import benchspec, paths
-from ..judgement import baseline, decide, figures, remeasure
+from ..judgement import baseline, conditions, remeasure
+from ..judgement.model import Reference, after_the_job, judge
 from .judging import CPU_BOUND_BYTES
-from ..judgement.rule import after_the_job, allowing_for_contention, rule_of
 from ..results import benchmark
 from ..textsafe import printable
 from .base import KiB, MiB, RAW_TCP
@@ -180,38 +179,32 @@ class NetbenchRun(Launches, MpiRun):
     @run_before("run")
     def launch_again_while_undecided(self):
         """The job launches a run again while a judged figure of it is
-        neither shown within its bound nor beyond it in every launch
-        (netbench.judgement.rule), up to the rule's budget, and once more
-        a launch that failed to start (remeasure.RESTARTS); then it prints
-        the host's load, which an inconclusive verdict names.  A check
-        without a judged figure launches once (the sweep has its own
+        neither shown within its reference nor beyond it in every launch
+        (netbench.judgement.model), up to the knobs' budget, and once more
+        a launch that failed to start (judging.yaml replicates.restarts).
+        Every launch prints its nodes' conditions (the benchmark does).  A
+        check without a judged figure launches once (the sweep has its own
         passes)."""
         commands = self.launch_commands()
-        figures = {var: {"run": self.figure_spec(var)[0], "spec": self.figure_spec(var)[1],
-                         "bound": bound.to_json()}
+        figures = {var: self.figure_description(var, bound)
                    for var, bound in self.judged_bounds().items()} if commands else {}
-        rule = self.judging_rule()
+        knobs = self.judging_knobs()
         description = {"runs": {name: self.first_outputs()[name] for name in commands},
-                       "figures": figures,
-                       "rule": {"launches": rule.launches,
-                                "min_launches_to_fail": rule.min_launches_to_fail}}
+                       "figures": figures, "knobs": knobs.to_json()}
         with open(os.path.join(self.stagedir, self.judging_file), "w") as f:
             json.dump(description, f, indent=1)
         if figures:
             self.prerun_cmds.insert(0, remeasure.START_LINE)
             self.postrun_cmds += remeasure.job_lines(commands, self.judging_file,
-                                                     rule.launches, self.time_limit)
+                                                     knobs.launches, self.time_limit,
+                                                     knobs.time_share)
 
     @run_before("run", always_last=True)
     def print_the_host_load_last(self):
         """The host's load and CPU pressure, printed after every command of
-        the job (a check's own later passes too, as the sweep's): the
-        evidence a verdict rests on was measured under it."""
+        the job (a check's own later passes too, as the sweep's): a
+        benchmark that prints no conditions of its own is judged by them."""
         self.postrun_cmds += remeasure.HOST_LOAD_LINES
-
-    def judging_rule(self):
-        """judging.yaml of the references the case is judged by."""
-        return rule_of(self.thresholds_folder)
 
     def judged_value(self, var):
         """The figure the case reports for `var`: the one its decision
@@ -223,59 +216,49 @@ class NetbenchRun(Launches, MpiRun):
         return launch_figure(self, run, spec)
 
     def host_load(self):
-        """How busy the host was after the launches (the job printed it),
-        and how slowly its cores bounced a cache line between ranks 0 and
-        1 in every launch (the fastest launch's slower reading: a mode
-        that lasted through every launch a failure rests on)."""
-        # the job prints them once, after its launches, to its own stdout:
-        # the case's first output, whichever launch started
-        launch = self.launches()[0]
-        host = {k: launch[k] for k in ("host_load", "cpu_pressure")
-                if launch.get(k) is not None}
-        trips = [max(each["core_round_trip_ns"]) for each in self.launches()
-                 if each.get("core_round_trip_ns")]
-        if trips:
-            host["core_round_trip_ns"] = min(trips)
-        return host
+        """What the record says of the host: the job's load after its
+        launches, the highest CPU pressure any node read after any launch
+        and the slowest core round trip (a launch's faster reading).  The
+        verdicts compare each launch's own conditions (judgement.conditions)."""
+        launches = self.launches()
+        seen = [conditions.of_launch(launch) for launch in launches]
+        pressures = [p for c in seen for p in conditions.node_readings(c).values()]
+        trips = [c["core_round_trip_ns"] for c in seen if c["core_round_trip_ns"]]
+        host = {"host_load": launches[0].get("host_load") if launches else None,
+                "cpu_pressure": max(pressures) if pressures else None,
+                "core_round_trip_ns": max(trips) if trips else None}
+        return {k: v for k, v in host.items() if v is not None}
+
+    def figure_description(self, var, bound):
+        """What the job's re-measurement needs of a judged figure."""
+        run, spec = self.figure_spec(var)
+        reference = self.reference_of(var, bound)
+        return {"run": run, "spec": spec, "bound": bound.to_json(), "kind": reference.kind,
+                "conditions": reference.conditions}
+
+    def reference_of(self, var, bound):
+        """The Reference a judged variable is held to: a documented
+        threshold (measured on a quiet host), or a size of the learned
+        baseline with the conditions its accepted runs ran under."""
+        if "@" not in var:
+            return Reference(bound, "threshold")
+        case = self.baseline_case() or {}
+        return Reference(bound, "baseline", {k: case.get(k) for k in
+                                             ("cpu_pressure", "core_round_trip_ns")})
 
     def decide_figures(self):
         """{variable: Decision} of the judged figures, from every launch."""
         decisions = {}
+        knobs = self.judging_knobs()
         for var, bound in self.judged_bounds().items():
             run, spec = self.figure_spec(var)
-            runs = [launch["rows"] for launch in self.launches(run)]
-            if not any(runs):
+            launches = self.launches(run)
+            if not any(launch["rows"] for launch in launches):
                 continue        # nothing measured (a dry run): nothing to decide
-            decision = after_the_job(decide(figures.estimates(runs, spec), bound,
-                                            self.judging_rule()))
-            # a curve's sizes keep their evidence; the curve's combined
-            # verdict allows for contention (judge_the_curve_by_its_baseline)
-            decisions[var] = decision if "@" in var else self.allowing_for_contention(
-                var, decision, bound)
+            decisions[var] = after_the_job(judge(remeasure.replicates(launches, spec),
+                                                 self.reference_of(var, bound), knobs,
+                                                 self.cpu_bound(var)))
         return decisions
-
-    def allowing_for_contention(self, var, decision, bound):
-        """`decision`, inconclusive instead of failed when the figure is the
-        CPUs' and the host's CPUs were contended (judging.yaml).  A size of
-        a baseline learned on a contended host is held as it stands: its
-        band already holds what contention does.  Across emulated links
-        the link is the host's CPUs and timers, and contention explains a
-        miss of any size (a starved softirq holds a packet a time slice).
-        A size judged by a baseline is first allowed for a slower mode of
-        the host's cores than its accepted runs saw, or between ranks of one
-        node for the cores' unseen spread (allowing_for_host_mode); then
-        only the pressure beyond what its accepted runs read counts as
-        contention (host_beside_baseline)."""
-        rule, host, cpu_bound = self.judging_rule(), self.host_load(), self.cpu_bound(var)
-        if "@" in var:
-            case = self.baseline_case()
-            decision = baseline.allowing_for_host_mode(decision, case, host, rule, bound,
-                                                       cpu_bound, self.ranks_share_a_node())
-            if baseline.measured_under_contention(case, rule):
-                return decision
-            host = baseline.host_beside_baseline(host, case)
-        return allowing_for_contention(decision, host, cpu_bound, rule,
-                                       bound, math.inf if self.link_is_emulated() else None)
 
     def cpu_bound(self, var):
         """Whether the host's CPUs bound the figure: every figure between

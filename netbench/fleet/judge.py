@@ -41,7 +41,7 @@ The rule (parameters and their reasons: thresholds.yaml `sweep:`):
   the documented latency by ``latency_factor``.  A uniformly slow fleet
   has no outlier, so this is a fleet-level finding.
 
-Repeat before alarm, by the judging rule (netbench.judgement.rule,
+Repeat before alarm, by the verdict model's knobs (netbench.judgement.knobs,
 judging.yaml): `pairs_still_undecided` gives the bad directions while fewer
 than `min_launches_to_fail` passes were made; the check measures them again
 (up to `launches` passes) and `merge_passes` keeps the best figure of each,
@@ -67,7 +67,7 @@ import statistics
 import numpy as np
 
 from .. import references
-from ..judgement import rule as judgement_rule
+from ..judgement import conditions
 from ..results.suspects import (ANSWERED, BANDWIDTH, LATENCY, UNREACHABLE, Evidence, Finding,
                                 FleetStat, Suspect, suspects_json)
 
@@ -634,32 +634,31 @@ def merge_passes(passes):
     return merged
 
 
-def pairs_still_undecided(passes, rule):
+def pairs_still_undecided(passes, knobs):
     """The directions a sweep measures in its next pass, by the judging
-    rule (rule.Rule): a pair outside the band in every pass so far is
-    named only after `min_launches_to_fail` passes, so until then it is
+    knobs (judgement.knobs): a pair outside the band in every pass so far
+    is named only after `min_to_fail` passes, so until then it is
     measured again; a pair within the band in any pass is decided (a
     sweep's figures are points, never straddling a bound)."""
-    if len(passes) >= rule.min_launches_to_fail:
+    if len(passes) >= knobs.min_to_fail:
         return []
     return pairs_to_remeasure(judge(merge_passes(passes)))
 
 
-def unconfirmed(verdict, host, judging, cpu_bound, explains=None):
-    """(the verdict without the suspects the host's contention explains,
-    those suspects).  A suspect has been outside the band in every pass
-    (min_launches_to_fail); when the figure it was named on is the CPUs'
-    (`cpu_bound(metric)`: across links that emulate only their rate every
-    figure is) and other work waited for a CPU while the sweep measured
-    (judgement.rule.contended), a miss of the fleet median within
-    judgement.rule.contention_limit cannot be told from that contention.
-    Such a suspect is named as unconfirmed, not drained (measured: a
-    healthy 5-node sweep at host load 4-9 named a pair at 0.58 and 0.69 of
-    the fleet median in both passes, in 2 of 5 runs).  A node that stopped
-    answering is no figure: it stays."""
-    if not judgement_rule.contended(host, judging):
+def unconfirmed(verdict, host_conditions, knobs, cpu_bound):
+    """(the verdict without the suspects the host's conditions explain,
+    those suspects).  A suspect has been outside the band in every pass;
+    when the figure it was named on is the CPUs' (`cpu_bound(metric)`:
+    across links that emulate only their rate every figure is) and the
+    sweep ran under conditions that differ from a quiet host's
+    (judgement.conditions: the fleet's own pairs are measured at once, but
+    a busy node slows only the pairs it is in), a miss of the fleet median
+    within what they explain is named as unconfirmed, not drained.  A node
+    that stopped answering is no figure: it stays."""
+    found = conditions.differences(host_conditions, None, knobs.conditions)
+    if not found:
         return verdict, []
-    limit = judgement_rule.contention_limit(host, judging, explains)
+    limit = conditions.explained_factor(found, knobs.conditions)
 
     def explained(s):
         if s.direction == UNREACHABLE or not cpu_bound(s.metric):

@@ -17,7 +17,7 @@ import os
 import sys
 
 from ..judgement.remeasure import launch_files
-from ..judgement.rule import load_rule
+from ..judgement import knobs as judging_knobs
 from ..results.sweep import parse_sweep
 from .judge import pairs_still_undecided
 
@@ -110,10 +110,10 @@ def pairs_to_measure_again(path, bandwidth_only=False, passes_to_fail=None):
             passes.append(parse_sweep(f.read()).measurements())
     if bandwidth_only:
         passes = [without_latency(m) for m in passes]
-    rule = load_rule()
+    knobs = judging_knobs.load()
     if passes_to_fail is not None:
-        rule = dataclasses.replace(rule, min_launches_to_fail=passes_to_fail)
-    return rank_pairs(sweep, pairs_still_undecided(passes, rule))
+        knobs = dataclasses.replace(knobs, min_to_fail=passes_to_fail)
+    return rank_pairs(sweep, pairs_still_undecided(passes, knobs))
 
 
 if __name__ == "__main__":

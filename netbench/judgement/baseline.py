@@ -12,22 +12,15 @@ and the slow mode of a bimodal host alike:
     low      the fastest run's figure
     high     the slowest run's figure
     upper    the bound a later run fails beyond: the slowest run, and never
-             less than `min_band` above the centre, nor than the
+             less than judging.yaml's min_change.baseline above the centre, nor than the
              run-to-run noise pooled over the size and its neighbours
              (three runs understate a host's noise at any one size)
 
-A case also keeps the CPU pressure its accepted runs were measured under
-(the median of their jobs' PSI readings): a band learned on a contended
-host already holds what contention does, so contention excuses no miss
-of a later run from it (netbench.judgement.rule.allowing_for_contention).
-Where ranks 0 and 1 shared a host it keeps the slowest core round trip of
-its runs (netbench.c bounces a cache line between their cores before and
-after each launch): a later run whose cores were `host_mode_change` times
-slower ran in a mode of the host no accepted run saw (a VM's vCPUs placed
-elsewhere), and a miss of no more than the time those cores add to a
-message is inconclusive, not a loss (allowing_for_host_mode); between
-ranks of one node so is a miss within `core_mode_spread`, which the
-cores' speed moves without the round trip showing it.
+A case also keeps the conditions its accepted runs were measured under:
+the median of their jobs' highest CPU pressure (PSI), and where ranks 0
+and 1 shared a host the slowest core round trip of its runs.  A later
+run is compared with them (judgement.conditions): a band learned on a
+contended host already holds what contention does.
 
 Judging time per message at every size covers latency and bandwidth
 alike: at one size, bandwidth is the message over its time.
@@ -54,8 +47,8 @@ from ..datafiles import DataError
 from ..results.record import finite_numbers, plain_rows
 from ..probe.discovery import ENVIRONMENT_NAME
 from . import figures
-from .rule import (FAIL, INCONCLUSIVE, PASS, UNDECIDED, Bound, Decision, case_verdict,
-                   load_rule, miss_factor)
+from . import curve, knobs as judging_knobs
+from .model import FAIL, INCONCLUSIVE, PASS, UNDECIDED, Bound, Decision
 
 BASELINES = paths.BASELINES
 VERSION = 1
@@ -355,17 +348,18 @@ def accepted_runs(session):
     return Accepted(session_provenance(session), partitions, digest)
 
 
-def build(partition, sessions, rule=None):
+def build(partition, sessions, knobs=None):
     """The baseline of `partition` from `sessions` (Accepted, oldest
     first); DataError-free: ValueError saying what is missing."""
-    rule = rule or load_rule()
+    knobs = knobs or judging_knobs.load()
+    min_band = knobs.min_change["baseline"]
     per_case = {}
     for session in sessions:
         for key, run in session.partitions.get(partition, {}).items():
             per_case.setdefault(key, []).append(run)
     cases = []
     for (name, environ), runs in sorted(per_case.items()):
-        if len(runs) < rule.baseline_min_runs:
+        if len(runs) < knobs.baseline_min_runs:
             continue
         sizes = sorted(set.intersection(*(set(r.times) for r in runs)))
         if not sizes:
@@ -384,16 +378,16 @@ def build(partition, sessions, rule=None):
             **({"cpu_pressure": round(statistics.median(pressures), 2)} if pressures else {}),
             **({"core_round_trip_ns": round(max(trips), 1)} if trips else {}),
             "sizes": [{"bytes": size, **band([t[size] for t in times],
-                                             rule.baseline_min_band, noise[size])}
+                                             min_band, noise[size])}
                       for size in sizes]})
     if not cases:
-        raise ValueError(f"no case of {partition} passed in {rule.baseline_min_runs} or more "
+        raise ValueError(f"no case of {partition} passed in {knobs.baseline_min_runs} or more "
                          f"of the {len(sessions)} sessions given")
     system, part = check_partition_name(partition)
     return {"version": VERSION, "system": system, "partition": part,
             "accepted": datetime.datetime.now(datetime.timezone.utc).strftime(
                 "%Y-%m-%dT%H:%M:%SZ"),
-            "min_band": rule.baseline_min_band,
+            "min_band": min_band,
             "sessions": [s.provenance for s in sessions],
             "cases": cases}
 
@@ -553,102 +547,6 @@ def case_bounds(case):
     return {s["bytes"]: Bound("upper", s["upper"]) for s in (case or {}).get("sizes", [])}
 
 
-def measured_under_contention(case, rule):
-    """Whether the case's accepted runs were themselves measured on a
-    contended host: then its band holds what contention does."""
-    pressure = (case or {}).get("cpu_pressure")
-    return pressure is not None and pressure >= rule.contended_cpu_pressure
-
-
-def host_beside_baseline(host, case):
-    """The host as contention is judged against a baseline: with the CPU
-    pressure its accepted runs' own jobs read, so that only pressure beyond
-    it counts as other work (judgement.rule.contended).  PSI counts a job's
-    own waits: a 2-node virtual cluster's job on 2 cores read 8-31 % with
-    nothing else running, and at 27-31 % it let contention excuse a 10 %
-    slower link at 10 sizes where the accepted runs had read 8-15 %."""
-    accepted = (case or {}).get("cpu_pressure")
-    if accepted is None or not host:
-        return host
-    return {**host, "baseline_cpu_pressure": accepted}
-
-
-def host_mode_change(case, host, rule):
-    """How many times slower the run's cores bounced a cache line than the
-    slowest accepted run's did, when at least judging.yaml's
-    host_mode_change (else None): the host ran in a slower mode than any
-    accepted run saw."""
-    accepted = (case or {}).get("core_round_trip_ns")
-    now = (host or {}).get("core_round_trip_ns")
-    if not accepted or not now or now < accepted * rule.host_mode_change:
-        return None
-    return now / accepted
-
-
-def host_mode_allowance_us(case, host, rule):
-    """The time (us) a slower mode of the host's cores adds to a message
-    between ranks 0 and 1: `host_mode_round_trips` times the round trip's
-    growth since the accepted runs; 0 without a mode change."""
-    if host_mode_change(case, host, rule) is None:
-        return 0.0
-    grown = host["core_round_trip_ns"] - case["core_round_trip_ns"]
-    return rule.host_mode_round_trips * grown / 1000
-
-
-def host_mode_words(case, host, rule):
-    """Words naming a slower mode of the host (host_mode_change), else ""."""
-    factor = host_mode_change(case, host, rule)
-    if factor is None:
-        return ""
-    return (f"the host's cores ran {factor:.1f}x slower than in any accepted run (a cache "
-            f"line crossed between the ranks' cores in {host['core_round_trip_ns']:.0f} ns, "
-            f"at most {case['core_round_trip_ns']:.0f} ns then), which adds up to "
-            f"{host_mode_allowance_us(case, host, rule):.2g} us a message")
-
-
-def core_mode_words(rule):
-    """Words naming the cores' unseen mode changes (core_mode_spread)."""
-    return (f"between ranks of one node a miss within {rule.core_mode_spread:g}x of the band "
-            f"is no more than the cores' speed moves between launches at one core round "
-            f"trip (judging.yaml core_mode_spread)")
-
-
-def allowing_for_host_mode(decision, case, host, rule, bound, cpu_bound, one_node=False):
-    """A CPU-bound size that failed while the host ran in a slower mode
-    than any accepted run (host_mode_change) becomes inconclusive when it
-    misses its band by no more than the time the slower cores add to a
-    message (host_mode_allowance_us): the mode costs each message a few
-    cache-line crossings, not a share of its copy.  Measured here, cores
-    4.2x slower added 0.24 us at 8 bytes, 0.30 at 64 and 0.6 at 4 KiB and
-    nothing at 1 MiB, while a crippled path (1 MiB +1200 us) still fails.
-    Between ranks of one node (`one_node`) a miss within core_mode_spread
-    is inconclusive whatever the round trip read: the cores' speed moves
-    that far between launches without the round trip showing it."""
-    if decision.verdict != FAIL or not cpu_bound:
-        return decision
-    allowance = host_mode_allowance_us(case, host, rule)
-    if allowance and decision.value <= bound.value + allowance:
-        words = host_mode_words(case, host, rule)
-    elif one_node and miss_factor(decision.value, bound) <= rule.core_mode_spread:
-        words = core_mode_words(rule)
-    else:
-        return decision
-    return decision.excused(words)
-
-
-def excuses(excused):
-    """The distinct words that excused sizes ({var: the inconclusive
-    Decision an allowance made of its failure}), in size order: the curve
-    names what excused its sizes and nothing else (a slower mode of the
-    cores, contention)."""
-    found = []
-    for var in sorted(excused, key=lambda v: float(v.split("@", 1)[1])):
-        for words in excused[var].excuses:
-            if words not in found:
-                found.append(words)
-    return found
-
-
 def figure_spec(nbytes):
     return {"figure": "at", "column": COLUMN, "bytes": nbytes}
 
@@ -692,105 +590,21 @@ def size_words(nbytes):
     return f"{nbytes:g} B"
 
 
-def unconfirmed(sizes):
-    """Indexes of the failed sizes of a curve (sizes in order) that no
-    neighbouring size confirms.  A path's loss touches a range of sizes
-    (a slower link every size it bounds, a protocol every size past its
-    switch), while a curve of ~20 sizes each judged on its own will, on a
-    busy host, see single sizes land beyond their band by chance: one
-    failed size alone is evidence of noise as much as of a loss.  A
-    neighbour confirms it when it failed too, or when its evidence leans
-    the same way (leans_beyond).  Curves of fewer than 3 judged sizes have
-    no neighbours to ask."""
-    if len(sizes) < 3:
-        return []
-    failed = [s["verdict"] == FAIL for s in sizes]
-    confirms = [f or leans_beyond(s) for f, s in zip(failed, sizes)]
-    return [i for i, f in enumerate(failed)
-            if f and not (i > 0 and confirms[i - 1])
-            and not (i + 1 < len(sizes) and confirms[i + 1])]
-
-
-def leans_beyond(size):
-    """Whether an undecided size's every launch put its median beyond the
-    band (its best launch's did), though some launch's interval reached
-    within it: evidence of the same loss that one launch's noise kept from
-    failing.  Under one core's load a link 20 % slower failed at 8 MiB in
-    every launch of 3 runs of 3, while in two of them 4 MiB's best launch
-    read 50.6 and 51.3 ms against a band up to 50.0 (healthy links: 39-48
-    ms).  A size excused by contention or the cores' mode confirms nothing:
-    what excused it explains it."""
-    value, upper = size.get("value"), size.get("upper")
-    return (size["verdict"] in (INCONCLUSIVE, UNDECIDED) and not size.get("excused")
-            and None not in (value, upper) and value > upper)
-
-
-def leaning_explained(decisions, bounds, allow):
-    """The variables of undecided sizes ({var: Decision}, their Bounds)
-    whose every launch leaned beyond the band (leans_beyond) by no more
-    than the host's allowances excuse: `allow(var, decision, bound)` is
-    the Decision as they let it stand (the cores' mode, contention), asked
-    as if the size had failed.  Such a size confirms no neighbour's
-    failure, as a failed size they excused does not: a leaning neighbour
-    within what contention explains is contention's as much as the
-    loss's."""
-    explained = []
-    for var, decision in decisions.items():
-        bound = bounds[var]
-        leaning = leans_beyond({"verdict": decision.verdict, "value": decision.value,
-                                "upper": bound.value})
-        if leaning and allow(var, dataclasses.replace(decision, verdict=FAIL),
-                             bound).verdict != FAIL:
-            explained.append(var)
-    return explained
-
-
-def confirming(sizes):
-    """The sizes beside a failed size that lean beyond without failing
-    (leans_beyond): named with the loss they confirm."""
-    def beside_a_failure(i):
-        return any(0 <= j < len(sizes) and sizes[j]["verdict"] == FAIL for j in (i - 1, i + 1))
-    return [s for i, s in enumerate(sizes) if leans_beyond(s) and beside_a_failure(i)]
-
-
-def lone_straddlers(sizes):
-    """Indexes of the sizes of a curve that neither passed nor failed on
-    their own evidence (some launch's interval reached within the band, no
-    launch's lay wholly within it) while every size beside them passed:
-    noise at one size, as a failure alone is (unconfirmed), so the curve
-    passes.  A size that failed in every launch and was excused (by
-    contention or the host's mode) is not one: its evidence lies beyond."""
-    if len(sizes) < 3:
-        return []
-    def passed(i):
-        return sizes[i]["verdict"] == PASS
-    return [i for i, s in enumerate(sizes)
-            if s["verdict"] in (INCONCLUSIVE, UNDECIDED) and not s.get("isolated")
-            and s["lo"] is not None and s["lo"] <= s["upper"]
-            and all(passed(j) for j in (i - 1, i + 1) if 0 <= j < len(sizes))]
-
-
-def combine(size_decisions, bounds, source, excused=()):
+def combine(size_decisions, bounds, source, min_span):
     """One Decision on a case's curve from its per-size ones ({`usec@N`:
-    Decision}, with their Bounds; `excused`: the variables whose failure
-    the host's contention or cores' mode made inconclusive): the worst
-    verdict, reported as the ratio of a size's figure to its bound (the
-    worst failed size's, else the largest passed one's), and the sizes
-    named; also the per-size list for the record.  A size of the baseline
-    that no launch measured (the run never sent it) is not judged, and the
-    reason says it is missing: its figure is no figure (NaN), and a curve
-    judged by it would be too."""
-    missing = [var for var, d in size_decisions.items() if not measured(d)]
-    size_decisions = {var: d for var, d in size_decisions.items() if var not in missing}
+    Decision}, with their Bounds): the curve's verdict by judgement.curve
+    (a loss spans at least `min_span` neighbouring sizes), reported as the
+    ratio of a size's figure to its bound (the worst deciding size's),
+    and the per-size list for the record.  A size of the baseline that no
+    launch measured (the run never sent it) is not judged: the numbers
+    name it missing."""
+    missing = sorted(float(var.split("@", 1)[1]) for var, d in size_decisions.items()
+                     if not measured(d))
+    size_decisions = {var: d for var, d in size_decisions.items() if measured(d)}
     if not size_decisions:
-        return Decision(INCONCLUSIVE, 0.0, 0.0, 0.0, 0,
-                        f"no size of the baseline ({source}) was measured: "
-                        + missing_words(missing)), []
-    decision, sizes = judged_curve(size_decisions, bounds, source, excused)
-    if missing:
-        decision = dataclasses.replace(decision,
-                                       reason=f"{decision.reason}; {missing_words(missing)}")
-    return decision, sizes
+        return Decision(INCONCLUSIVE, 0.0, 0.0, 0.0, 0, "curve_unmeasured",
+                        {"source": source, "missing": missing}), []
+    return judged_curve(size_decisions, bounds, source, min_span, missing)
 
 
 def measured(decision):
@@ -800,52 +614,36 @@ def measured(decision):
         for x in (decision.value, decision.lo, decision.hi))
 
 
-def missing_words(variables):
-    return ("not judged, missing from the run (the baseline holds sizes it never sent): "
-            + ", ".join(size_words(float(v.split("@", 1)[1]))
-                        for v in sorted(variables, key=lambda v: float(v.split("@", 1)[1]))))
+def size_entry(var, decision, bound):
+    return {"bytes": float(var.split("@", 1)[1]), "verdict": decision.verdict,
+            "value": decision.value, "lo": decision.lo, "hi": decision.hi,
+            "upper": bound, "launches": decision.launches, "code": decision.code,
+            **({"conditions": decision.numbers["conditions"]}
+               if decision.numbers.get("conditions") else {})}
 
 
-def judged_curve(size_decisions, bounds, source, excused):
+def judged_curve(size_decisions, bounds, source, min_span, missing):
     """combine's judgement of the sizes measured."""
-    sizes = []
-    for var, decision in sorted(size_decisions.items(), key=lambda kv: float(kv[0][5:])):
-        bound = bounds[var].value
-        sizes.append({"bytes": float(var.split("@", 1)[1]), "verdict": decision.verdict,
-                      "value": decision.value, "lo": decision.lo, "hi": decision.hi,
-                      "upper": bound, "launches": decision.launches,
-                      **({"excused": True} if var in excused else {})})
-    isolated = set(unconfirmed(sizes))
-    for i in isolated:
-        sizes[i]["verdict"], sizes[i]["isolated"] = INCONCLUSIVE, True
-    lone = set(lone_straddlers(sizes))
-    for i in lone:
+    sizes = [size_entry(var, d, bounds[var].value)
+             for var, d in sorted(size_decisions.items(), key=lambda kv: float(kv[0][5:]))]
+    verdict, aside = curve.curve_span([s["verdict"] for s in sizes], min_span)
+    for i in aside:
         sizes[i]["alone"] = True
-    verdict = case_verdict(s["verdict"] for i, s in enumerate(sizes) if i not in lone)
-    pick = [s for i, s in enumerate(sizes) if s["verdict"] == verdict and i not in lone] or sizes
+    deciding = [s for i, s in enumerate(sizes) if i not in aside]
+    pick = [s for s in deciding if s["verdict"] == verdict] or sizes
     worst = max(pick, key=lambda s: s["value"] / s["upper"])
-    ratio = worst["value"] / worst["upper"]
+    conditions = []
+    for s in pick:
+        for d in s.get("conditions", []):
+            if d not in conditions:
+                conditions.append(d)
+    numbers = {"source": source, "sizes": len(sizes), "min_span": min_span,
+               "named": [{"bytes": s["bytes"], "value": s["value"], "upper": s["upper"]}
+                         for s in pick if s["verdict"] == verdict and verdict != PASS],
+               "aside": [sizes[i]["bytes"] for i in aside], "missing": missing,
+               **({"conditions": conditions} if conditions else {})}
+    code = {FAIL: "curve_beyond", INCONCLUSIVE: "curve_inconclusive",
+            UNDECIDED: "curve_undecided", PASS: "curve_within"}[verdict]
     launches = max(s["launches"] for s in sizes)
-    if verdict == FAIL:
-        named = ", ".join(f"{size_words(s['bytes'])} ({s['value'] / s['upper']:.2f}x: "
-                          f"{s['value']:.4g} us, band up to {s['upper']:.4g})"
-                          for s in pick)
-        reason = f"slower than the baseline ({source}) in every launch at {named}"
-        beside = confirming(sizes)
-        if beside:
-            reason += ("; beside them every launch's median lay beyond the band at "
-                       + ", ".join(f"{size_words(s['bytes'])} ({s['value']:.4g} us, band up "
-                                   f"to {s['upper']:.4g})" for s in beside))
-    elif verdict == INCONCLUSIVE:
-        reason = (f"too noisy to tell against the baseline ({source}) at "
-                  + ", ".join(size_words(s["bytes"]) + (" (slower alone, not at the sizes "
-                                                        "beside it)" if s.get("isolated") else "")
-                              for s in pick))
-    elif lone and verdict == PASS:
-        reason = (f"within the baseline's band ({source}) at {len(sizes) - len(lone)} of "
-                  f"{len(sizes)} sizes; too noisy to tell alone, between sizes within it: "
-                  + ", ".join(size_words(sizes[i]["bytes"]) for i in sorted(lone)))
-    else:
-        reason = f"within the baseline's band ({source}) at all {len(sizes)} sizes"
-    return Decision(verdict, ratio, worst["lo"] / worst["upper"], worst["hi"] / worst["upper"],
-                    launches, reason), sizes
+    return Decision(verdict, worst["value"] / worst["upper"], worst["lo"] / worst["upper"],
+                    worst["hi"] / worst["upper"], launches, code, numbers), sizes

@@ -18,7 +18,7 @@ runs' lowest and highest (`MBps_low`/`MBps_high`).  A row without them (an
 older benchmark, another benchmark's table) gives a point.
 """
 
-from .rule import Estimate
+from .model import Estimate
 
 LATENCY_BELOW_BYTES = 64
 TIME_COLUMNS = ("usec",)

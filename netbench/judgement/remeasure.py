@@ -1,6 +1,6 @@
 """`python -m netbench.judgement.remeasure JUDGING_JSON`: the runs a job
 must launch again, one name a line, or nothing when every judged figure is
-decided (netbench.judgement.rule).  The job script runs it between
+decided (netbench.judgement.model).  The job script runs it between
 launches (job_lines), in its stage folder, so the next launch follows
 within the same job and allocation; the checks decide the same way after
 the job from the same files.
@@ -9,9 +9,10 @@ JUDGING_JSON (written by the check before the job):
 
     {"runs": {run name: the first launch's output file},
      "figures": {variable: {"run": run name, "spec": figure spec
-                            (figures.py), "bound": {"side", "value"}}},
-     "rule": {"launches", "min_launches_to_fail"} (judging.yaml's, as the
-              check loaded it)}
+                            (figures.py), "bound": {"side", "value"},
+                            "kind": the reference's kind, "conditions": the
+                            reference's conditions or null}},
+     "knobs": the model's knobs as the check loaded them (knobs.to_json)}
 
 A run's later launches are `NAME-2.out`, `NAME-3.out`, ... beside it.
 """
@@ -23,7 +24,8 @@ import sys
 
 from ..results.benchmark import parse_run, started
 from . import figures
-from .rule import UNDECIDED, Bound, Rule, decide, load_rule
+from . import conditions, knobs as judging_knobs
+from .model import UNDECIDED, Bound, Reference, Replicate, judge
 
 #: what the job prints after its launches: how busy the host was (an
 #: inconclusive verdict names it); /proc/pressure exists from Linux 4.20
@@ -58,48 +60,54 @@ def launch_files(folder, run, first):
     return files
 
 
-#: launches of a run whose launcher failed before the benchmark printed
-#: anything, launched again: at most this many (Open MPI's "PMIx server's
-#: listener thread failed to start" ended 1 of a 3-node cluster's 32
-#: intranode cases, and one session in 9 of `netbench tune`)
-RESTARTS = 1
-
-
 def undecided_runs(description, folder=".", say=None):
     """The names of the runs with a figure still undecided, and of those
-    whose every launch so far failed to start (at most RESTARTS more);
-    `say(words)` is told why those launch again."""
+    whose every launch so far failed to start (at most the knobs'
+    `restarts` more); `say(words)` is told why those launch again.  A
+    figure is decided as the check decides it (model.judge): a miss the
+    host's conditions explain is measured again while the budget lasts."""
+    knobs = description_knobs(description)
     launches = {}
     again = set()
     for run, first in description["runs"].items():
         files = launch_files(folder, run, first)
         parsed = [parse_run(_read(os.path.join(folder, f))) for f in files]
-        launches[run] = [p["rows"] for p in parsed]
-        if not any(started(p) for p in parsed) and len(parsed) <= RESTARTS:
+        launches[run] = parsed
+        if not any(started(p) for p in parsed) and len(parsed) <= knobs.restarts:
             again.add(run)
             if say:
                 say(f"{run}: {', '.join(files)} printed nothing of the benchmark (its launcher "
                     f"failed to start it): launching it once more")
-    rule = description_rule(description)
     for figure in description["figures"].values():
         run = figure["run"]
         if run not in launches:
             continue
-        bound = Bound(figure["bound"]["side"], float(figure["bound"]["value"]))
-        decision = decide(figures.estimates(launches[run], figure["spec"]), bound, rule)
+        reference = Reference(Bound(figure["bound"]["side"], float(figure["bound"]["value"])),
+                              figure.get("kind", "threshold"), figure.get("conditions"))
+        decision = judge(replicates(launches[run], figure["spec"]), reference, knobs)
         if decision.verdict == UNDECIDED:
             again.add(run)
     return sorted(again)
 
 
-def description_rule(description):
-    """The rule the check judges by (its judging.yaml), else the default."""
-    given = description.get("rule")
-    if not given:
-        return load_rule()
-    default = load_rule()
-    return Rule(int(given["launches"]), int(given["min_launches_to_fail"]),
-                default.baseline_min_runs, default.baseline_min_band)
+def replicates(parsed_launches, spec):
+    """The Replicates of one figure over a run's parsed launches (those
+    without the figure, cut short, left out)."""
+    found = []
+    for launch in parsed_launches:
+        try:
+            estimate = figures.estimate(launch["rows"], spec)
+        except figures.NoFigure:
+            continue
+        found.append(Replicate(estimate, conditions.of_launch(launch)))
+    return found
+
+
+def description_knobs(description):
+    """The knobs the check judges by (sent in the description), else
+    netbench's."""
+    given = description.get("knobs")
+    return judging_knobs.from_json(given) if given else judging_knobs.load()
 
 
 def _read(path):
@@ -114,17 +122,14 @@ def _read(path):
 #: (date +%s), set by START_LINE
 START = "netbench_started"
 START_LINE = f"{START}=$(date +%s)"
-#: the share of the job's time limit the launches may take: past it, no
-#: further launch starts, so the job ends on its own with what it has
-TIME_SHARE = 0.8
 
 
-def job_lines(commands, judging_file, launches, time_limit=None):
+def job_lines(commands, judging_file, launches, time_limit, time_share):
     """The job script's lines that launch each run again while it has an
     undecided figure, up to `launches` launches in all: `commands` {run
     name: its command line}.  With `time_limit` (seconds), a launch starts
     only while the launches so far, plus one more of their mean length,
-    end within TIME_SHARE of it (the script must run START_LINE before the
+    end within `time_share` of it (the script must run START_LINE before the
     first launch): on a host so busy that launches crawl, the figure ends
     inconclusive instead of the job being killed at its limit."""
     if launches < 2 or not commands:
@@ -134,7 +139,7 @@ def job_lines(commands, judging_file, launches, time_limit=None):
                      for name, command in sorted(commands.items()))
     in_time = ""
     if time_limit:
-        budget = int(time_limit * TIME_SHARE)
+        budget = int(time_limit * time_share)
         in_time = (f'spent=$(( $(date +%s) - ${START} )); '
                    f'if [ $(( spent + spent / (n - 1) )) -gt {budget} ]; then '
                    f'echo "netbench: no launch $n: $spent s spent of the job\'s {budget} s" >&2; '

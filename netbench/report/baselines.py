@@ -13,7 +13,7 @@ from pathlib import Path
 from .. import datafiles, paths
 from ..datafiles import DataError
 from ..judgement import baseline
-from ..judgement.rule import load_rule
+from ..judgement import knobs as judging_knobs
 from ..textsafe import printable
 from .sessions import RUN_REPORT_SCHEMA, Session, provenance_beside, published_folders
 
@@ -147,17 +147,17 @@ def sessions_by_partition(sessions):
     return found
 
 
-def accept_partition(part, chosen, rule, folder):
+def accept_partition(part, chosen, knobs, folder):
     """The Outcome of accepting `chosen` ([(name, Accepted)]) as the
     baseline of `part`: written whole, or skipped with the reason (a build
     that fails its own checks leaves the file there as it was)."""
     names = ", ".join(name for name, _ in chosen)
-    if len(chosen) < rule.baseline_min_runs:
+    if len(chosen) < knobs.baseline_min_runs:
         return Outcome(part, None, f"skipped: {len(chosen)} session(s) ({names}), a baseline "
-                                   f"takes at least {rule.baseline_min_runs} accepted runs "
+                                   f"takes at least {knobs.baseline_min_runs} accepted runs "
                                    f"(judging.yaml baseline.min_runs)")
     try:
-        built = baseline.build(part, [accepted for _, accepted in chosen], rule)
+        built = baseline.build(part, [accepted for _, accepted in chosen], knobs)
         path = baseline.write(built, folder)    # other DataErrors: the folder, for all
     except ValueError as err:
         return Outcome(part, None, f"skipped: {err}")
@@ -169,7 +169,7 @@ def accept_partition(part, chosen, rule, folder):
     return Outcome(part, path, f"accepted {len(built['cases'])} case(s) from "
                                f"{len(chosen)} runs ({names}) into {path}"
                                + (f"; {left} case(s) left out: passed in fewer than "
-                                  f"{rule.baseline_min_runs} of them" if left else ""))
+                                  f"{knobs.baseline_min_runs} of them" if left else ""))
 
 
 def accept(names=(), partition=None, reports_dir=paths.REPORTS, folder=baseline.BASELINES):
@@ -178,15 +178,15 @@ def accept(names=(), partition=None, reports_dir=paths.REPORTS, folder=baseline.
     one per partition and one per session skipped.  DataError when a named
     session is bad, when the folder cannot be written, or when nothing at
     all was accepted (naming why)."""
-    rule = load_rule()
+    knobs = judging_knobs.load()
     notes = []
     sessions = named_sessions(names, reports_dir) if names else published(reports_dir, notes)
     outcomes = []
     for part, of_part in sorted(sessions_by_partition(sessions).items()):
         if partition and part != partition:
             continue
-        chosen = of_part if names else of_part[-rule.baseline_min_runs:]
-        outcomes.append(accept_partition(part, chosen, rule, folder))
+        chosen = of_part if names else of_part[-knobs.baseline_min_runs:]
+        outcomes.append(accept_partition(part, chosen, knobs, folder))
     if not any(o.path for o in outcomes):
         raise DataError(reports_dir, None, "nothing accepted: " + ("; ".join(
             o.line() for o in notes + outcomes) or "no published session"

@@ -243,7 +243,7 @@ def judged_against(sessions, references=paths.REFERENCES, baselines=None):
     baselines (which, from how many runs, accepted when), or documented
     references only, which are a floor from published hardware, with the
     step that learns this system's own."""
-    from ..judgement import baseline, rule
+    from ..judgement import baseline, knobs
     by_baseline, stems, documented_only = judgement_sources(sessions)
     folder = baselines or baseline.BASELINES
     documented = documented_words(stems, references)
@@ -257,7 +257,7 @@ def judged_against(sessions, references=paths.REFERENCES, baselines=None):
     if not documented_only:
         return ""
     try:
-        runs = rule.load_rule(Path(references) / rule.RULE_FILE.name).baseline_min_runs
+        runs = knobs.load(references).baseline_min_runs
     except DataError:
         runs = None
     after = f"after {runs} runs, " if runs else ""

@@ -295,6 +295,16 @@ _HOST_PRESSURE = re.compile(r"^# host cpu_pressure some avg10=(\S+)", re.MULTILI
 #: when ranks 0 and 1 share a host: a cache line's round trip between their
 #: cores (netbench.c), which moves with the host's mode
 _CORE_ROUND_TRIP = re.compile(r"^# host core_round_trip_ns ([0-9.]+) cpus", re.MULTILINE)
+#: `# node HOST cpu_pressure P ranks K cpus N`, one per node after the run
+#: (netbench.c): what each node of the job was doing
+_NODE = re.compile(r"^# node (\S+) cpu_pressure ([0-9.]+) ranks (\d+) cpus (\d+)$",
+                   re.MULTILINE)
+
+
+def node_conditions(text):
+    """{host: {cpu_pressure, ranks, cpus}} of the `# node` lines."""
+    return {host: {"cpu_pressure": float(p), "ranks": int(r), "cpus": int(c)}
+            for host, p, r, c in _NODE.findall(text)}
 
 
 def _last_float(pattern, text):
@@ -308,8 +318,8 @@ def _last_float(pattern, text):
 def parse_run(text):
     """Everything one launch of the benchmark says, read once: the table
     (every column of every whole row), the `@` summaries, where each rank
-    ran, how the launcher said a rank died, the host's load, and the
-    ranks' cores' round trip.  The
+    ran, how the launcher said a rank died, the host's load, the ranks'
+    cores' round trip and each node's CPU pressure.  The
     record keeps this (record.run_entry); nothing reads the file again."""
     rows, summary = parse_output(text)
     return {"columns": table_columns(text), "rows": rows, "summary": summary,
@@ -318,7 +328,8 @@ def parse_run(text):
             "failure": launcher_failure(text),
             "host_load": _last_float(_HOST_LOAD, text),
             "cpu_pressure": _last_float(_HOST_PRESSURE, text),
-            "core_round_trip_ns": [float(v) for v in _CORE_ROUND_TRIP.findall(text)]}
+            "core_round_trip_ns": [float(v) for v in _CORE_ROUND_TRIP.findall(text)],
+            "nodes": node_conditions(text)}
 
 
 def started(launch):

@@ -23,16 +23,19 @@ reference files.
                  rows (every column), summary (the `@` lines), placements,
                  failure (the launcher's), host_load, cpu_pressure,
                  core_round_trip_ns (before and after, ranks 0 and 1 on
-                 one host)}]}; the
+                 one host), nodes ({host: cpu_pressure, ranks, cpus}, every
+                 node of the launch)}]}; the
                  first launch of a run is its series, the later ones are
                  the re-measurements the judging rule asked for
     verdicts     (version 2) per judged variable, the rule's decision
-                 (netbench.judgement): verdict, value, lo, hi, launches,
-                 reason, and the bound it was held to
+                 (netbench.judgement.model): verdict, value, lo, hi,
+                 launches, its reason's code and numbers, their words
+                 (reason), and the bound it was held to
     verdict      (version 2) the case's: pass, fail or inconclusive
-    host         (version 2, judged cases) the host's load and CPU pressure
-                 after the launches, and the slowest core round trip of
-                 its launches (ranks 0 and 1 on one host)
+    host         (version 2, judged cases) the job's load after the launches,
+                 the highest CPU pressure any node read in any launch, and
+                 the slowest core round trip of its launches (ranks 0 and
+                 1 on one host)
     node_state   (version 2) per host, the settings the tuning profiles touch
                  as the node had them when the job ran (netbench.probe.nodestate);
                  provenance also carries netbench's commit and spack.lock's
@@ -146,13 +149,16 @@ SCHEMA = {
                 "placements": {"type": "object", "additionalProperties": {"type": "object"}},
                 "failure": _STRING_OR_NULL,
                 "host_load": _NUMBER_OR_NULL, "cpu_pressure": _NUMBER_OR_NULL,
-                "core_round_trip_ns": {"type": "array", "items": _NUMBER}}}}},
+                "core_round_trip_ns": {"type": "array", "items": _NUMBER},
+                "nodes": {"type": "object", "additionalProperties": {
+                    "type": "object", "additionalProperties": _NUMBER}}}}}},
         "verdicts": {"type": "object", "additionalProperties": {
             "type": "object", "required": ["verdict", "value", "lo", "hi", "launches", "reason"],
             "properties": {
                 "verdict": {"enum": list(VERDICTS)},
                 "value": _NUMBER_OR_NULL, "lo": _NUMBER_OR_NULL, "hi": _NUMBER_OR_NULL,
                 "launches": {"type": "integer"}, "reason": _STRING,
+                "code": _STRING, "numbers": {"type": "object"},
                 "bound": {"type": "object"}, "sizes": {"type": "array"}}}},
         "verdict": {"enum": list(VERDICTS)},
         "host": {"type": "object", "additionalProperties": _NUMBER_OR_NULL},

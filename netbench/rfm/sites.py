@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from .. import paths, references
+from ..judgement import knobs
 from ..datafiles import DataError, load_yaml, validate
 
 SITES = paths.CHECKS / "sites"
@@ -74,6 +75,9 @@ SITE_SCHEMA = {
                         # a net device, or an HCA port such as mlx5_0:1
                         "interface": {"type": "string", "pattern": r"^[\w.:@-]+$",
                                       "description": "a network interface or HCA port name"},
+                        # the verdict model's knobs this partition changes: a
+                        # profile of reframe_checks/references/profiles/ or a file
+                        "judging_profile": {"type": "string", "minLength": 1},
                     }},
             }}},
     },
@@ -122,6 +126,11 @@ def partition(spec, where, path, env_names, classes):
         raise DataError(path, f"{where}.extras.interconnect",
                         f"{extras['interconnect']!r} is not a class of thresholds.yaml "
                         f"({', '.join(classes)}) nor {references.AUTO_CLASS!r}")
+    if "judging_profile" in extras:
+        try:
+            knobs.load(profile=extras["judging_profile"])
+        except DataError as err:
+            raise DataError(path, f"{where}.extras.judging_profile", str(err)) from err
     part = {
         "name": name,
         "descr": spec.get("descr", name),

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import benchspec
 from ..probe import discovery
-from ..judgement.remeasure import RESTARTS
+from ..judgement import knobs as judging_knobs
 from ..results.benchmark import launcher_failure, parse_run, started
 
 # Debian's MPICH can hang in MPI_Finalize (docs/explanation/platform-facts.md): always bounded
@@ -75,7 +75,7 @@ class Benchmark:
         # a launcher that failed before the benchmark printed anything (Open
         # MPI's "PMIx server's listener thread failed to start") measured
         # nothing: launched again, as the checks' jobs do
-        for _ in range(RESTARTS):
+        for _ in range(judging_knobs.load().restarts):
             if proc.returncode == 0 or started(parse_run(proc.stdout)):
                 break
             proc = subprocess.run(argv, capture_output=True, text=True, timeout=MPI_TIMEOUT,

@@ -1529,6 +1529,66 @@ static void print_core_round_trip(struct bench *b)
     munmap((void *)line, 4096);
 }
 
+/* ---- each node's conditions ------------------------------------------------ */
+
+/* After the run every rank reads its node's CPU pressure (Linux's PSI,
+ * /proc/pressure/cpu "some avg10": the share of the last 10 s some task
+ * waited for a CPU) and rank 0 prints one line per node:
+ * `# node HOST cpu_pressure P ranks K cpus N`.  A verdict compares what every
+ * node of the job was doing with what its reference's runs saw, not the
+ * first node alone.  -1: the kernel has no PSI. */
+struct node_reading {
+    char host[MPI_MAX_PROCESSOR_NAME];
+    double pressure;
+    long cpus;
+};
+
+static double cpu_pressure(void)
+{
+    double value = -1;
+    FILE *f = fopen("/proc/pressure/cpu", "r");
+    if (!f)
+        return -1;
+    if (fscanf(f, "some avg10=%lf", &value) != 1)
+        value = -1;
+    fclose(f);
+    return value;
+}
+
+static void print_node_conditions(struct bench *b)
+{
+    struct node_reading mine = {.pressure = cpu_pressure(),
+                                .cpus = sysconf(_SC_NPROCESSORS_ONLN)};
+    int len;
+    MPI_Get_processor_name(mine.host, &len);
+    struct node_reading *all = NULL;
+    if (b->rank == 0)
+        all = calloc((size_t)b->size, sizeof mine);
+    MPI_Gather(&mine, sizeof mine, MPI_BYTE, all, sizeof mine, MPI_BYTE, 0, MPI_COMM_WORLD);
+    if (b->rank != 0)
+        return;
+    for (int r = 0; r < b->size; r++) {
+        int first = 1, ranks = 0;
+        for (int q = 0; q < b->size; q++)
+            if (strcmp(all[q].host, all[r].host) == 0) {
+                ranks++;
+                if (q < r)
+                    first = 0;
+            }
+        if (!first)
+            continue;
+        double highest = all[r].pressure;
+        for (int q = 0; q < b->size; q++)
+            if (strcmp(all[q].host, all[r].host) == 0 && all[q].pressure > highest)
+                highest = all[q].pressure;
+        if (highest >= 0)
+            printf("# node %s cpu_pressure %.2f ranks %d cpus %ld\n", all[r].host, highest,
+                   ranks, all[r].cpus);
+    }
+    free(all);
+    fflush(stdout);
+}
+
 /* ---- main ---------------------------------------------------------------- */
 
 static char *alloc_buffer(size_t n)
@@ -1592,6 +1652,7 @@ int main(int argc, char **argv)
     }
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     print_core_round_trip(&b);
+    print_node_conditions(&b);
     MPI_Finalize();
     return rc;
 }

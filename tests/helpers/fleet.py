@@ -6,7 +6,7 @@ import random
 SIZES = (1 << 20, 8 << 20)
 LINE_MBPS = 900.0
 LATENCY_US = 20.0
-NOISE = 0.08
+NOISE = 0.02
 
 
 def make_fleet(n, seed, slow=(), egress_only=(), slow_latency=(), bad_cables=(),
