@@ -1,0 +1,84 @@
+"""What the host was doing while a replicate ran, against what it did
+while the reference was measured: the one mechanism by which the host's
+state keeps a miss from being called a loss.
+
+A replicate's conditions: {"nodes": {host: {"cpu_pressure": %}},
+"core_round_trip_ns": ns}, read by the benchmark on every node of the job
+after each launch (Linux's PSI, /proc/pressure/cpu "some avg10") and, where
+ranks 0 and 1 share a host, the time a cache line takes between their
+cores.  A reference's: {"cpu_pressure": %, "core_round_trip_ns": ns} of the
+runs it was learned from; None for a documented figure (a quiet host).
+
+A difference is one of (each with its node and both readings):
+
+    cores_short    a node's pressure says its ranks could not each have a
+                   core of their own (other work waited for a CPU most of
+                   the time): a busy-polling rank that loses its core waits
+                   a scheduler time slice, so it explains a miss of any size
+    time_sliced    ranks 0 and 1 took a time slice to pass a cache line:
+                   the same, seen from the ranks themselves
+    cpu_pressure   a node's pressure beyond the reference's by the knob's
+                   points
+    core_mode      the cores passed a cache line the knob's factor slower
+                   than in the reference's runs (a VM's vCPUs moved)
+"""
+
+import math
+
+UNBOUNDED = ("cores_short", "time_sliced")
+
+
+def _reading(conditions, key):
+    value = (conditions or {}).get(key)
+    return value if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def node_readings(conditions):
+    """{host: pressure} of a replicate's nodes that read one."""
+    nodes = (conditions or {}).get("nodes") or {}
+    return {host: r["cpu_pressure"] for host, r in sorted(nodes.items())
+            if isinstance(r, dict) and _reading(r, "cpu_pressure") is not None}
+
+
+def differences(now, reference, knobs):
+    """The differences (see the module's docstring) between a replicate's
+    conditions `now` and the reference's, each {"code", "node", "now",
+    "then"}; [] when none goes beyond the knobs' limits."""
+    then_pressure = _reading(reference, "cpu_pressure") or 0.0
+    found = []
+    for host, pressure in node_readings(now).items():
+        if pressure >= knobs.cores_short_pressure > then_pressure:
+            found.append({"code": "cores_short", "node": host, "now": pressure,
+                          "then": then_pressure})
+        elif pressure - then_pressure >= knobs.cpu_pressure_points:
+            found.append({"code": "cpu_pressure", "node": host, "now": pressure,
+                          "then": then_pressure})
+    trip, then_trip = _reading(now, "core_round_trip_ns"), _reading(reference,
+                                                                    "core_round_trip_ns")
+    if trip is not None and trip >= knobs.time_slice_ns > (then_trip or 0):
+        found.append({"code": "time_sliced", "node": None, "now": trip, "then": then_trip})
+    elif trip is not None and then_trip and trip >= then_trip * knobs.core_round_trip_factor:
+        found.append({"code": "core_mode", "node": None, "now": trip, "then": then_trip})
+    return found
+
+
+def explained_factor(found, knobs):
+    """How many times beyond its bound a CPU-bound figure may be and still
+    be explained by the differences `found`."""
+    if any(d["code"] in UNBOUNDED for d in found):
+        return math.inf
+    return knobs.explains
+
+
+def of_launch(launch):
+    """A parsed launch's conditions (results.benchmark.parse_run): its
+    nodes' readings and, where ranks 0 and 1 share a host, the faster of
+    its core round trips before and after (one reading alone can be a
+    spike)."""
+    trips = [t for t in launch.get("core_round_trip_ns") or [] if _reading({"t": t}, "t")]
+    nodes = dict(launch.get("nodes") or {})
+    if not nodes and _reading(launch, "cpu_pressure") is not None:
+        # a benchmark that printed the job's one reading (an older
+        # netbench, another benchmark): the job's first node's
+        nodes = {"first node": {"cpu_pressure": launch["cpu_pressure"]}}
+    return {"nodes": nodes, "core_round_trip_ns": min(trips) if trips else None}

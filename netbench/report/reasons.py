@@ -1,0 +1,130 @@
+"""A decision's reason in words, from its code and numbers
+(netbench.judgement.model.Decision): the only place that turns a verdict's
+reason into English.  The record keeps the code and numbers; the words are
+for the page and the terminal."""
+
+import math
+
+
+def _g(x):
+    return "n/a" if not isinstance(x, (int, float)) or not math.isfinite(x) else f"{x:.4g}"
+
+
+def _bound(n):
+    side = "at most" if n.get("side") == "upper" else "at least"
+    change = n.get("min_change") or 0
+    extra = f" (+{100 * change:.0f} % that counts)" if change else ""
+    return f"{side} {_g(n.get('bound'))}{extra}"
+
+
+def _figure(n):
+    return f"{_g(n.get('value'))} ({_g(n.get('lo'))}-{_g(n.get('hi'))})"
+
+
+def node_name(d):
+    return f"on {d['node']}" if d.get("node") else "between ranks 0 and 1"
+
+
+def condition_words(d):
+    """One difference of the host's conditions (judgement.conditions)."""
+    code = d.get("code")
+    if code == "cores_short":
+        return (f"a rank could not have a core of its own {node_name(d)} (other work waited "
+                f"for a CPU {_g(d['now'])} % of the last 10 s; {_g(d['then'])} % for the "
+                f"reference)")
+    if code == "cpu_pressure":
+        return (f"other work waited for a CPU {_g(d['now'])} % of the last 10 s "
+                f"{node_name(d)}, {_g(d['now'] - d['then'])} points more than for the "
+                f"reference")
+    if code == "time_sliced":
+        return (f"ranks 0 and 1 took {_g(d['now'] / 1e6)} ms to pass a cache line: they "
+                f"took turns on a CPU")
+    if code == "core_mode":
+        return (f"the cores passed a cache line in {_g(d['now'])} ns, "
+                f"{_g(d['now'] / d['then'])}x slower than for the reference")
+    return str(code)
+
+
+def conditions_words(found):
+    return "; ".join(condition_words(d) for d in found or [])
+
+
+def _within(n):
+    return f"{_figure(n)} is {_bound(n)}"
+
+
+def _beyond(n):
+    return (f"all {n['launches']} launches beyond the bound ({_bound(n)}): best "
+            f"{_figure(n)}")
+
+
+def _beyond_conditions(n):
+    return (f"{_beyond(n)}; the host differed from the reference "
+            f"({conditions_words(n.get('conditions'))}), but a miss of {_g(n['ratio'])}x is "
+            f"more than it explains ({_g(n['explains'])}x)")
+
+
+def _conditions_differ(n):
+    return (f"{_beyond(n)}, but the host differed from the reference: "
+            f"{conditions_words(n.get('conditions'))}; a CPU-bound miss of {_g(n['ratio'])}x "
+            f"cannot be told from that")
+
+
+def _straddles(n):
+    return f"after {n['launches']} launch(es) the interval {_figure(n)} straddles {_bound(n)}"
+
+
+def _too_noisy(n):
+    text = (f"too noisy to tell after {n['launches']} launches: best {_figure(n)} against "
+            f"{_bound(n)}; launches ranged {_g(n.get('spread'))}x")
+    if n.get("conditions"):
+        text += f"; {conditions_words(n['conditions'])}"
+    return text
+
+
+def _job_stopped(n):
+    return (f"{render(n.get('was'), n)}; the job launched no more (its time limit was near, "
+            f"or the re-measurement could not read its launches: see the job's stderr)")
+
+
+def _paired(n):
+    return (f"median {_g(n['median'])} ({_g(n['lo'])}-{_g(n['hi'])}) over {n['rounds']} "
+            f"rounds")
+
+
+RENDER = {
+    "within": _within,
+    "beyond": _beyond,
+    "beyond_conditions": _beyond_conditions,
+    "conditions_differ": _conditions_differ,
+    "straddles": _straddles,
+    "too_noisy": _too_noisy,
+    "job_stopped": _job_stopped,
+    "no_launch": lambda n: "no launch gave the figure",
+    "no_round": lambda n: "no round finished on both sides",
+    "paired_within": lambda n: f"{_paired(n)} is at most {_g(n['limit'])}",
+    "paired_beyond": lambda n: f"{_paired(n)}: beyond {_g(n['limit'])}",
+    "paired_straddles": lambda n: f"{_paired(n)} straddles {_g(n['limit'])}",
+    "paired_too_noisy": lambda n: f"too noisy to tell: {_paired(n)} straddles "
+                                  f"{_g(n['limit'])}",
+}
+
+
+def render(code, numbers):
+    """The words of a reason code with its numbers; the code itself when
+    unknown (a newer netbench's record)."""
+    how = RENDER.get(code)
+    if how is None:
+        return f"{code}"
+    try:
+        return how(numbers or {})
+    except (KeyError, TypeError, ZeroDivisionError):
+        return f"{code} {numbers}"
+
+
+def of_verdict(entry):
+    """A record's verdict entry in words: its reason as written by an older
+    netbench, else its code rendered."""
+    if entry.get("code"):
+        return render(entry["code"], entry.get("numbers"))
+    return entry.get("reason", "")
