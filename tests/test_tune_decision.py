@@ -306,3 +306,19 @@ def test_a_loss_of_2_to_4_5x_in_every_round_is_worse_not_no_change(tmp_path):
     assert decided.code == decision.WORSE and not decided.kept
     assert {e.bytes for e in decided.worse} >= {256 << 10, MIB, 8 * MIB}
     assert all(e["numbers"]["lo"] > e["numbers"]["limit"] for e in decided.numbers["worse"])
+
+
+def test_the_record_keeps_the_code_and_numbers_and_the_report_says_them(tmp_path):
+    from netbench.tuning import loop, page, record
+    before = sessions_of(report_of("after1"), tmp_path, "b")
+    after = [launches(with_time(p, factor=20, at=lambda size: size >= 16384), tmp_path, f"a{n}")
+             for n, p in enumerate(one_launch_each(report_of("after1")))]
+    rec = record.new("ethernet_1g", None, "hosts.yml", None, [], 4)
+    rec["decision"] = record.decision_entry(decision.decide(before, after))
+    record.write(rec, tmp_path)
+    kept = record.load(tmp_path)["decision"]
+    assert kept["code"] == decision.WORSE and kept["numbers"]["limit"] == pytest.approx(1.05)
+    assert kept["worse"][0]["numbers"]["code"] == "paired_beyond"
+    line = loop.summary(kept and rec)
+    assert "ethernet_1g reverted: worse beyond the noise: usec at 16 KiB (+1900.0 %)" in line
+    assert "worse beyond the noise: usec at 16 KiB" in page.render(rec, tmp_path)
