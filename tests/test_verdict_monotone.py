@@ -123,3 +123,27 @@ def test_the_size_call_is_monotone_at_one_size():
         calls = [{compare.BETTER: -1, None: 0, compare.WORSE: 1}[
             decision.size_call([(b, a * k) for b, a in pairs], "us", KNOBS)] for k in EFFECTS]
         assert calls == sorted(calls), pairs
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_compares_call_never_improves_as_b_grows_slower(seed):
+    """`netbench compare`'s call at one size (compare.judged: the model,
+    kind session), B's launches slower by a growing effect: from better
+    through within noise (or too few launches) to worse, never back."""
+    rng = random.Random(seed)
+    rank = {compare.BETTER: 0, compare.FEW_LAUNCHES_CALLS[compare.BETTER]: 1,
+            compare.NOISE: 2, compare.FEW_LAUNCHES_CALLS[compare.WORSE]: 3, compare.WORSE: 4}
+
+    def launches(n):
+        found = []
+        for _ in range(n):
+            value = 10 * noise(rng, 1, 1.3)[0]
+            found.append((value, value * rng.uniform(0.8, 1), value * rng.uniform(1, 1.2)))
+        return found
+
+    a = tuple(Estimate(*e) for e in launches(rng.randint(1, 4)))
+    b = launches(rng.randint(1, 4))
+    calls = [compare.judged(a, tuple(Estimate(k * v, k * lo, k * hi) for v, lo, hi in b),
+                            "lower", knobs=KNOBS)[2] for k in EFFECTS]
+    ranks = [rank[c] for c in calls]
+    assert ranks == sorted(ranks), calls

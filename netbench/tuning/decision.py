@@ -120,7 +120,7 @@ def launch_values(session):
     found = {}
     for tc in session.testcases:
         record = case_record(tc)
-        figures = {var: (unit, [e]) for var, (unit, e) in
+        figures = {var: (unit, list(es)) for var, (unit, es) in
                    compare.variable_figures(tc, record).items()}
         sizes = {}
         for series in record.get("series", []):
@@ -182,14 +182,13 @@ def best_launch(estimates, unit):
 
 def pooled_side(sessions):
     """One side's {case key: CaseFigures} from its sessions' launch_values,
-    as compare and the page show it: per size and per figure the best
-    launch of every session."""
+    as compare and the page show it: per size and per figure every launch
+    of every session."""
     side = {}
     for key, launches in merged_launches(list(sessions)).items():
-        variables = {var: (unit, best_launch(es, unit))
+        variables = {var: (unit, tuple(es))
                      for var, (unit, es) in launches.figures.items() if es}
-        sizes = {series: (unit, {b: best_launch(es, unit) for b, es in sorted(per_size.items())
-                                 if es})
+        sizes = {series: (unit, {b: tuple(es) for b, es in sorted(per_size.items()) if es})
                  for series, (unit, per_size) in launches.sizes.items()}
         side[key] = compare.CaseFigures(variables, sizes)
     return side
