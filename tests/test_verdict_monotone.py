@@ -10,6 +10,7 @@ import pytest
 
 from netbench.judgement import knobs as judging_knobs
 from netbench.judgement import model
+from netbench.judgement.curve import curve_span
 from netbench.judgement.model import Bound, Estimate, Reference, Replicate
 from netbench.report import compare
 from netbench.tuning import decision
@@ -147,3 +148,22 @@ def test_compares_call_never_improves_as_b_grows_slower(seed):
                             "lower", knobs=KNOBS)[2] for k in EFFECTS]
     ranks = [rank[c] for c in calls]
     assert ranks == sorted(ranks), calls
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_a_curve_that_fails_still_fails_when_its_sizes_do_worse(seed):
+    """judgement.curve.curve_span, which the tuning decision (and the
+    baseline) call: raising any size's verdict (pass, then not decided,
+    then fail) never takes a failing curve back, and the sizes the tuning
+    counts (decision.counted_sizes) are there exactly when it fails."""
+    rng = random.Random(seed)
+    ladder = (model.PASS, model.INCONCLUSIVE, model.FAIL)
+    for _ in range(300):
+        verdicts = [rng.choice(ladder) for _ in range(rng.randint(1, 12))]
+        span = rng.randint(1, 4)
+        raised = [ladder[min(2, ladder.index(v) + (rng.random() < 0.3))] for v in verdicts]
+        before, after = (curve_span(v, span)[0] for v in (verdicts, raised))
+        assert before != model.FAIL or after == model.FAIL, (verdicts, raised, span)
+        for v in (verdicts, raised):
+            assert (curve_span(v, span)[0] == model.FAIL) == bool(
+                decision.counted_sizes(v, span)), (v, span)
