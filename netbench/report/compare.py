@@ -480,6 +480,14 @@ def finite(e):
 
 
 def size_figures(record):
+    """{(series, column): (unit, {bytes: Estimate})} of a record: each
+    size's best launch (size_launches)."""
+    return {key: (unit, {size: best(launches, better_side(unit))
+                         for size, launches in per_size.items()})
+            for key, (unit, per_size) in size_launches(record).items()}
+
+
+def size_launches(record):
     """{(series, column): (unit, {bytes: [Estimate of each launch]})} of a
     record: the launches of the series' run where the record has them,
     else the series' rows as one launch of points."""
@@ -540,7 +548,7 @@ def session_side(session):
     for tc in session.testcases:
         record = case_record(tc)
         sizes = {key: (unit, PerSize(per_size))
-                 for key, (unit, per_size) in size_figures(record).items()}
+                 for key, (unit, per_size) in size_launches(record).items()}
         figures = CaseFigures(variable_figures(tc, record), sizes)
         if figures.figures or figures.sizes:
             side[case_key(tc)] = figures

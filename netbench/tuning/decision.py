@@ -88,14 +88,6 @@ class Decision:
         return KEPT if self.kept else REVERTED
 
 
-def size(nbytes):
-    """8 B, 64 KiB, 1 MiB: a message size as the report names it."""
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= scale and nbytes % scale == 0:
-            return f"{int(nbytes // scale)} {unit}"
-    return f"{nbytes:g} B"
-
-
 #: rounds (a session before beside one after, in turns) before a change
 #: is called: with four, the median ratio's interval is the whole range of
 #: the rounds' ratios (judgement.model.median_interval), so all must agree
