@@ -183,6 +183,14 @@ def test_the_jobs_question_reads_the_checks_knobs(tmp_path, capsys):
     knobs.write_text(json.dumps(KNOBS.to_json()))
     args = ["--stagedir", str(tmp_path), "--knobs", str(knobs), "--max-bytes", "65536"]
     assert judgement_parity.main(args) == 0
+    # as the job runs it: the module in a shell of its own
+    import subprocess
+    import sys
+    from netbench import paths
+    job = subprocess.run([sys.executable, "-m", "netbench.judgement.parity", *args],
+                         cwd=tmp_path, env={"PYTHONPATH": str(paths.REPO)},
+                         capture_output=True, text=True, timeout=120)
+    assert (job.returncode, job.stderr) == (0, "")
     assert judgement_parity.main([*args, "--max-rounds", "5"]) == 1
     loose = {**KNOBS.to_json(), "min_change": {**KNOBS.min_change, "paired": 0.25}}
     knobs.write_text(json.dumps(loose))                            # 1.25: within
