@@ -559,7 +559,8 @@ def summary(rec):
     if rec.get("decision"):
         d = rec["decision"]
         verb = "kept" if d["kept"] else "reverted"
-        lines.append(f"netbench tune: {rec['profile']} {verb}: {reasons.of_verdict(d)}")
+        # the words name cases from the records: through printable
+        lines.append(f"netbench tune: {rec['profile']} {verb}: {printable(reasons.of_verdict(d))}")
     revert = rec.get("revert")
     if revert:
         if revert.get("exact"):
