@@ -348,3 +348,41 @@ def test_a_comparison_of_many_cases_is_summarised_and_its_page_bounded(tmp_path,
     cli.main(["compare", str(a), str(b), "-o", str(tmp_path / "all"), "--all"])
     every = capsys.readouterr().out.splitlines()
     assert sum(line.startswith("  ") and "figure" not in line for line in every) > 300 * 24
+
+
+def test_a_session_against_a_baseline_is_held_to_its_bands_far_end(tmp_path):
+    """compare --baseline: the baseline is a reference of kind baseline,
+    each size's band end (`upper`, the bound a run fails beyond) its bound,
+    min_change.baseline on top, as the check holds a run; B's launches all
+    beyond it are worse, one launch inside it is not."""
+    report = launched()
+    (tc,) = report["runs"][0]["testcases"]
+    launches = tc["record"]["runs"]["mpi"]
+    sizes = sorted({row["bytes"] for launch in launches for row in launch["rows"]})
+    slowest = {size: max(row["usec"] for launch in launches for row in launch["rows"]
+                         if row["bytes"] == size) for size in sizes}
+    case = compare.case_label(tc)
+    knobs = judging_knobs.load()
+
+    def baseline(upper_at_1mib):
+        return {"system": tc["system"], "partition": tc["partition"], "cases": [{
+            "case": case, "environ": tc["environ"], "column": "usec", "unit": "us",
+            "sizes": [{"bytes": size, "centre": slowest[size] / 2, "low": slowest[size] / 3,
+                       "upper": upper_at_1mib if size == 1 << 20 else slowest[size]}
+                      for size in sizes]}]}
+
+    now = session(report, tmp_path, "now.json")
+    fastest = min(row["usec_lo"] for launch in launches for row in launch["rows"]
+                  if row["bytes"] == 1 << 20)
+    below = fastest / (1 + knobs.min_change["baseline"]) * 0.99
+    comparison = compare.compare_with_baseline(now, [baseline(below)])
+    (at_1mib,) = [c for c in comparison.changes() if c.bytes == 1 << 20]
+    assert at_1mib.call == compare.WORSE
+    assert (at_1mib.decision.numbers["kind"], at_1mib.decision.numbers["bound"]) == \
+        ("baseline", below)
+    # every other size's band ends at its slowest launch: none is worse
+    assert [c.bytes for c in comparison.changes() if c.call == compare.WORSE] == [1 << 20]
+    # the band's end above one launch's low end: that launch is not beyond, no loss
+    comparison = compare.compare_with_baseline(now, [baseline(fastest * 1.5)])
+    (at_1mib,) = [c for c in comparison.changes() if c.bytes == 1 << 20]
+    assert at_1mib.call != compare.WORSE
