@@ -11,6 +11,7 @@ transport is the trap the parity check looks for.
 """
 
 import functools
+import json
 import os
 import shlex
 import statistics
@@ -21,11 +22,14 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import (parameter, performance_function, run_after, run_before,
                                    sanity_function, variable)
 
-from netbench import checks, judgement, paths
+from netbench import checks, paths
+from netbench.judgement import knobs as judging_knobs
+from netbench.judgement import model
 from netbench.judgement import parity as judgement_parity
 from netbench.probe import discovery
 from netbench.results import benchmark, container_parity as parity
 from netbench.rfm import container
+from netbench.safefile import atomic_write
 
 checks.require_netbench_config()
 
@@ -50,8 +54,6 @@ require_readable_run_flags()
 
 #: environment variables that choose a transport (mpi_families.yaml)
 TRANSPORT_PREFIXES = ("FI_", "UCX_", "OMPI_MCA_", "MPIR_CVAR_", "MPICH_")
-#: the container may be this much slower before the parity check fails
-MAX_SLOWDOWN = parity.MAX_SLOWDOWN
 
 
 @functools.lru_cache(maxsize=None)
@@ -161,12 +163,14 @@ class ContainerPingPong(ContainerMixin, checks.PingPongBase):
 class ContainerParity(ContainerMixin, checks.NetbenchRun):
     """The same sweep natively (host wheel MPI, ReFrame's build) and inside
     the image, alternated `rounds` times in one job so that load drifts hit
-    both; fails when the container is more than 5% slower in latency or
-    1 MiB bandwidth, or ran with other transport settings than the host.
+    both; fails when the container is slower in latency or 1 MiB bandwidth
+    beyond judging.yaml's min_change.paired (the verdict model's paired
+    form), or ran with other transport settings than the host.
     The figure is the median over rounds of each round's container/host
     ratio (netbench.results.container_parity.slowdowns): the two launches
     of a round share the load of that moment, and single rounds on busy
-    cores swing more than 5%.  A pair over the bound is measured again,
+    cores swing more than the change that counts.  A pair over the bound is
+    measured again,
     `rounds` more interleaved launches at a time up to `max_rounds`, before
     the check fails, and the failure names the figure and the causes the
     job observed (capabilities and seccomp state inside the image, both
@@ -242,9 +246,13 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         # one noisy round on busy cores must not fail the check: while the
         # pair is over the bound, `rounds` more interleaved launches, up to
         # max_rounds; the median of every round's ratio counts
+        # the job decides by the check's own knobs (the site's), sent as data
+        atomic_write(os.path.join(self.stagedir, self.parity_knobs_file),
+                     json.dumps(self.parity_knobs().to_json(), indent=1) + "\n")
         undecided = (f"PYTHONPATH={shlex.quote(str(paths.REPO))} "
                      # the netbench this check imported, not whichever the venv names
                      f"{shlex.quote(sys.executable)} -m netbench.judgement.parity "
+                     f"--knobs {self.parity_knobs_file} "
                      f"--max-bytes {self.max_bytes} --rounds {self.rounds} "
                      f"--max-rounds {self.max_rounds}")
         for first in range(self.rounds, self.max_rounds, self.rounds):
@@ -324,24 +332,29 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         """{variable: Decision}: parity_decisions under the variables' names."""
         return {self.PARITY_VARIABLES[k]: d for k, d in self.parity_decisions().items()}
 
+    #: the knobs the job's question between batches of rounds decides by
+    parity_knobs_file = "parity_knobs.json"
+
+    def parity_knobs(self):
+        """judging.yaml's knobs of the references the case is judged by,
+        with the partition's profile (extras.judging_profile) over them."""
+        return judging_knobs.load(self.thresholds_folder,
+                                  self.current_partition.extras.get("judging_profile"))
+
     def parity_decisions(self):
-        """{figure: Decision}: parity by the judging rule's paired form
-        (netbench.judgement.rule.decide_paired), the median of the rounds'
-        ratios and its interval against the bound, allowing for the host's
-        contention as every figure between ranks of one node does.
-        Interleaved rounds share the moment's load, but not how it falls
-        on them: with one core kept busy, 5 rounds in a row put Open MPI's
-        1 MiB over UCX at 1.74-2.13x the host's inside the container (CPU
-        pressure 30 %), where the other 4 runs had it at 0.67-0.70x."""
-        bound = judgement.Bound("upper", MAX_SLOWDOWN)
-        decided = judgement_parity.parity_decisions(self.parity_runs(), self.rounds,
-                                                    self.max_rounds)
-        return {k: self.allowing_for_contention(self.PARITY_VARIABLES[k], d, bound)
-                for k, d in decided.items()}
+        """{figure: model.Decision}: parity by the verdict model's paired
+        form (netbench.judgement.parity), the median of the rounds' ratios
+        and its interval against 1 + min_change.paired.  No allowance for
+        the host's load: a round's two launches share it, so it cancels in
+        their ratio; a load that moves the rounds' ratios either way widens
+        the interval, and the job measures more rounds, then says
+        inconclusive."""
+        return judgement_parity.parity_decisions(self.parity_runs(), self.rounds,
+                                                 self.max_rounds, self.parity_knobs())
 
     def judged_bounds(self):
-        return {var: judgement.Bound("upper", MAX_SLOWDOWN)
-                for var in self.PARITY_VARIABLES.values()}
+        bound = judgement_parity.bound(self.parity_knobs())
+        return {var: bound for var in self.PARITY_VARIABLES.values()}
 
     def launch_commands(self):
         # the rounds are the job's own launches (set_command)
@@ -351,7 +364,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         """None unless the rule found the container slower (an inconclusive
         parity is no failure: the record says so), else one line: the
         figure, how much slower, and the causes the job observed."""
-        over = {k: d for k, d in self.parity_decisions().items() if d.verdict == judgement.FAIL}
+        over = {k: d for k, d in self.parity_decisions().items() if d.verdict == model.FAIL}
         if not over:
             return None
         figure = "; ".join(
@@ -362,7 +375,8 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
             seen["container.status"], self.first_launch("native")["placements"],
             self.first_launch("container")["placements"],
             self.family, seen["loadavg"], native_status=seen["native.status"])
-        return (f"container slower than the host by more than {MAX_SLOWDOWN - 1:.0%} "
+        change = judgement_parity.limit(self.parity_knobs()) - 1
+        return (f"container slower than the host by more than {change:.0%} "
                 f"(median of {len(parity.paired_rounds(self.parity_runs()))} interleaved "
                 f"rounds' ratios and its interval): {figure}; "
                 f"likely cause: {'; '.join(causes)}")
@@ -399,6 +413,7 @@ class ContainerParity(ContainerMixin, checks.NetbenchRun):
         return statistics.median(r["latency_us"] for r in self.parity["container"] if r)
 
     def judged_references(self):
-        # at most 5% slower; faster is fine: netbench's own rule, no figure
-        rule = (1.0, None, MAX_SLOWDOWN - 1, "x")
+        # at most min_change.paired slower; faster is fine: netbench's own
+        # rule, no figure
+        rule = (1.0, None, judgement_parity.limit(self.parity_knobs()) - 1, "x")
         return {"latency_slowdown": (rule, None), "bw_slowdown": (rule, None)}

@@ -2,8 +2,11 @@
 (netbench.results.container_parity), on figures and /proc texts as the
 job records them; the real runs are in tests/test_containers.py."""
 
+import random
+
 import pytest
 
+from netbench.judgement import knobs as judging_knobs
 from netbench.judgement import parity as judgement_parity
 from netbench.results import container_parity as parity
 from netbench.rfm import container
@@ -16,6 +19,7 @@ V1_HOST = """12:rdma:/
 V1_PODMAN_DEFAULT = "1:cpu,cpuacct:/libpod_parent/libpod-b565\n0::/libpod_parent/libpod-b565\n"
 V1_UNDER_CALLER = "1:cpu,cpuacct:/libpod-0c87\n0::/libpod-0c87\n"
 V2_SESSION = "0::/user.slice/user-0.slice/session-4.scope\n"
+KNOBS = judging_knobs.load()
 STATUS = "Name:\tcat\nCapEff:\t00000000a80c25fb\nSeccomp:\t0\nCpus_allowed:\t3\n"
 
 
@@ -109,33 +113,92 @@ def test_the_shipped_flags_parent_the_container_on_its_caller_and_weigh_its_rank
     assert container.run_flags(ranks=2) == ["--cpu-shares=2048"]
 
 
+def runs_of(ratios, bandwidth=1000.0):
+    return {"native": [(1.0, bandwidth)] * len(ratios),
+            "container": [(r, bandwidth) for r in ratios]}
+
+
 def test_parity_is_decided_by_the_median_ratio_and_its_interval():
-    """The paired form of the judging rule: 20 rounds whose ratios sit at
+    """The verdict model's paired form: 20 rounds whose ratios sit at
     1.12 with little spread fail; at 1.00 they pass; a host whose rounds
     swing from 0.8 to 1.3 leaves it inconclusive after max_rounds, and
     undecided before."""
-    from netbench.judgement import FAIL, INCONCLUSIVE, PASS, UNDECIDED
+    from netbench.judgement.model import FAIL, INCONCLUSIVE, PASS, UNDECIDED
 
-    def runs(ratios):
-        return {"native": [(1.0, 1000.0)] * len(ratios),
-                "container": [(r, 1000.0) for r in ratios]}
-    slower = judgement_parity.parity_decisions(runs([1.10, 1.12, 1.13, 1.11, 1.12] * 4), 5, 20)
+    slower = judgement_parity.parity_decisions(runs_of([1.10, 1.12, 1.13, 1.11, 1.12] * 4),
+                                               5, 20, KNOBS)
     assert slower["latency"].verdict == FAIL and slower["bandwidth"].verdict == PASS
-    equal = judgement_parity.parity_decisions(runs([0.99, 1.0, 1.01, 1.0, 0.98]), 5, 20)
-    assert equal["latency"].verdict == PASS
+    assert slower["latency"].code == "paired_beyond"
+    assert slower["latency"].numbers["lo"] > slower["latency"].numbers["limit"]
+    equal = judgement_parity.parity_decisions(runs_of([0.99, 1.0, 1.01, 1.0, 0.98]), 5, 20,
+                                              KNOBS)
+    assert equal["latency"].verdict == PASS and equal["latency"].code == "paired_within"
     swinging = [0.8, 1.3, 0.9, 1.25, 1.0, 1.2, 0.85, 1.1, 1.3, 0.95]
-    assert judgement_parity.parity_decisions(runs(swinging), 5, 20)["latency"].verdict == UNDECIDED
-    decided = judgement_parity.parity_decisions(runs(swinging * 2), 5, 20)["latency"]
-    assert decided.verdict == INCONCLUSIVE and "too noisy to tell" in decided.reason
-    assert decided.launches == 20
+    assert judgement_parity.parity_decisions(runs_of(swinging), 5, 20,
+                                             KNOBS)["latency"].verdict == UNDECIDED
+    decided = judgement_parity.parity_decisions(runs_of(swinging * 2), 5, 20, KNOBS)["latency"]
+    assert decided.verdict == INCONCLUSIVE and decided.code == "paired_too_noisy"
+    assert decided.launches == decided.numbers["rounds"] == 20
 
 
-def test_the_median_interval_is_the_benchmarks_order_statistics():
-    from netbench.judgement.rule import median_interval
-    five = median_interval([3, 1, 2, 5, 4])                     # 5 values: the range
-    assert (five.value, five.lo, five.hi) == (3, 1, 5)
-    est = median_interval(list(range(1, 21)))                    # 20: x(6)..x(15)
-    assert (est.lo, est.hi) == (6, 15) and est.value == 10.5
+def test_the_limit_is_the_knobs_paired_change(tmp_path):
+    """1 + judging.yaml's min_change.paired, from the knobs the check sends
+    its job: a site profile that allows 10 % passes what 5 % fails."""
+    assert judgement_parity.limit(KNOBS) == pytest.approx(1 + KNOBS.min_change["paired"])
+    rounds = runs_of([1.07, 1.08, 1.07, 1.08, 1.075])
+    assert judgement_parity.parity_decisions(rounds, 5, 20, KNOBS)["latency"].verdict == "fail"
+    loose = judging_knobs.from_json({**KNOBS.to_json(),
+                                     "min_change": {**KNOBS.min_change, "paired": 0.1}})
+    assert judgement_parity.parity_decisions(rounds, 5, 20, loose)["latency"].verdict == "pass"
+
+
+def test_a_container_three_times_slower_fails_however_busy_the_host():
+    """A round's two launches share its moment's load, so the load cancels
+    in their ratio: a container 3x slower in every round fails, even when
+    the load swings each round's times by up to 2x (the check once excused
+    it as contention: inconclusive at 25 % CPU pressure)."""
+    rng = random.Random(3)
+    loads = [2 ** rng.uniform(-1, 1) for _ in range(5)]
+    runs = {"native": [(10.0 * load, 1000.0 / load) for load in loads],
+            "container": [(30.0 * load * rng.uniform(0.9, 1.1), 1000.0 / (3 * load))
+                          for load in loads]}
+    decided = judgement_parity.parity_decisions(runs, 5, 20, KNOBS)
+    assert {k: d.verdict for k, d in decided.items()} == {"latency": "fail", "bandwidth": "fail"}
+    assert decided["latency"].numbers["lo"] > 2.5
+
+
+def test_the_jobs_question_reads_the_checks_knobs(tmp_path, capsys):
+    """`python -m netbench.judgement.parity`, on rounds of the benchmark's
+    real output: exit 0 (measure again) while undecided by the knobs in the
+    file the check wrote, 1 once decided; a bad file is one line naming it
+    and its key, and no further rounds."""
+    import json
+    from pathlib import Path
+    text = (Path(__file__).parent / "data" / "benchmark" / "pingpong.mpich-wheel.txt").read_text()
+    for i, factor in enumerate([0.9, 1.2, 0.95, 1.1, 1.0]):     # straddles 1.05
+        (tmp_path / f"native.{i}.out").write_text(text)
+        (tmp_path / f"container.{i}.out").write_text(text.replace(
+            "@ latency_usec 0.5862", f"@ latency_usec {0.5862 * factor:.4f}"))
+    knobs = tmp_path / "parity_knobs.json"
+    knobs.write_text(json.dumps(KNOBS.to_json()))
+    args = ["--stagedir", str(tmp_path), "--knobs", str(knobs), "--max-bytes", "65536"]
+    assert judgement_parity.main(args) == 0
+    # as the job runs it: the module in a shell of its own
+    import subprocess
+    import sys
+    from netbench import paths
+    job = subprocess.run([sys.executable, "-m", "netbench.judgement.parity", *args],
+                         cwd=tmp_path, env={"PYTHONPATH": str(paths.REPO)},
+                         capture_output=True, text=True, timeout=120)
+    assert (job.returncode, job.stderr) == (0, "")
+    assert judgement_parity.main([*args, "--max-rounds", "5"]) == 1
+    loose = {**KNOBS.to_json(), "min_change": {**KNOBS.min_change, "paired": 0.25}}
+    knobs.write_text(json.dumps(loose))                            # 1.25: within
+    assert judgement_parity.main(args) == 1
+    knobs.write_text(json.dumps({**KNOBS.to_json(), "min_span": "two"}))
+    assert judgement_parity.main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "parity_knobs.json" in err and "min_span" in err
 
 
 def test_a_launch_that_fails_once_is_launched_again_and_named(tmp_path):

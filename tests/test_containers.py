@@ -15,7 +15,7 @@ import pytest
 from conftest import require
 from netbench import paths
 from netbench.judgement import parity as judgement_parity
-from netbench.judgement.rule import Bound, allowing_for_contention, load_rule
+from netbench.judgement import knobs as judging_knobs
 from netbench.results import container_parity as parity
 from netbench.rfm import container
 from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
@@ -293,7 +293,7 @@ def test_without_the_ptrace_capability_the_verdict_follows_the_evidence(image):
     on the machine: an earlier VM measured the 1 MiB time at 1.36-1.54x the
     host's; this one moves 1 MiB faster by copy-in copy-out (205 against
     123 Gbit/s with CMA, 10 paired rounds).  So the test holds the verdict
-    to the rounds' evidence by the judging rule, and a failure to its cause."""
+    to the rounds' evidence by the verdict model, and a failure to its cause."""
     proc = run_reframe("local-container:container", "-p", "^openmpi$",
                        "-n", "^ContainerParity%transport=shm", *SHORT, timeout=900,
                        env={container.RUN_FLAGS_ENV: ""})
@@ -301,11 +301,9 @@ def test_without_the_ptrace_capability_the_verdict_follows_the_evidence(image):
     print(tc["fail_reason"], json.dumps(tc["parity"]))
     rounds = {side: [(r["latency_us"], r["bw_Mbps"]) if r else None for r in tc["parity"][side]]
               for side in ("native", "container")}
-    # the paired rule, allowing for the host's contention as the check does
-    host, rule = tc["record"].get("host") or {}, load_rule()
-    bound = Bound("upper", parity.MAX_SLOWDOWN)
-    decided = {k: allowing_for_contention(d, host, True, rule, bound)
-               for k, d in judgement_parity.parity_decisions(rounds, 5, 20).items()}
+    # the verdict model's paired form, as the check decides: the rounds
+    # share their moment's load, so no allowance for it
+    decided = judgement_parity.parity_decisions(rounds, 5, 20, judging_knobs.load())
     failed = any(d.verdict == "fail" for d in decided.values())
     assert (tc["result"] == "fail") == failed, tc["fail_reason"]
     assert {v: d["verdict"] for v, d in tc["record"]["verdicts"].items()} == {

@@ -619,7 +619,7 @@ def better(metric_family, first, again):
 def merge_passes(passes):
     """The measurements of every pass of a sweep (the first, then the
     re-measurements of the pairs outside the band), each figure the best
-    of its passes: the judging rule's pick (netbench.judgement.rule: a
+    of its passes: the judging rule's pick (netbench.judgement.model: a
     busy host only makes a pass worse).  Judged again, a pair is bad only
     if it was bad in every pass."""
     first, *later = passes

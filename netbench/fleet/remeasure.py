@@ -1,6 +1,6 @@
 """`python -m netbench.fleet.remeasure [--bandwidth-only] [--passes-to-fail N]
 SWEEP_OUTPUT`: the pairs a sweep must measure again before anything is named,
-by the judging rule (netbench.judgement.rule: a pair is named only when it is
+by the judging rule (netbench.judgement.model: a pair is named only when it is
 outside the band in every pass, at least N of them; judging.yaml's
 `min_launches_to_fail`, which the check passes), as the benchmark's `-L` list
 of rank pairs (`0:1,2:3`), or nothing when every pair is decided.

@@ -1,25 +1,38 @@
 """What changed between two sessions (`netbench compare A B`): per case, per
-figure and per message size, the change in %, whether it is better or worse
-(by the unit: a time is better lower, a rate higher), and whether it is more
-than noise.  Pure: sessions in, a Comparison out (cli.py prints it,
-compare_page renders it).
+figure and per message size, the change in %, and whether it is better or
+worse (by the unit: a time is better lower, a rate higher) by the verdict
+model, as a check decides.  Pure: sessions in, a Comparison out (cli.py
+prints it, compare_page renders it).
 
-Each side gives, per case, Estimates (netbench.judgement.rule): a figure
-with the interval its launch's samples give it.
+Each side gives, per case, every launch's Estimate (netbench.judgement.model)
+of each figure: a figure with the interval its launch's samples give it.
 
 - per size: every launch of the record's runs (record version 2), each
-  row's Estimate (judgement.figures.row_estimate); of a session's launches
-  the best at each size, as the judging rule takes the best launch;
-- per figure: the case's performance variables, with the interval its
-  verdict rests on (record `verdicts`) where it has one.
+  row's Estimate (judgement.figures.row_estimate);
+- per figure: the case's performance variables, with the interval of the
+  launch its verdict rests on (record `verdicts`) where it has one.
 
-A change is significant when the two intervals do not overlap, otherwise
-within noise.  A record of version 1 (no `runs`), or a figure without a
-verdict, has points only: its changes say "no interval".
+The call is the model's (model.judge), with a reference of kind "session":
+B is worse when its launches, judged against A's slowest launch's figure as
+the bound, fail (every launch beyond it by more than min_change.session, at
+least min_to_fail of them); better when A's launches fail against B's
+slowest.  The slowest, not the best: a learned baseline holds a run to its
+slowest accepted run, so that the spread between the reference's own
+launches is inside the bound; against the best launch, one lucky launch of
+a noisy session made the other "worse" in every launch (two sessions of
+the same settings on an emulated link: 12 sizes better, 4 worse).  Not a
+paired form: two sessions ran at different times, so no launch of A shares
+its moment's load with one of B, and their ratios would not cancel it.  A
+figure beyond in every launch but with fewer launches than a loss needs is
+"too few launches", as the check would have launched again (not a loss
+shown: the exit does not count it); any other is within noise.  A record
+of version 1 (no `runs`), or a figure without a verdict, has points only:
+its changes say "no interval".
 
 A baseline (reframe_checks/references/baselines/) enters as a side like a
-session's: `Side` {case key: CaseFigures}, its band at each size as the
-Estimate (centre, band low, band high); `compare` takes any two sides.
+session's (kind "baseline"): `Side` {case key: CaseFigures}, its band at
+each size as one Estimate (centre, band low, band high), the band's end the
+bound a session's launches are held to, as the check holds them.
 """
 
 import bisect
@@ -32,12 +45,18 @@ import pickle
 import re
 from array import array
 
+from ..judgement import knobs as judging_knobs
+from ..judgement import model
 from ..judgement.figures import row_estimate
-from ..judgement.rule import Estimate
+from ..judgement.model import Bound, Estimate, Reference, Replicate
 from .verdict import EXIT_INCONCLUSIVE, EXIT_LOSS, EXIT_PASS
 
 BETTER, WORSE, SAME, CHANGED = "better", "worse", "same", "changed"
 SIGNIFICANT, NOISE, NO_INTERVAL = "significant", "within noise", "no interval"
+#: beyond in every launch, but fewer launches than the model fails on
+FEW_LAUNCHES = "too few launches"
+#: the kinds of reference (judging.yaml's min_change) a side is to the other
+SESSION, BASELINE = "session", "baseline"
 
 #: units whose figure is better lower (times) and higher (rates)
 LOWER_IS_BETTER = ("us", "usec", "ns", "ms", "s")
@@ -74,29 +93,91 @@ def best(estimates, side):
 
 #: a change's call without intervals, by its direction
 NO_INTERVAL_CALLS = {d: f"{d}, {NO_INTERVAL}" for d in (BETTER, WORSE, CHANGED)}
-#: the order of the calls, worst first (Comparison.worst): worse beyond the
-#: noise, worse without an interval, the rest, the better last
-CALL_ORDER = {WORSE: 0, NO_INTERVAL_CALLS[WORSE]: 1, BETTER: 3, NO_INTERVAL_CALLS[BETTER]: 3}
+#: a change's call beyond in every launch, too few of them, by its direction
+FEW_LAUNCHES_CALLS = {d: f"{d}, {FEW_LAUNCHES}" for d in (BETTER, WORSE, CHANGED)}
+#: the order of the calls, worst first (Comparison.worst): worse by the
+#: model, worse in every launch but too few of them, worse without an
+#: interval, the rest, the better last
+CALL_ORDER = {WORSE: 0, FEW_LAUNCHES_CALLS[WORSE]: 1, NO_INTERVAL_CALLS[WORSE]: 1,
+              BETTER: 3, FEW_LAUNCHES_CALLS[BETTER]: 3, NO_INTERVAL_CALLS[BETTER]: 3}
+#: the bound's side of a unit's worse figure: above a time, below a rate
+WORSE_BEYOND = {"lower": "upper", "higher": "lower"}
 
 
-def judged(a, b, side):
-    """(direction, significance, call) of B's Estimate against A's, for a
-    unit whose `side` is better (better_side): the direction by the unit;
-    significant when the two intervals do not overlap, otherwise within
-    noise; the call its direction when significant, `within noise`, or,
-    without intervals, its direction and `no interval`."""
-    if b.value == a.value:
+def worst(estimates, side):
+    """The worst launch's Estimate: the highest time, the lowest rate."""
+    return best(estimates, "higher" if side == "lower" else "lower")
+
+
+def reference_bound(launches, side, kind):
+    """The Bound another side's launches are held to: a session's slowest
+    launch's figure, as a learned baseline holds runs to its slowest
+    accepted run, so the spread between that session's own launches is
+    inside the bound; the far end of a baseline's band (the bound a run
+    fails beyond, as the check holds it)."""
+    bound_side = WORSE_BEYOND[side]
+    if kind == BASELINE:
+        e = launches[0]
+        return Bound(bound_side, e.hi if bound_side == "upper" else e.lo)
+    return Bound(bound_side, worst(launches, side).value)
+
+
+def judge_against(launches, reference_launches, side, kind, knobs):
+    """model.judge of `launches` against the other side's reference_bound,
+    with whether every launch lies beyond it; (None, False) without asking
+    the model where one does not: the model fails a figure only when every
+    launch is beyond (Bound.beyond), and a comparison of 10,000 cases asks
+    about half a million sizes, most of them within noise."""
+    bound = reference_bound(reference_launches, side, kind)
+    if not all(bound.beyond(e, knobs.min_change[kind]) for e in launches):
+        return None, False
+    reference = Reference(bound, kind=kind)
+    return model.judge([Replicate(e) for e in launches], reference, knobs,
+                       cpu_bound=False), True
+
+
+@functools.cache
+def default_knobs():
+    """judging.yaml's knobs, read once per process (knobs.load)."""
+    return judging_knobs.load()
+
+
+def judged(a, b, side, kind=SESSION, knobs=None):
+    """(direction, significance, call, model.Decision or None) of B's
+    launches against A's (tuples of Estimates; A a reference of `kind`),
+    for a unit whose `side` is better (better_side).  The direction by the best launches' figures;
+    the call by the model (the module's docstring): worse (better) when B
+    (A) fails against the other's reference, its direction and "too few
+    launches" when that fails only for want of launches, else within noise;
+    without intervals, its direction and "no interval"."""
+    ba, bb = best(a, side), best(b, side)
+    if bb.value == ba.value:
         direction = SAME
     elif side is None:
         direction = CHANGED
     else:
-        direction = BETTER if (b.value < a.value) == (side == "lower") else WORSE
-    if is_point(a) or is_point(b):
+        direction = BETTER if (bb.value < ba.value) == (side == "lower") else WORSE
+    if (len(a) == 1 and is_point(a[0])) or (len(b) == 1 and is_point(b[0])):
         return direction, NO_INTERVAL, SAME if direction == SAME else \
-            NO_INTERVAL_CALLS[direction]
-    if a.hi < b.lo or b.hi < a.lo:
-        return direction, SIGNIFICANT, direction
-    return direction, NOISE, NOISE
+            NO_INTERVAL_CALLS[direction], None
+    knobs = knobs or default_knobs()
+    sides = (side,) if side else ("lower", "higher")
+    few = None
+    for judged_side in sides:
+        # B against A (worse), A against B (better); without a better side,
+        # beyond either way is a change
+        # (B is always a session: A's launches are held to B's best)
+        for launches, others, their_kind, call in ((b, a, kind, WORSE),
+                                                   (a, b, SESSION, BETTER)):
+            decision, beyond = judge_against(launches, others, judged_side, their_kind, knobs)
+            call = call if side else CHANGED
+            if beyond and decision.verdict == model.FAIL:
+                return call, SIGNIFICANT, call, decision
+            # beyond in every launch, undecided only for want of launches
+            if beyond and few is None and decision.verdict == model.UNDECIDED and \
+                    len(launches) < knobs.min_to_fail:
+                few = (call, FEW_LAUNCHES, FEW_LAUNCHES_CALLS[call], decision)
+    return few or (direction, NOISE, NOISE, None)
 
 
 def factor_of(a, b, direction):
@@ -117,12 +198,22 @@ def rank_of(call, factor):
 @dataclasses.dataclass(frozen=True)
 class Change:
     """One figure (at one size, or a case's performance variable) in both
-    sessions."""
+    sessions: every launch of each (tuples of Estimates)."""
     figure: str
     unit: str
     bytes: float | None
-    a: Estimate
-    b: Estimate
+    a_launches: tuple
+    b_launches: tuple
+    kind: str = SESSION
+
+    @property
+    def a(self):
+        """A's best launch."""
+        return best(self.a_launches, better_side(self.unit))
+
+    @property
+    def b(self):
+        return best(self.b_launches, better_side(self.unit))
 
     @functools.cached_property
     def pct(self):
@@ -132,7 +223,7 @@ class Change:
 
     @functools.cached_property
     def _judged(self):
-        return judged(self.a, self.b, better_side(self.unit))
+        return judged(self.a_launches, self.b_launches, better_side(self.unit), self.kind)
 
     @property
     def direction(self):
@@ -148,6 +239,12 @@ class Change:
         return self._judged[2]
 
     @property
+    def decision(self):
+        """The model's Decision behind a call of worse, better or too few
+        launches (its code and numbers: report/reasons.py says them)."""
+        return self._judged[3]
+
+    @property
     def factor(self):
         return factor_of(self.a, self.b, self.direction)
 
@@ -157,18 +254,28 @@ class Change:
 _SIZES = {}
 
 
+def launches_of(found):
+    """A size's or figure's launches as a tuple of Estimates (one Estimate
+    alone: one launch)."""
+    return (found,) if hasattr(found, "value") else tuple(found)
+
+
 class PerSize(collections.abc.Mapping):
-    """{bytes: Estimate} held as the sorted sizes (shared with the other
-    curves of the same sizes) and their figures in one flat array, an
-    Estimate made when asked for: a side of 10,000 cases keeps half a
-    million, in a tenth of the memory."""
-    __slots__ = ("_sizes", "_figures")
+    """{bytes: (Estimate of each launch)} held as the sorted sizes (shared
+    with the other curves of the same sizes), their launches' figures in
+    one flat array and where each size's start: the Estimates made when
+    asked for, so a side of 10,000 cases keeps millions in little memory."""
+    __slots__ = ("_sizes", "_figures", "_starts")
 
     def __init__(self, per_size):
         sizes = tuple(sorted(per_size))
         self._sizes = _SIZES.setdefault(sizes, sizes)
-        self._figures = array("d", [x for size in sizes for e in (per_size[size],)
-                                    for x in (e.value, e.lo, e.hi)])
+        self._figures = array("d")
+        self._starts = array("L", [0])
+        for size in sizes:
+            for e in launches_of(per_size[size]):
+                self._figures.extend((e.value, e.lo, e.hi))
+            self._starts.append(len(self._figures) // 3)
 
     def __len__(self):
         return len(self._sizes)
@@ -182,12 +289,13 @@ class PerSize(collections.abc.Mapping):
             raise KeyError(size)
         return i
 
-    def _estimate(self, i):
+    def _launches(self, i):
         f = self._figures
-        return Estimate(f[3 * i], f[3 * i + 1], f[3 * i + 2])
+        return tuple(Estimate(f[3 * k], f[3 * k + 1], f[3 * k + 2])
+                     for k in range(self._starts[i], self._starts[i + 1]))
 
     def __getitem__(self, size):
-        return self._estimate(self._index(size))
+        return self._launches(self._index(size))
 
     def __contains__(self, size):
         try:
@@ -197,19 +305,23 @@ class PerSize(collections.abc.Mapping):
         return True
 
     def common(self, other):
-        """[(bytes, this Estimate, other's)] at the sizes both have."""
+        """[(bytes, this side's launches, other's)] at the sizes both have."""
         if isinstance(other, PerSize) and other._sizes is self._sizes:
-            return [(size, self._estimate(i), other._estimate(i))
+            return [(size, self._launches(i), other._launches(i))
                     for i, size in enumerate(self._sizes)]
-        return [(size, e, other[size]) for size, e in self.items() if size in other]
+        return [(size, e, launches_of(other[size])) for size, e in self.items()
+                if size in other]
 
 
 @dataclasses.dataclass
 class CaseFigures:
-    """A case's figures on one side: {variable: (unit, Estimate)} and
-    {(series, column): (unit, {bytes: Estimate})}."""
+    """A case's figures on one side: {variable: (unit, launches)} and
+    {(series, column): (unit, {bytes: launches})}, each launches a tuple of
+    Estimates; `kind` the reference it is to another side (SESSION,
+    BASELINE)."""
     figures: dict
     sizes: dict
+    kind: str = SESSION
 
 
 @dataclasses.dataclass
@@ -223,18 +335,19 @@ class CaseComparison:
 
     @property
     def figures(self):
-        return [Change(var, unit, None, ea, self.b.figures[var][1])
+        return [Change(var, unit, None, launches_of(ea), launches_of(self.b.figures[var][1]),
+                       self.a.kind)
                 for var, (unit, ea) in self.a.figures.items() if var in self.b.figures]
 
     @property
     def sizes(self):
-        return [Change(label, unit, size, ea, eb)
+        return [Change(label, unit, size, ea, eb, self.a.kind)
                 for label, unit, pairs in common_sizes(self.a, self.b)
                 for size, ea, eb in pairs]
 
 
 def common_sizes(a, b):
-    """[(figure label, unit, [(bytes, A's Estimate, B's)])] of the sizes two
+    """[(figure label, unit, [(bytes, A's launches, B's)])] of the sizes two
     sides' CaseFigures both have, in the order of `a`; the label the
     column's name, with its series' when two series have that column."""
     found = []
@@ -244,7 +357,8 @@ def common_sizes(a, b):
             continue
         other = b.sizes[key][1]
         pairs = per_size.common(other) if isinstance(per_size, PerSize) else \
-            [(size, e, other[size]) for size, e in per_size.items() if size in other]
+            [(size, launches_of(e), launches_of(other[size])) for size, e in per_size.items()
+             if size in other]
         found.append((key[1] if plain else f"{key[0]} {key[1]}", unit, pairs))
     return found
 
@@ -268,22 +382,24 @@ def tally(cases, kept):
         figures = case.figures
         sizes = {}
         case_worst = None
-        candidates = [(c.call, c.factor, c.figure, c.unit, None, c.a, c.b) for c in figures]
+        kind = case.a.kind
+        candidates = [(c.call, c.factor, c.figure, c.unit, None, c.a_launches, c.b_launches)
+                      for c in figures]
         for label, unit, pairs in common_sizes(case.a, case.b):
             side = better_side(unit)
             for size, ea, eb in pairs:
-                direction, _, call = judged(ea, eb, side)
+                direction, _, call, _ = judged(ea, eb, side, kind)
                 sizes[call] = sizes.get(call, 0) + 1
-                candidates.append((call, factor_of(ea, eb, direction), label, unit, size,
-                                   ea, eb))
+                candidates.append((call, factor_of(best(ea, side), best(eb, side), direction),
+                                   label, unit, size, ea, eb))
         for call, factor, label, unit, size, ea, eb in candidates:
             counts[call] = counts.get(call, 0) + 1
             key = (*rank_of(call, factor), seq)
             seq += 1
             if case_worst is None or key < case_worst[0]:
-                case_worst = (key, (label, unit, size, ea, eb))
+                case_worst = (key, (label, unit, size, ea, eb, kind))
             # the `kept` smallest keys, in a heap of the largest first
-            entry = (tuple(-k for k in key), case.key, (label, unit, size, ea, eb))
+            entry = (tuple(-k for k in key), case.key, (label, unit, size, ea, eb, kind))
             if len(heap) < kept:
                 heapq.heappush(heap, entry)
             elif entry[0] > heap[0][0]:
@@ -337,11 +453,12 @@ EXIT_NOTHING_IN_COMMON = EXIT_INCONCLUSIVE
 
 
 def exit_code(comparison):
-    """`netbench compare`'s exit code from its own per-figure calls: 1
-    (a loss shown) when some figure of B is worse than A's beyond the
-    noise, 3 (EXIT_NOTHING_IN_COMMON) when A and B have no figure in common
-    to compare, else 0.  A change worse without an interval (a record of
-    version 1) is not beyond the noise: it does not count."""
+    """`netbench compare`'s exit code from its own per-figure calls (the
+    model's): 1 (a loss shown) when some figure of B is worse than A's, 3
+    (EXIT_NOTHING_IN_COMMON) when A and B have no figure in common to
+    compare, else 0.  A change worse in too few launches for the model to
+    call, or without an interval (a record of version 1), is not a loss
+    the comparison can show: it does not count."""
     counts = comparison.counts()
     if not counts:
         return EXIT_NOTHING_IN_COMMON
@@ -365,8 +482,16 @@ def finite(e):
 
 def size_figures(record):
     """{(series, column): (unit, {bytes: Estimate})} of a record: each
-    size's best launch of the series' run where the record has its
-    launches, else the series' rows as points."""
+    size's best launch (size_launches)."""
+    return {key: (unit, {size: best(launches, better_side(unit))
+                         for size, launches in per_size.items()})
+            for key, (unit, per_size) in size_launches(record).items()}
+
+
+def size_launches(record):
+    """{(series, column): (unit, {bytes: [Estimate of each launch]})} of a
+    record: the launches of the series' run where the record has them,
+    else the series' rows as one launch of points."""
     found = {}
     runs = record.get("runs") or {}
     for series in record.get("series", []):
@@ -378,22 +503,21 @@ def size_figures(record):
         for col in columns:
             column, unit = col["column"], col["unit"]
             per_size = {}
-            side = better_side(unit)
             for rows in launches:
                 for row in rows:
                     if column not in row or "bytes" not in row:
                         continue
                     e = Estimate.point(row[column]) if point else row_estimate(row, column)
                     if finite(e):
-                        held = per_size.get(row["bytes"])
-                        per_size[row["bytes"]] = e if held is None else best((held, e), side)
+                        per_size.setdefault(row["bytes"], []).append(e)
             found[(series["name"], column)] = (unit, dict(sorted(per_size.items())))
     return found
 
 
 def variable_figures(tc, record):
-    """{variable: (unit, Estimate)} of a case's performance variables: the
-    interval of its verdict where the record has one, else a point."""
+    """{variable: (unit, (Estimate,))} of a case's performance variables:
+    the interval of the launch its verdict rests on where the record has
+    one, else a point (one launch: the record keeps no other's figure)."""
     found = {}
     verdicts = record.get("verdicts") or {}
     for key, entry in (tc.get("perfvalues") or {}).items():
@@ -407,7 +531,7 @@ def variable_figures(tc, record):
         else:
             e = Estimate.point(value)
         if finite(e):
-            found[var] = (unit, e)
+            found[var] = (unit, (e,))
     return found
 
 
@@ -425,7 +549,7 @@ def session_side(session):
     for tc in session.testcases:
         record = case_record(tc)
         sizes = {key: (unit, PerSize(per_size))
-                 for key, (unit, per_size) in size_figures(record).items()}
+                 for key, (unit, per_size) in size_launches(record).items()}
         figures = CaseFigures(variable_figures(tc, record), sizes)
         if figures.figures or figures.sizes:
             side[case_key(tc)] = figures
@@ -471,17 +595,18 @@ def session_sides(load_a, load_b):
 
 def baseline_side(baselines):
     """{case key: CaseFigures} of learned baselines (judgement.baseline's
-    loaded files): each size's time per message as the band the runs are
-    held to, Estimate(centre, fastest run, the bound a run fails beyond)."""
+    loaded files), of kind BASELINE: each size's time per message as the
+    band the runs are held to, Estimate(centre, fastest run, the bound a
+    run fails beyond)."""
     side = {}
     for data in baselines:
         partition = f"{data['system']}:{data['partition']}"
         for case in data["cases"]:
             series = "tcp" if case.get("transport") == "raw" else "mpi"
-            per_size = {s["bytes"]: Estimate(s["centre"], s["low"], s["upper"])
+            per_size = {s["bytes"]: (Estimate(s["centre"], s["low"], s["upper"]),)
                         for s in case["sizes"]}
             side[f"{case['case']} | {case['environ']} | {partition}"] = CaseFigures(
-                {}, {(series, case["column"]): (case["unit"], per_size)})
+                {}, {(series, case["column"]): (case["unit"], per_size)}, BASELINE)
     return side
 
 

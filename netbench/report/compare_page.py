@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import paths
 from ..datafiles import DataError
-from . import compare, page, verdict
+from . import compare, page, reasons, verdict
 from ..safefile import atomic_write
 from ..textsafe import printable
 from .publish import check_output_folder
@@ -30,10 +30,17 @@ def css_class(change):
     call = change.call
     if call in (compare.WORSE, compare.BETTER):
         return call
-    if change.significance == compare.NO_INTERVAL and change.direction in (compare.WORSE,
-                                                                           compare.BETTER):
+    if change.significance in (compare.NO_INTERVAL, compare.FEW_LAUNCHES) and \
+            change.direction in (compare.WORSE, compare.BETTER):
         return f"{change.direction}-maybe"
     return "noise"
+
+
+def why(change):
+    """The model's reason behind a change's call, in words (reasons.py);
+    "" where no decision made it (within noise, no interval)."""
+    decided = change.decision
+    return "" if decided is None else reasons.render(decided.code, decided.numbers)
 
 
 def interval_text(e, unit):
@@ -143,6 +150,7 @@ def render(comparison):
     env.filters["size"] = size_text
     env.filters["interval"] = interval_text
     env.filters["css"] = css_class
+    env.filters["why"] = why
     counts = comparison.counts()
     return env.get_template("compare.html.j2").render(
         comparison=comparison, counts=counts, total=sum(counts.values()),

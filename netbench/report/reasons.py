@@ -92,6 +92,75 @@ def _paired(n):
             f"rounds")
 
 
+def size_words(nbytes):
+    """8 B, 64 KiB, 1 MiB: a message size as the report names it."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{int(nbytes // scale)} {unit}"
+    return f"{nbytes:g} B"
+
+
+def _change(e):
+    return "" if e.get("pct") is None else f" ({e['pct']:+.1f} %)"
+
+
+def named_changes(found):
+    """Every change of a tuning's evidence (tuning.decision.Evidence's
+    JSON) named, grouped by case and figure: "peak_bw (-17.8 %), usec at
+    512 B (+620.0 %), 16 KiB (+452.2 %)"; the case first when there are
+    several."""
+    groups = {}
+    for e in found or []:
+        groups.setdefault((e["case"], e["figure"]), []).append(e)
+    cases = {case for case, _ in groups}
+    texts = []
+    for (case, figure), changes in groups.items():
+        where = f"{case}: " if len(cases) > 1 else ""
+        sized = [e for e in changes if e.get("bytes") is not None]
+        texts.extend(where + figure + _change(e) for e in changes if e.get("bytes") is None)
+        if sized:
+            texts.append(where + f"{figure} at " + ", ".join(
+                size_words(e["bytes"]) + _change(e) for e in sized))
+    return "; ".join(texts)
+
+
+def _tune_core(code, n):
+    if code == "tune_not_measured":
+        return "no case was measured both before and after the tuning"
+    if code == "tune_worse":
+        text = f"worse beyond the noise: {named_changes(n['worse'])}"
+        if n.get("improved"):
+            text += f"; better beyond it: {named_changes(n['improved'])}"
+        return text
+    if code == "tune_better":
+        return f"better beyond the noise: {named_changes(n['improved'])}; nothing worse"
+    if code == "tune_few_rounds":
+        return (f"{n['rounds']} round(s) of a session before beside one after, fewer than the "
+                f"{n['min_rounds']} a change is called on")
+    if code == "tune_too_noisy":
+        return (f"too noisy to tell: at {n['straddling']} of {n['judged']} sizes the rounds' "
+                f"median ratio straddles {_g(n['limit'])} either way, and no curve changed "
+                f"beyond it over {n['min_span']} neighbouring sizes")
+    return (f"no figure changed beyond the noise: every size's rounds within "
+            f"{_g(n['limit'])}x either way")
+
+
+def _tune(code):
+    def words(n):
+        text = _tune_core(code, n)
+        if n.get("isolated"):
+            text += (f"; beyond the noise at fewer than {n['min_span']} neighbouring sizes, "
+                     f"not counted: {named_changes(n['isolated'])}")
+        if n.get("overridden"):
+            text = f"kept by --keep, although the measurement says revert: {text}"
+        return text
+    return words
+
+
+TUNE_CODES = ("tune_worse", "tune_better", "tune_no_change", "tune_too_noisy",
+              "tune_few_rounds", "tune_not_measured")
+
+
 RENDER = {
     "within": _within,
     "beyond": _beyond,
@@ -107,6 +176,7 @@ RENDER = {
     "paired_straddles": lambda n: f"{_paired(n)} straddles {_g(n['limit'])}",
     "paired_too_noisy": lambda n: f"too noisy to tell: {_paired(n)} straddles "
                                   f"{_g(n['limit'])}",
+    **{code: _tune(code) for code in TUNE_CODES},
 }
 
 

@@ -2,15 +2,14 @@
 its job: the figures of each interleaved round on the host and in the
 image, their paired slowdowns, and the likely causes of a slowdown from
 the evidence the job recorded inside and outside the image.  The verdict
-on the slowdowns is the judging rule's (netbench/judgement/parity.py).
+on the slowdowns is the verdict model's paired form
+(netbench/judgement/parity.py), its limit judging.yaml's.
 """
 
 import os
 import re
 import statistics
 
-#: the container may be this much slower before the parity check fails
-MAX_SLOWDOWN = 1.05
 #: CAP_SYS_PTRACE's bit in /proc/PID/status CapEff (linux/capability.h)
 CAP_SYS_PTRACE_BIT = 19
 SHARES_PER_RANK = 1024

@@ -69,7 +69,7 @@ SECTIONS = {
              "(record field `fleet`)",
 }
 
-#: a judged figure's and a case's verdicts (netbench.judgement.rule)
+#: a judged figure's and a case's verdicts (netbench.judgement.model)
 VERDICTS = ("pass", "fail", "undecided", "inconclusive")
 
 #: the sections whose cases are points of the scaling plot, on the line

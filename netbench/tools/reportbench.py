@@ -202,9 +202,11 @@ def print_accept_cost(cases, sessions=3):
 
 
 def compare_side(report, slower=1.0, every=1):
-    """`report` with each case's launch recorded (its rows with the interval
-    of their samples, as record version 2 keeps them), every `every`-th
-    case's times `slower` times longer: the sides of `netbench compare`."""
+    """`report` with each case's two launches recorded (their rows with the
+    interval of their samples, as record version 2 keeps them; the second
+    2 % slower), every `every`-th case's times `slower` times longer: the
+    sides of `netbench compare`, with the launches its model needs to call
+    a loss (judging.yaml's min_to_fail)."""
     testcases = []
     for i, tc in enumerate(report["runs"][0]["testcases"]):
         factor = slower if i % every == 0 else 1.0
@@ -212,10 +214,12 @@ def compare_side(report, slower=1.0, every=1):
         rows = [{**r, "usec": r["usec"] * factor, "usec_lo": 0.97 * r["usec"] * factor,
                  "usec_hi": 1.05 * r["usec"] * factor, "Mbps": r["Mbps"] / factor,
                  "MBps": r["MBps"] / factor} for r in series["rows"]]
+        again = [{**r, **{c: r[c] * 1.02 for c in ("usec", "usec_lo", "usec_hi")},
+                  **{c: r[c] / 1.02 for c in ("Mbps", "MBps")}} for r in rows]
+        columns = ["bytes", "usec", "usec_lo", "usec_hi", "Mbps", "MBps"]
         record = {**tc["record"], "series": [{**series, "rows": rows}],
-                  "runs": {"mpi": [{"columns": ["bytes", "usec", "usec_lo", "usec_hi",
-                                                "Mbps", "MBps"],
-                                    "rows": rows, "summary": {}}]}}
+                  "runs": {"mpi": [{"columns": columns, "rows": launch, "summary": {}}
+                                   for launch in (rows, again)]}}
         testcases.append({**tc, "record": record})
     return {**report, "runs": [{"testcases": testcases}]}
 

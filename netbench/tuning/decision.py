@@ -1,62 +1,61 @@
 """Keep a tuning or revert it, from the sessions measured before and
-after it in turns.  Pure: sessions' launches in, a Decision out.
+after it in turns.  Pure: sessions' launches in, a Decision (a code and
+its numbers; report/reasons.py says it in words) out.
 
 loop.py measures the sides in turns (B AA BB AA B ...), so the i-th
 session before the tuning and the i-th after it ran next to each other:
 a **round**.  A round's two sessions share the host's load of their
 moment, so the evidence is each round's ratio at each message size of
 each case's curves (each session's best launch there: a busy host only
-ever adds time), judged by the project's paired rule
-(judgement.rule.decide_paired, as container parity is): the median ratio's
-order-statistic interval over the rounds.  At a size:
+ever adds time), decided by the verdict model's paired form
+(judgement.model.judge_paired, kind "paired", as container parity is):
+the median ratio's order-statistic interval over the rounds against
+1 + judging.yaml's min_change.paired.  At a size:
 
-- worse   the whole interval of the tuned side's slowdown lies beyond
-          1 + the rule's baseline.min_band (5 %): a change smaller than
-          the narrowest band a baseline has is none a site engineer
-          would act on; and beyond 1 + the rounds' disagreement with each
-          other (disagreement());
-- better  the same of its speed-up;
-- neither otherwise: within the noise.
+- worse   the paired verdict on the tuned side's slowdowns is a fail;
+- better  the paired verdict on its speed-ups is a fail;
+- neither otherwise (within the change that counts, or straddling it).
 
-With `MIN_ROUNDS` (4) rounds the interval is the whole range of the
-rounds' ratios, so every round must agree.  A scheduler's stall in one
-round, or one lucky launch in the fast mode of a bimodal host, is one
-round's ratio, not a change.  A change counts when it spans `MIN_RUN`
-neighbouring sizes the same way: a setting (a socket buffer, the MTU)
-moves a range of sizes, a stall one; a change at a single size is named
-in the reason as noise, not counted.  The performance variables are read
-off the same curves, so they are shown (compare), not counted again.
-The tuning is kept when at least one size improved and none got worse;
-otherwise it is reverted, and the reason names the sizes.
+The limit is the knob's alone: it does not grow with the rounds' spread,
+so the decision is monotone in the effect: a larger loss (or gain) in
+every round is never "no change" (the bound that grew with the spread of
+the very effect it measured once called a loss of 2-4.5x in every round
+no change).  With `MIN_ROUNDS` (4) rounds the interval is the whole range
+of the rounds' ratios, so every round must agree.
 
-Measured on the rules before this one, on a 2-node virtual cluster with
-emulated GigE links (README, "Does it help?"):
-
-- the sides one after the other, each side's best launch as the other's
-  bound: a profile that changed nothing (the MTU the nodes had) was
-  called worse on a drift of the host's load between the blocks; and
-  small sizes had to be left uncounted on emulated links, as a phase of
-  minutes with every small message 2-7x slower could fall on one side;
-- in turns, but the other side's best launch as the bound: the same
-  no-op profile was kept, "better" at 1-16 B by 14 %, because one launch
-  of 16 after it ran in the host's fast mode (6.9 against 8.0-8.3 us).
+A loss or gain along a curve counts when it spans judging.yaml's
+min_span neighbouring sizes (judgement.curve.curve_span, the baseline's
+rule too): a setting (a socket buffer, the MTU) moves a range of sizes, a
+stall one; a size beyond the change alone is kept as noise, not counted.
+The performance variables are read off the same curves, so they are shown
+(compare), not counted again.  The tuning is kept when some curve
+improved and none got worse; otherwise it is reverted, and the record
+names the sizes.
 """
 
 import dataclasses
 import math
 import statistics
 
-from ..judgement import rule as judging
+from ..judgement import knobs as judging_knobs
+from ..judgement import model
+from ..judgement.curve import curve_span, runs_of
 from ..judgement.figures import row_estimate
-from ..judgement.rule import Bound, Estimate
+from ..judgement.model import Estimate
 from ..report import compare
 
 KEPT, REVERTED = "kept", "reverted"
+#: the decision's codes (report/reasons.py renders them with their numbers)
+WORSE, BETTER, NO_CHANGE, TOO_NOISY, FEW_ROUNDS, NOT_MEASURED = (
+    "tune_worse", "tune_better", "tune_no_change", "tune_too_noisy", "tune_few_rounds",
+    "tune_not_measured")
 
 
 @dataclasses.dataclass(frozen=True)
 class Evidence:
-    """One significant change: which case, figure and size, A and B."""
+    """One size (or figure) beyond the change that counts: which case,
+    figure and size, its medians before and after, and the paired
+    verdict's numbers (model.judge_paired) that called it."""
     case: str
     figure: str
     unit: str
@@ -65,18 +64,21 @@ class Evidence:
     after: float
     pct: float | None
     call: str
+    numbers: dict = dataclasses.field(default_factory=dict)
 
-    def text(self):
-        where = self.figure if self.bytes is None else f"{self.figure} at {size(self.bytes)}"
-        pct = "" if self.pct is None else f" ({self.pct:+.1f} %)"
-        return f"{where}{pct}"
+    def to_json(self):
+        return {"case": self.case, "figure": self.figure, "unit": self.unit,
+                "bytes": self.bytes, "before": self.before, "after": self.after,
+                "pct": self.pct, "call": self.call, "numbers": self.numbers}
 
 
 @dataclasses.dataclass(frozen=True)
 class Decision:
     kept: bool
     overridden: bool
-    reason: str
+    #: why, as a code and its numbers (report/reasons.py renders them)
+    code: str
+    numbers: dict
     improved: tuple
     worse: tuple
     isolated: tuple = ()
@@ -86,22 +88,10 @@ class Decision:
         return KEPT if self.kept else REVERTED
 
 
-def size(nbytes):
-    """8 B, 64 KiB, 1 MiB: a message size as the report names it."""
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= scale and nbytes % scale == 0:
-            return f"{int(nbytes // scale)} {unit}"
-    return f"{nbytes:g} B"
-
-
 #: rounds (a session before beside one after, in turns) before a change
 #: is called: with four, the median ratio's interval is the whole range of
-#: the rounds' ratios (judgement.rule.median_interval), so all must agree
+#: the rounds' ratios (judgement.model.median_interval), so all must agree
 MIN_ROUNDS = 4
-#: a change is a tuning's when it spans neighbouring sizes: a socket buffer
-#: or an MTU moves a range of sizes, a scheduler's stall on a tbf link one
-#: size (measured: 6-16 ms at single sizes, in no other session)
-MIN_RUN = 2
 
 
 @dataclasses.dataclass
@@ -122,7 +112,7 @@ def launch_values(session):
     found = {}
     for tc in session.testcases:
         record = case_record(tc)
-        figures = {var: (unit, [e]) for var, (unit, e) in
+        figures = {var: (unit, list(es)) for var, (unit, es) in
                    compare.variable_figures(tc, record).items()}
         sizes = {}
         for series in record.get("series", []):
@@ -184,14 +174,13 @@ def best_launch(estimates, unit):
 
 def pooled_side(sessions):
     """One side's {case key: CaseFigures} from its sessions' launch_values,
-    as compare and the page show it: per size and per figure the best
-    launch of every session."""
+    as compare and the page show it: per size and per figure every launch
+    of every session."""
     side = {}
     for key, launches in merged_launches(list(sessions)).items():
-        variables = {var: (unit, best_launch(es, unit))
+        variables = {var: (unit, tuple(es))
                      for var, (unit, es) in launches.figures.items() if es}
-        sizes = {series: (unit, {b: best_launch(es, unit) for b, es in sorted(per_size.items())
-                                 if es})
+        sizes = {series: (unit, {b: tuple(es) for b, es in sorted(per_size.items()) if es})
                  for series, (unit, per_size) in launches.sizes.items()}
         side[key] = compare.CaseFigures(variables, sizes)
     return side
@@ -230,34 +219,29 @@ def slowdowns(pairs, unit):
     return ratios
 
 
-def disagreement(ratios):
-    """How far the rounds' ratios disagree with each other: the largest
-    over the smallest, less 1.  A change is called only beyond it: with
-    four rounds the median's interval is their whole range (87.5 %
-    coverage, not 95), and on a busy host a size's rounds can all lean one
-    way by chance (measured, one core busy: 1-2 B "faster" in all four
-    rounds by 1.35-3.3x under TCP buffers capped at 4 KiB), where a
-    tuning's change moves every round alike (capped buffers, 8 MiB:
-    1.59-1.80x; jumbo frames, 32 KiB: 0.82-0.88x)."""
-    return max(ratios) / min(ratios) - 1
-
-
-def size_call(pairs, unit, rule=None, min_rounds=MIN_ROUNDS):
-    """better, worse or None at one size from its rounds' (before, after)
-    figures: judgement.rule.decide_paired on the slowdowns (worse) and on
-    the speed-ups (better), each against 1 + the larger of the rule's
-    baseline.min_band and the rounds' disagreement."""
-    rule = rule or judging.load_rule()
+def size_decisions(pairs, unit, knobs, min_rounds=MIN_ROUNDS):
+    """(worse, better): model.judge_paired's Decisions at one size from its
+    rounds' (before, after) figures, on the tuned side's slowdowns and on
+    its speed-ups; None for a unit without a better side."""
     if compare.better_side(unit) is None:
         return None
     ratios = slowdowns(pairs, unit)
-    if len(ratios) < min_rounds:
+    rounds = max(min_rounds, len(ratios))
+    return (model.judge_paired(ratios, knobs, min_rounds, rounds, kind="paired"),
+            model.judge_paired([1 / r for r in ratios], knobs, min_rounds, rounds,
+                               kind="paired"))
+
+
+def size_call(pairs, unit, knobs=None, min_rounds=MIN_ROUNDS):
+    """better, worse or None at one size (size_decisions): worse when the
+    slowdowns' paired verdict fails, better when the speed-ups' does."""
+    decided = size_decisions(pairs, unit, knobs or judging_knobs.load(), min_rounds)
+    if decided is None:
         return None
-    bound = Bound("upper", 1 + max(rule.baseline_min_band, disagreement(ratios)))
-    if judging.decide_paired(ratios, bound, min_rounds, min_rounds).verdict == judging.FAIL:
+    worse, better = decided
+    if worse.verdict == model.FAIL:
         return compare.WORSE
-    if judging.decide_paired([1 / r for r in ratios], bound, min_rounds,
-                             min_rounds).verdict == judging.FAIL:
+    if better.verdict == model.FAIL:
         return compare.BETTER
     return None
 
@@ -269,14 +253,51 @@ def series_label(key, case_sizes):
     return key[1] if len(columns) == len(set(columns)) else f"{key[0]} {key[1]}"
 
 
-def evidence(rounds, min_run=MIN_RUN, min_rounds=MIN_ROUNDS):
+def counted_sizes(verdicts, min_span):
+    """The indexes of the failing sizes that decide a curve
+    (judgement.curve.curve_span): those in a run of sizes that did not
+    pass holding at least `min_span` failures, every failure of a curve
+    shorter than `min_span`."""
+    verdicts = list(verdicts)
+    failing = [i for i, v in enumerate(verdicts) if v == model.FAIL]
+    if len(verdicts) < min_span:
+        return failing
+    deciding = set()
+    for start, end in runs_of(verdicts, (model.FAIL, model.INCONCLUSIVE, model.UNDECIDED)):
+        if end - start >= min_span and verdicts[start:end].count(model.FAIL) >= min_span:
+            deciding.update(range(start, end))
+    return [i for i in failing if i in deciding]
+
+
+def curve_calls(per_size, unit, knobs, min_rounds=MIN_ROUNDS):
+    """{bytes: (call, counted, the deciding Decision)} of one curve's
+    sizes beyond the change: each way (worse, better) the sizes' paired
+    verdicts in size order go through curve_span, which says whether the
+    curve is worse (better); a failing size counts where its run decides."""
+    sizes = sorted(per_size)
+    decided = [size_decisions(per_size[s], unit, knobs, min_rounds) for s in sizes]
+    if any(d is None for d in decided):
+        return {}
+    found = {}
+    for way, call in ((0, compare.WORSE), (1, compare.BETTER)):
+        verdicts = [d[way].verdict for d in decided]
+        # curve_span decides the curve; counted_sizes only names its sizes
+        curve_verdict, _ = curve_span(verdicts, knobs.min_span)
+        counted = set(counted_sizes(verdicts, knobs.min_span)) \
+            if curve_verdict == model.FAIL else set()
+        for i, size in enumerate(sizes):
+            if verdicts[i] == model.FAIL:
+                found[size] = (call, i in counted, decided[i][way])
+    return found
+
+
+def evidence(rounds, knobs=None, min_rounds=MIN_ROUNDS):
     """(improved, worse, isolated) of the sides' rounds (round_values): the
-    sizes called better or worse that span at
-    least `min_run` neighbouring sizes the same way (counted), and those
-    called alone (shown as noise).  Each size once per series: a size's
-    rate repeats its time (the same samples), so its first column speaks
-    for it."""
-    rule = judging.load_rule()
+    sizes called better or worse that decide their curve (curve_calls:
+    counted), and those beyond the change alone (shown as noise).  Each
+    size once per series: a size's rate repeats its time (the same
+    samples), so its first column speaks for it."""
+    knobs = knobs or judging_knobs.load()
     improved, worse, isolated = [], [], []
     for key, case_sizes in sorted(rounds.items()):
         seen = set()
@@ -284,86 +305,73 @@ def evidence(rounds, min_run=MIN_RUN, min_rounds=MIN_ROUNDS):
             if series[0] in seen:
                 continue
             seen.add(series[0])
-            sizes = sorted(per_size)
-            calls = [size_call(per_size[s], unit, rule, min_rounds) for s in sizes]
-            for i, size in enumerate(sizes):
-                if calls[i] is None:
-                    continue
-                run = 1 + run_length(calls, i, -1) + run_length(calls, i, 1)
+            for size, (call, counted, decided) in sorted(
+                    curve_calls(per_size, unit, knobs, min_rounds).items()):
                 before = statistics.median(b for b, _ in per_size[size])
                 after = statistics.median(a for _, a in per_size[size])
                 found = Evidence(key, series_label(series, case_sizes), unit, size,
-                                 before, after, pct(before, after), calls[i])
-                if run < min_run:
+                                 before, after, pct(before, after), call,
+                                 {**decided.numbers, "code": decided.code})
+                if not counted:
                     isolated.append(found)
                 else:
-                    (improved if calls[i] == compare.BETTER else worse).append(found)
+                    (improved if call == compare.BETTER else worse).append(found)
     return tuple(improved), tuple(worse), tuple(isolated)
-
-
-def run_length(calls, i, step):
-    """How many neighbours of calls[i], going `step`, share its call."""
-    n, j = 0, i + step
-    while 0 <= j < len(calls) and calls[j] == calls[i]:
-        n, j = n + 1, j + step
-    return n
 
 
 def pct(before, after):
     return None if not before else 100 * (after - before) / abs(before)
 
 
-def named(found):
-    """Every change named, grouped by case and figure: "peak_bw (-17.8 %),
-    usec at 512 B (+620.0 %), 16 KiB (+452.2 %)"; the case first when
-    there are several."""
-    groups = {}
-    for e in found:
-        groups.setdefault((e.case, e.figure), []).append(e)
-    cases = {case for case, _ in groups}
-    texts = []
-    for (case, figure), changes in groups.items():
-        where = f"{case}: " if len(cases) > 1 else ""
-        sized = [e for e in changes if e.bytes is not None]
-        texts.extend(where + e.text() for e in changes if e.bytes is None)
-        if sized:
-            texts.append(where + f"{figure} at " + ", ".join(
-                size(e.bytes) + ("" if e.pct is None else f" ({e.pct:+.1f} %)") for e in sized))
-    return "; ".join(texts)
+def undecided_sizes(rounds, knobs, min_rounds=MIN_ROUNDS):
+    """How many sizes' paired verdicts straddle the change either way (the
+    host too noisy at them to tell), of how many judged."""
+    straddling = judged = 0
+    for case_sizes in rounds.values():
+        seen = set()
+        for series, (unit, per_size) in case_sizes.items():
+            if series[0] in seen:
+                continue
+            seen.add(series[0])
+            for pairs in per_size.values():
+                decided = size_decisions(pairs, unit, knobs, min_rounds)
+                if decided is None:
+                    continue
+                judged += 1
+                straddling += any(d.verdict not in (model.PASS, model.FAIL) for d in decided)
+    return straddling, judged
 
 
-def decide(before_sessions, after_sessions, keep=False):
+def decide(before_sessions, after_sessions, keep=False, knobs=None):
     """The Decision on a tuning from the sessions' launch_values before and
     after it, each side in the order it ran; `keep` overrides a revert
-    (and says so)."""
+    (and says so).  `knobs`: judging.yaml's (judgement.knobs.load())."""
+    knobs = knobs or judging_knobs.load()
     before_sessions, after_sessions = list(before_sessions), list(after_sessions)
     measured = round_values(before_sessions, after_sessions)
-    improved, worse, isolated = evidence(measured)
+    improved, worse, isolated = evidence(measured, knobs)
     rounds = min(len(before_sessions), len(after_sessions))
+    numbers = {"rounds": rounds, "min_rounds": MIN_ROUNDS,
+               "limit": 1 + knobs.min_change["paired"], "min_span": knobs.min_span,
+               "worse": [e.to_json() for e in worse],
+               "improved": [e.to_json() for e in improved],
+               "isolated": [e.to_json() for e in isolated]}
+    kept = False
     if not measured:
-        reason = "no case was measured both before and after the tuning"
-        kept = False
+        code = NOT_MEASURED
     elif worse:
-        reason = f"worse beyond the noise: {named(worse)}"
-        if improved:
-            reason += f"; better beyond it: {named(improved)}"
-        kept = False
+        code = WORSE
     elif improved:
-        reason = f"better beyond the noise: {named(improved)}; nothing worse"
-        kept = True
+        code, kept = BETTER, True
     elif rounds < MIN_ROUNDS:
-        reason = (f"{rounds} round(s) of a session before beside one after, fewer than the "
-                  f"{MIN_ROUNDS} a change is called on")
-        kept = False
+        code = FEW_ROUNDS
     else:
-        reason = "no figure changed beyond the noise"
-        kept = False
-    if isolated:
-        reason += f"; single sizes beyond the noise, not counted: {named(isolated)}"
+        straddling, judged = undecided_sizes(measured, knobs)
+        numbers.update(straddling=straddling, judged=judged)
+        code = TOO_NOISY if straddling else NO_CHANGE
     overridden = keep and not kept
-    if overridden:
-        reason = f"kept by --keep, although the measurement says revert: {reason}"
-    return Decision(kept or keep, overridden, reason, improved, worse, isolated)
+    numbers["overridden"] = overridden
+    return Decision(kept or keep, overridden, code, numbers, improved, worse, isolated)
 
 
 def state_differences(before, after, where=()):

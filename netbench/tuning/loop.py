@@ -43,7 +43,7 @@ from pathlib import Path
 
 from .. import paths
 from ..datafiles import DataError, load_yaml, validate
-from ..report import diagnosis, sessions
+from ..report import diagnosis, reasons, sessions
 from ..rfm import session
 from ..textsafe import printable
 from . import decision, record
@@ -559,7 +559,8 @@ def summary(rec):
     if rec.get("decision"):
         d = rec["decision"]
         verb = "kept" if d["kept"] else "reverted"
-        lines.append(f"netbench tune: {rec['profile']} {verb}: {d['reason']}")
+        # the words name cases from the records: through printable
+        lines.append(f"netbench tune: {rec['profile']} {verb}: {printable(reasons.of_verdict(d))}")
     revert = rec.get("revert")
     if revert:
         if revert.get("exact"):

@@ -8,7 +8,7 @@ import datetime
 import json
 from pathlib import Path
 
-from ..report import compare, compare_page, page, plots, sessions
+from ..report import compare, compare_page, page, plots, reasons, sessions
 from ..safefile import atomic_write
 from ..report.sections import case_record
 from .record import side_of
@@ -92,6 +92,7 @@ def render(rec, folder):
     return env.get_template("tune.html.j2").render(
         rec=rec, comparison=comparison, figures=figures, changes=host_changes(rec),
         calls=decision_calls(rec.get("decision") or {}),
+        reason=reasons.of_verdict(rec.get("decision") or {}),
         generated=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
 

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from .. import datafiles
-from ..report import sessions
+from ..report import reasons, sessions
 from ..safefile import atomic_write
 from . import decision
 
@@ -23,7 +23,9 @@ EVIDENCE = {
                    "unit": {"type": "string"}, "bytes": {"type": ["number", "null"]},
                    "before": {"type": "number"}, "after": {"type": "number"},
                    "pct": {"type": ["number", "null"]},
-                   "call": {"enum": ["better", "worse"]}},
+                   "call": {"enum": ["better", "worse"]},
+                   # the size's paired verdict (judgement.model.judge_paired)
+                   "numbers": {"type": "object"}},
 }
 SESSION = {
     "type": "object", "additionalProperties": False,
@@ -70,6 +72,9 @@ SCHEMA = {
             "type": "object", "additionalProperties": False,
             "required": ["kept", "overridden", "reason", "improved", "worse"],
             "properties": {"kept": {"type": "boolean"}, "overridden": {"type": "boolean"},
+                           # why: the code and its numbers (tuning.decision),
+                           # and their words (report/reasons.py) as written
+                           "code": {"type": "string"}, "numbers": {"type": "object"},
                            "reason": {"type": "string"},
                            "improved": {"type": "array", "items": EVIDENCE},
                            "worse": {"type": "array", "items": EVIDENCE},
@@ -107,11 +112,12 @@ def new(profile, flavour, inventory, system, checks, repeats):
 
 
 def decision_entry(decided):
+    """The record's decision: its code and numbers, and their words
+    (report/reasons.py) for a reader of the record alone."""
     def entries(found):
-        return [{"case": e.case, "figure": e.figure, "unit": e.unit, "bytes": e.bytes,
-                 "before": e.before, "after": e.after, "pct": e.pct, "call": e.call}
-                for e in found]
-    return {"kept": decided.kept, "overridden": decided.overridden, "reason": decided.reason,
+        return [e.to_json() for e in found]
+    return {"kept": decided.kept, "overridden": decided.overridden, "code": decided.code,
+            "numbers": decided.numbers, "reason": reasons.render(decided.code, decided.numbers),
             "improved": entries(decided.improved), "worse": entries(decided.worse),
             "isolated": entries(decided.isolated)}
 
