@@ -1,5 +1,5 @@
 """The learned baseline's band and the per-size curve verdict
-(netbench/judgement/baseline.py) on known figures: the band is never
+(netbench/judgement/baseline/) on known figures: the band is never
 narrower than the case's pooled run-to-run noise; a loss along the
 curve spans judging.yaml's min_span neighbouring sizes (judgement/curve.py)."""
 

@@ -1,4 +1,4 @@
-"""Learned baselines (netbench/judgement/baseline.py, `netbench baseline`):
+"""Learned baselines (netbench/judgement/baseline/, `netbench baseline`):
 three real local sessions accepted as the baseline; a fourth over a really
 slowed shared-memory path fails at the message sizes the slowing touches
 and nowhere else; a malformed band is one line naming the file and key."""

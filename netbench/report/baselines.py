@@ -1,5 +1,5 @@
 """`netbench baseline accept|show`: learned baselines from published
-sessions (netbench/judgement/baseline.py builds and checks them).
+sessions (netbench/judgement/baseline/ builds and checks them).
 
 Accept reads one session at a time and keeps only what a baseline needs
 of it (baseline.Accepted), so three 10,000-case sessions cost one
