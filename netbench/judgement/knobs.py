@@ -39,7 +39,6 @@ SCHEMA = _section({
         "cores_short_pressure": _PERCENT,
         "core_round_trip_factor": {"type": "number", "minimum": 1},
         "time_slice_ns": {"type": "number", "exclusiveMinimum": 0},
-        "explains": {"type": "number", "minimum": 1},
     }),
     "baseline": _section({"min_runs": {"type": "integer", "minimum": 2, "maximum": 100}}),
 })
@@ -62,7 +61,6 @@ class Conditions:
     cores_short_pressure: float
     core_round_trip_factor: float
     time_slice_ns: float
-    explains: float
 
 
 @dataclasses.dataclass(frozen=True)
