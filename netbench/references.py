@@ -407,6 +407,10 @@ def validate(folder=paths.REFERENCES, links=LINKS_FILE):
     figures = load_figures(folder)
     table, _ = load_thresholds(folder)
     sweep_thresholds(folder)
+    # the verdict model's knobs, and every profile beside them
+    judging_knobs.load(folder)
+    for profile in sorted((Path(folder) / judging_knobs.PROFILES.name).glob("*.yaml")):
+        judging_knobs.load(folder, str(profile))
     class_matches(folder)
     classes = interconnect_classes(folder)
     for key, cname in link_classes(links).items():

@@ -430,3 +430,16 @@ def test_recorded_slower_mode_of_the_cores_is_a_condition_not_a_loss():
             assert same.verdict == FAIL
     assert outcomes == {8: (INCONCLUSIVE, "conditions_differ"),
                         64: (INCONCLUSIVE, "conditions_differ"), 1 << 20: (PASS, "within")}
+
+
+def test_netbench_references_refuses_a_bad_profile_with_one_line(tmp_path):
+    import shutil
+    from netbench import paths
+    folder = tmp_path / "references"
+    shutil.copytree(paths.REFERENCES, folder, ignore=shutil.ignore_patterns("baselines"))
+    (folder / "profiles" / "site.yaml").write_text("conditions: {cpu_pressure_points: lots}\n")
+    proc = subprocess.run([os.sys.executable, "-m", "netbench.cli", "references", str(folder)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    (line,) = proc.stderr.strip().splitlines()
+    assert "site.yaml: conditions.cpu_pressure_points" in line, line

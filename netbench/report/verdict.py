@@ -144,9 +144,16 @@ def overall(sessions, references=paths.REFERENCES, baselines=None):
                 + (f"; {len(unsure)} inconclusive." if unsure else "."))
     elif unsure:
         word = "inconclusive"
-        text = (f"Could not tell: {len(unsure)} of {len(cases)} cases inconclusive, the host "
-                f"too noisy for their evidence to meet or miss the bound (below, each with "
-                f"the launches' spread and the host's load); no case failed.")
+        text = f"Could not tell: {len(unsure)} of {len(cases)} cases inconclusive"
+        host = sum(1 for tc in unsure if names_conditions(tc))
+        if host:
+            text += (f", {host} of them because the host's conditions differed from their "
+                     f"reference's (below, each naming the node and its readings)")
+        if len(unsure) - host:
+            text += (f"{'; ' if host else ', '}{len(unsure) - host} too noisy for their "
+                     f"evidence to meet or miss the bound (below, each with the launches' "
+                     f"spread)")
+        text += "; no case failed."
     else:
         word = "pass"
         text = (f"As it should be: all {len(cases)} cases passed; {len(figures)} headline "
@@ -154,6 +161,14 @@ def overall(sessions, references=paths.REFERENCES, baselines=None):
     return {"word": word, "text": text, "cases": len(cases), "failed": len(failed),
             "inconclusive": len(unsure),
             "basis": judged_against(sessions, references, baselines) if cases else ""}
+
+
+def names_conditions(tc):
+    """Whether an inconclusive case's record names a difference of the
+    host's conditions (judgement.conditions) for one of its figures."""
+    verdicts = (tc.get("record") or {}).get("verdicts") or {}
+    return any(isinstance(v, dict) and isinstance(v.get("numbers"), dict)
+               and v["numbers"].get("conditions") for v in verdicts.values())
 
 
 def one_line_verdict(sessions, references=paths.REFERENCES, baselines=None):
