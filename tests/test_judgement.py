@@ -443,3 +443,24 @@ def test_netbench_references_refuses_a_bad_profile_with_one_line(tmp_path):
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert "site.yaml: conditions.cpu_pressure_points" in line, line
+
+
+def test_every_reason_code_has_words():
+    """The report alone renders reasons: every code the model, the curve
+    and the tuning decision give has words of its own (an unknown code
+    is shown as itself: a newer netbench's record)."""
+    import ast
+    from netbench.report import reasons
+    given = set()
+    for module in ("judgement/model.py", "judgement/baseline/band.py", "tuning/decision.py"):
+        tree = ast.parse((Path(__file__).parent.parent / "netbench" / module).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") in (
+                    "Decision", "_decision"):
+                given |= {a.value for a in node.args if isinstance(a, ast.Constant)
+                          and isinstance(a.value, str) and a.value.islower()
+                          and a.value not in ("pass", "fail", "undecided", "inconclusive")}
+    given |= {"curve_beyond", "curve_within", "curve_inconclusive", "curve_undecided"}
+    assert {"within", "beyond", "conditions_differ", "paired_beyond"} <= given
+    assert sorted(given - set(reasons.RENDER)) == []
+    assert reasons.render("from_the_future", {}) == "from_the_future"

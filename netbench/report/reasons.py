@@ -87,6 +87,46 @@ def _job_stopped(n):
             f"or the re-measurement could not read its launches: see the job's stderr)")
 
 
+def _sizes(named):
+    return ", ".join(f"{size_words(s['bytes'])} ({_g(s['value'] / s['upper'])}x: "
+                     f"{_g(s['value'])} us, band up to {_g(s['upper'])})" for s in named)
+
+
+def _curve_notes(n):
+    notes = []
+    if n.get("aside"):
+        notes.append(f"beyond alone, fewer than {n['min_span']} neighbouring sizes, not "
+                     f"counted: {', '.join(size_words(b) for b in n['aside'])}")
+    if n.get("missing"):
+        notes.append("not judged, missing from the run (the baseline holds sizes it never "
+                     "sent): " + ", ".join(size_words(b) for b in n["missing"]))
+    if n.get("conditions"):
+        notes.append(f"the host differed from the baseline's runs: "
+                     f"{conditions_words(n['conditions'])}")
+    return "".join(f"; {note}" for note in notes)
+
+
+def _curve(code):
+    def words(n):
+        source = n.get("source", "the baseline")
+        if code == "curve_beyond":
+            text = f"slower than the baseline ({source}) in every launch at {_sizes(n['named'])}"
+        elif code == "curve_within":
+            text = f"within the baseline's band ({source}) at the sizes that decide"
+        elif code == "curve_unmeasured":
+            text = f"no size of the baseline ({source}) was measured"
+        else:
+            what = "undecided" if code == "curve_undecided" else "too noisy to tell"
+            text = (f"{what} against the baseline ({source}) at "
+                    f"{', '.join(size_words(s['bytes']) for s in n['named'])}")
+        return text + _curve_notes(n)
+    return words
+
+
+CURVE_CODES = ("curve_beyond", "curve_within", "curve_inconclusive", "curve_undecided",
+               "curve_unmeasured")
+
+
 def _paired(n):
     return (f"median {_g(n['median'])} ({_g(n['lo'])}-{_g(n['hi'])}) over {n['rounds']} "
             f"rounds")
@@ -177,6 +217,7 @@ RENDER = {
     "paired_too_noisy": lambda n: f"too noisy to tell: {_paired(n)} straddles "
                                   f"{_g(n['limit'])}",
     **{code: _tune(code) for code in TUNE_CODES},
+    **{code: _curve(code) for code in CURVE_CODES},
 }
 
 
