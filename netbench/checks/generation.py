@@ -15,13 +15,24 @@ import reframe as rfm
 import reframe.core.runtime as rt
 from reframe.core.builtins import run_after
 
-from .. import selection
-from ..probe import discovery
+from .. import references, selection
+from ..probe import discovery, fabric
 from .base import ANY_NETWORK, RAW_TCP
+
+
+#: the reason RDMA cases were not generated (selection's not-generated lines)
+RDMA_NOT_FOUND = ("RDMA transports: fabric discovery found no device or provider for them "
+                  "(netbench/probe/fabric.py)")
 
 
 def offered_transports(env):
     return env.extras.get("transports", {}) or {}
+
+
+def is_fabric_transport(transport):
+    """Whether `transport` is a fabric's own data path (thresholds.yaml's
+    transport group `rdma`: UCX over verbs, libfabric's RDMA providers)."""
+    return references.transport_group(transport) == references.RDMA_GROUP
 
 
 def network_transport_of(env):
@@ -55,9 +66,31 @@ class CaseGeneration(rfm.RegressionTestPlugin):
         self.tags = set(self.tags) | {selection.FULL_TAG}
         if any(self.in_default_set(e) for es in candidates.values() for e in es):
             self.tags.add(selection.DEFAULT_TAG)
+        dropped.update(self.cases_without_fabric(
+            candidates, parts, envs, in_scope=self.in_default_set if focused else None))
         selection.record_not_generated(dropped, self.tags, display_name=self.display_name)
         self.valid_systems = [p.fullname for p in parts]
         self.valid_prog_environs = envs
+
+    def cases_without_fabric(self, candidates, parts, env_names, in_scope=None):
+        """{(reason, detail): cases} of the RDMA transports' cases this
+        check would have had beside the MPI's TCP one, on a node whose
+        fabric discovery found no device or provider for them.  Such a
+        transport is no parameter value here (no MPI offers it), so the
+        check's variant for the MPI's network transport counts them: one
+        per case of it in the session's scope and RDMA transport the MPI
+        could have run."""
+        if "transport" not in type(self).param_space.params:
+            return {}
+        kept = {p.fullname for p in parts}
+        n = sum(len(env.extras.get("fabric_not_found") or {})
+                for part, envs in candidates.items() if part.fullname in kept
+                for env in envs if env.name in env_names
+                and self.transport == network_transport_of(env)
+                and (in_scope is None or in_scope(env)))
+        if not n:
+            return {}
+        return {(RDMA_NOT_FOUND, fabric.node_fabric().summary()): n}
 
     # ---- the rules; None: a case can run there ----
 
