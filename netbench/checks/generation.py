@@ -21,7 +21,7 @@ from .base import ANY_NETWORK, RAW_TCP
 
 
 #: the reason RDMA cases were not generated (selection's not-generated lines)
-RDMA_NOT_FOUND = ("RDMA transports: fabric discovery found no device or provider for them "
+RDMA_NOT_FOUND = ("RDMA transports whose device or provider fabric discovery did not find "
                   "(netbench/probe/fabric.py)")
 
 

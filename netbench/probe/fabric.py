@@ -87,11 +87,11 @@ class Fabric:
         providers = sorted(self.ofi_providers & RDMA_PROVIDERS)
         ofi = (f"fi_info lists {', '.join(providers)}" if providers
                else f"fi_info lists no {'/'.join(sorted(RDMA_PROVIDERS))} provider"
-               if "fi_info" not in self.missing_tools() else "no fi_info")
+               if "fi_info" not in self.missing_tools() else "fi_info not installed")
         tls = sorted({tl for tl, _ in self.ucx_transports if tl in RDMA_UCX_TRANSPORTS})
         ucx = (f"ucx_info -d lists {', '.join(tls)}" if tls
                else "ucx_info -d lists no verbs transport"
-               if "ucx_info" not in self.missing_tools() else "no ucx_info")
+               if "ucx_info" not in self.missing_tools() else "ucx_info not installed")
         cxi = "" if not self.cxi_devices else f", {len(self.cxi_devices)} cxi device(s)"
         return f"{devices}{cxi}; {ofi}; {ucx}"
 
