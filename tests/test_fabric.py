@@ -128,10 +128,14 @@ def _reframe_list(*args, capture=None):
 
 
 def test_reframe_lists_the_native_cases_from_a_captured_node():
-    proc = _reframe_list(capture=ROCE)
+    # this host is one node: the RDMA cases it can list are intranode ones,
+    # which the focused default run leaves to `-t full` (between nodes they
+    # are in it: test_fabric_cases_join_the_default_run_between_nodes)
+    proc = _reframe_list("-t", "full", capture=ROCE)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for transport in ("ucx-rc", "ofi-verbs"):
-        assert f"PingPong %variant=blocking %transport={transport} " in proc.stdout, \
+        assert f"PingPong %variant=blocking %transport={transport} %placement=intranode" \
+            in proc.stdout, \
             proc.stdout[-3000:]
     assert "%transport=ucx-rc-x" not in proc.stdout
     # what the capture lacks is counted once
@@ -166,3 +170,11 @@ def test_a_transport_asked_for_by_name_without_its_fabric_is_refused(transport, 
     assert lines[0].startswith(f"netbench: {discovery.FAMILIES_FILE}: ")
     assert f".transports.{transport}: requires {missing}" in lines[0]
     assert "Found" not in proc.stdout
+
+
+def test_fabric_cases_join_the_default_run_between_nodes():
+    from netbench.checks.generation import fabric_case_in_default_set, is_fabric_transport
+    assert is_fabric_transport("ucx-rc-x") and is_fabric_transport("ofi-cxi")
+    assert not is_fabric_transport("ucx-tcp") and not is_fabric_transport("shm")
+    assert fabric_case_in_default_set("internode")
+    assert not fabric_case_in_default_set("intranode")
