@@ -361,3 +361,17 @@ def test_malformed_rate_and_rdma_classes_name_file_and_key(tmp_path, old, new, k
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"netbench: {path}: {key}: "), lines
     assert problem in lines[0]
+
+
+def test_a_tcp_case_on_an_rdma_class_without_tcp_class_cannot_be_judged(tmp_path):
+    folder, path = _broken_copy(tmp_path, "thresholds.yaml", "    tcp_class: emulated\n", "")
+    references.validate(folder)
+    try:
+        assert references.thresholds_for("efa", "pingpong", "ucx-tcp", folder=folder,
+                                         line_rate_mbps=100000) == {}
+        reason = references.missing_thresholds("efa", "pingpong", "ucx-tcp", folder=folder)
+        assert reason == (f"RDMA class 'efa' names no tcp_class in {path} for the TCP "
+                          f"transport ucx-tcp")
+        assert references.missing_thresholds("efa", "pingpong", "ofi-efa", folder=folder) is None
+    finally:
+        references.validate()
