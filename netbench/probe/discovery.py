@@ -105,6 +105,7 @@ def load_families(path=FAMILIES_FILE):
             for i, alt in enumerate(alternatives):
                 require(alt, "requires", list, path, f"{where}.{tname}[{i}]")
                 require(alt, "env", dict, path, f"{where}.{tname}[{i}]")
+                check_fabric_requirements(alt, path, f"{where}.{tname}[{i}]")
         require(spec, "remote_flags", list, path, family)
         require(spec, "allocation_flags", list, path, family)
         bind = require(spec, "bind", dict, path, family)
@@ -124,6 +125,31 @@ def load_families(path=FAMILIES_FILE):
             if "launchers" in defect:
                 require(defect, "launchers", list, path, where)
     return data
+
+
+#: UCX_TLS names of the fabric's own transports -> what `ucx_info -d` lists
+#: for them (UCX_TLS's aliases: `_v` verbs, `_x` accelerated mlx5)
+UCX_TLS_NEEDS = {"rc_v": "rc_verbs", "rc_verbs": "rc_verbs", "rc_x": "rc_mlx5",
+                 "rc_mlx5": "rc_mlx5", "dc_x": "dc_mlx5", "dc_mlx5": "dc_mlx5",
+                 "dc": "dc_mlx5", "ud_v": "ud_verbs", "ud_verbs": "ud_verbs",
+                 "ud_x": "ud_mlx5", "ud_mlx5": "ud_mlx5"}
+
+
+def check_fabric_requirements(alt, path, where):
+    """A transport whose environment names an RDMA provider (FI_PROVIDER)
+    or UCX transport (UCX_TLS) must require it, so that discovery checks
+    the node has it: refused otherwise, naming the file, the transport
+    and what its `requires` lacks."""
+    env, requires = alt["env"], set(alt["requires"])
+    needed = [f"ofi:{p}" for p in str(env.get("FI_PROVIDER", "")).split(";")
+              if p in fabric.RDMA_PROVIDERS]
+    needed += [f"ucx:{UCX_TLS_NEEDS[t]}" for t in str(env.get("UCX_TLS", "")).split(",")
+               if t in UCX_TLS_NEEDS]
+    missing = [req for req in needed if req not in requires]
+    if missing:
+        raise DataError(path, f"{where}.requires",
+                        f"its env names what fabric discovery must find; add "
+                        f"{', '.join(missing)}")
 
 
 # ---- candidates -------------------------------------------------------------
