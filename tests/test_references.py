@@ -292,13 +292,14 @@ RDMA_TRANSPORTS = ("ucx-rc", "ucx-rc-x", "ucx-dc-x", "ucx-ud", "ucx-ud-x", "ofi-
 
 def test_rdma_classes_exist_for_todays_fabrics():
     assert {"ib-hdr-rdma", "ib-ndr-rdma", "roce-100", "roce-200", "roce-400",
-            "slingshot-rdma", "efa", "omnipath-rdma"} <= set(references.rdma_classes())
+            "slingshot-rdma", "efa-100", "efa-200", "efa-400",
+            "omnipath-rdma"} <= set(references.rdma_classes())
     for transport in RDMA_TRANSPORTS:
         assert references.transport_group(transport) == references.RDMA_GROUP
 
 
 @pytest.mark.parametrize("cname", ["ib-hdr-rdma", "ib-ndr-rdma", "roce-100", "roce-400",
-                                   "slingshot-rdma", "efa", "omnipath-rdma"])
+                                   "slingshot-rdma", "efa-200", "omnipath-rdma"])
 def test_an_rdma_class_never_judges_a_tcp_case(cname):
     """A TCP transport's case on an RDMA partition is judged by the class
     the RDMA class names for TCP (IPoIB's, say), never by RDMA figures."""
@@ -364,14 +365,16 @@ def test_malformed_rate_and_rdma_classes_name_file_and_key(tmp_path, old, new, k
 
 
 def test_a_tcp_case_on_an_rdma_class_without_tcp_class_cannot_be_judged(tmp_path):
-    folder, path = _broken_copy(tmp_path, "thresholds.yaml", "    tcp_class: emulated\n", "")
+    folder, path = _broken_copy(tmp_path, "thresholds.yaml", "    tcp_class: ib-hdr\n", "")
     references.validate(folder)
     try:
-        assert references.thresholds_for("efa", "pingpong", "ucx-tcp", folder=folder,
-                                         line_rate_mbps=100000) == {}
-        reason = references.missing_thresholds("efa", "pingpong", "ucx-tcp", folder=folder)
-        assert reason == (f"RDMA class 'efa' names no tcp_class in {path} for the TCP "
-                          f"transport ucx-tcp")
-        assert references.missing_thresholds("efa", "pingpong", "ofi-efa", folder=folder) is None
+        assert references.thresholds_for("ib-hdr-rdma", "pingpong", "ucx-tcp", folder=folder,
+                                         line_rate_mbps=200000) == {}
+        reason = references.missing_thresholds("ib-hdr-rdma", "pingpong", "ucx-tcp",
+                                               folder=folder)
+        assert reason == (f"RDMA class 'ib-hdr-rdma' names no tcp_class in {path} for the "
+                          f"TCP transport ucx-tcp")
+        assert references.missing_thresholds("ib-hdr-rdma", "pingpong", "ucx-rc-x",
+                                             folder=folder) is None
     finally:
         references.validate()
