@@ -238,3 +238,30 @@ def test_fabric_cases_join_the_default_run_between_nodes():
     assert not is_fabric_transport("ucx-tcp") and not is_fabric_transport("shm")
     assert fabric_case_in_default_set("internode")
     assert not fabric_case_in_default_set("intranode")
+
+
+def test_the_default_run_of_an_rdma_partition_lists_its_native_cases(tmp_path):
+    """A site's InfiniBand partition, declared as an RDMA class, on the
+    captured HDR node: ReFrame's focused default list takes the native
+    transports between its nodes (and no intranode RDMA case)."""
+    import socket
+    import yaml
+    site = yaml.safe_load((paths.CHECKS / "sites" / "example-slurm.yaml").read_text())
+    site.update(name="rdmasite", hostnames=[f"^{socket.gethostname()}$"])
+    ib = site["partitions"][0]
+    ib.update(environs=".*")
+    ib["extras"].update(interconnect="ib-hdr-rdma", nodes=2)
+    site["partitions"] = [ib]
+    (tmp_path / "rdmasite.yaml").write_text(yaml.safe_dump(site))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(session.DROPPED)}
+    env.update(PYTHONPATH=str(paths.REPO), NETBENCH_SITES=str(tmp_path))
+    env[fabric.CAPTURE_VARIABLE] = str(IB)
+    proc = subprocess.run([str(session.BIN / "reframe"), "-C", str(paths.CONFIG),
+                           "-c", str(paths.CHECKS / "pingpong.py"), "-l"], cwd=paths.REPO,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "rdmasite" in proc.stdout
+    for transport in ("ucx-rc-x", "ucx-dc-x", "ucx-ud-x", "ucx-rc", "ucx-ud"):
+        assert (f"PingPong %variant=blocking %transport={transport} %placement=internode"
+                in proc.stdout), (transport, proc.stdout[-3000:])
+        assert f"%transport={transport} %placement=intranode" not in proc.stdout
