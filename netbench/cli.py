@@ -20,7 +20,7 @@ import argparse  # noqa: E402  (after the handler: Ctrl-C during the imports)
 import json  # noqa: E402
 
 from . import __version__, exitcodes, paths, references  # noqa: E402
-from .probe import discovery  # noqa: E402
+from .probe import discovery, fabric  # noqa: E402
 from .datafiles import DataError  # noqa: E402
 from .textsafe import printable  # noqa: E402
 
@@ -45,11 +45,14 @@ def cmd_discover(args):
             "name": m.name, "family": m.family, "version": m.version, "source": m.source,
             "cc": m.cc, "launcher": m.launcher, "prefix": m.prefix,
             "capabilities": sorted(m.capabilities), "transports": m.transports,
+            "fabric_not_found": m.fabric_not_found,
         } for m in mpis], indent=2))
     else:
         for m in mpis:
             print(f"{m.name:18} {m.family:8} {m.version:10} {m.source:7} "
                   f"transports: {', '.join(m.transports)}  ({m.launcher})")
+        # what the RDMA transports found of the node's fabric (probe/fabric.py)
+        print(f"fabric: {fabric.node_fabric().summary()}")
         for cand, err in problems:
             print(f"netbench: {cand.name}: skipped: {err}", file=sys.stderr)
     if not mpis:

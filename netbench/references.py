@@ -101,6 +101,15 @@ SWEEP_SCHEMA = {
     },
 }
 
+#: the transport group an RDMA class judges (thresholds.yaml `judges:`)
+RDMA_GROUP = "rdma"
+#: {check kind: {transport group: {variable: rule}}}
+_KINDS = {"type": "object", "additionalProperties": {
+    "type": "object", "additionalProperties": RULE_SCHEMA}}
+#: what an RDMA class adds: the group it judges, and the class that judges
+#: its partition's TCP cases
+_RDMA_PROPERTIES = {"judges": {"enum": [RDMA_GROUP]}, "tcp_class": _STRING}
+
 THRESHOLDS_SCHEMA = {
     "type": "object",
     "required": ["transport_groups", "classes"],
@@ -122,12 +131,28 @@ THRESHOLDS_SCHEMA = {
                               "mbps": {"type": "array", "minItems": 1,
                                        "items": {"type": "number", "exclusiveMinimum": 0}},
                           }},
+                **_RDMA_PROPERTIES,
             },
-            "additionalProperties": {"type": "object", "additionalProperties": {
-                "type": "object", "additionalProperties": RULE_SCHEMA}},
+            "additionalProperties": _KINDS,
+        }},
+        # one definition expanded to a class per line rate (expand_rate_classes)
+        "rate_classes": {"type": "object", "additionalProperties": {
+            "type": "object",
+            "required": ["description", "rates"],
+            "properties": {
+                "description": _STRING,
+                "link_layer": {"enum": list(LINK_LAYERS)},
+                "rates": {"type": "object", "minProperties": 1, "additionalProperties": {
+                    "type": "number", "exclusiveMinimum": 0}},
+                **_RDMA_PROPERTIES,
+            },
+            "additionalProperties": _KINDS,
         }},
     },
 }
+
+#: the keys of a class that are no check kind
+CLASS_KEYS = ("description", "match", "judges", "tcp_class")
 
 #: the classes links.yaml gives a virtual cluster's partition besides its
 #: `classes`: an unshaped link, and a shaped rate no class has
@@ -244,31 +269,79 @@ def _threshold(path, where, variable, rule, figures):
                      rule.get("per_line_rate_mbps"))
 
 
+def _format_rate(text, mbps):
+    """A rate class's text for one rate: `{gbps}` is the rate in Gbit/s."""
+    return text.replace("{gbps}", f"{mbps / 1000:g}")
+
+
+def expand_rate_classes(data, path):
+    """{class: its definition} of thresholds.yaml: `classes` as written,
+    and each `rate_classes` entry expanded to one class per rate (its
+    `match` from `link_layer`, where given), with the place each came from;
+    a name defined twice is refused."""
+    classes = {name: (spec, f"classes.{name}") for name, spec in data["classes"].items()}
+    for family, spec in (data.get("rate_classes") or {}).items():
+        for name, mbps in spec["rates"].items():
+            where = f"rate_classes.{family}.rates.{name}"
+            if name in classes:
+                raise DataError(path, where, f"class {name!r} is also defined at "
+                                             f"{classes[name][1]}")
+            expanded = {k: v for k, v in spec.items() if k not in ("rates", "link_layer")}
+            expanded["description"] = _format_rate(spec["description"], mbps)
+            if "tcp_class" in spec:
+                expanded["tcp_class"] = _format_rate(spec["tcp_class"], mbps)
+            if "link_layer" in spec:
+                expanded["match"] = {"link_layer": [spec["link_layer"]], "mbps": [mbps]}
+            classes[name] = (expanded, where)
+    return classes
+
+
+def _check_rdma_class(path, where, cname, spec, classes):
+    """An RDMA class judges the `rdma` group only, and names an existing
+    class that is no RDMA class for its partition's TCP cases."""
+    groups = {g for kind, by_group in spec.items() if kind not in CLASS_KEYS
+              for g in by_group}
+    if groups - {RDMA_GROUP}:
+        raise DataError(path, where, f"RDMA class {cname!r} documents transport groups "
+                                     f"{sorted(groups - {RDMA_GROUP})}: it judges only "
+                                     f"{RDMA_GROUP!r}; TCP cases go to its tcp_class")
+    tcp_class = spec.get("tcp_class")
+    if tcp_class is not None and (tcp_class not in classes
+                                  or classes[tcp_class][0].get("judges")):
+        raise DataError(path, f"{where}.tcp_class", f"{tcp_class!r} is no TCP class of "
+                                                    f"{path}")
+
+
 @functools.lru_cache(maxsize=None)
 def _load_thresholds(folder):
     path = Path(folder) / THRESHOLDS_FILE
     figures = load_figures(folder)
     data = validate_schema(load_yaml(path), THRESHOLDS_SCHEMA, path)
     table = {}
-    if AUTO_CLASS in data["classes"]:
-        raise DataError(path, f"classes.{AUTO_CLASS}", "reserved: a partition declaring it has "
-                                                       "its class chosen by `match`")
-    for cname, checks in data["classes"].items():
+    classes = expand_rate_classes(data, path)
+    if AUTO_CLASS in classes:
+        raise DataError(path, classes[AUTO_CLASS][1], "reserved: a partition declaring it "
+                                                      "has its class chosen by `match`")
+    for cname, (checks, cwhere) in classes.items():
+        if checks.get("judges"):
+            _check_rdma_class(path, cwhere, cname, checks, classes)
         for kind, by_group in checks.items():
-            if kind in ("description", "match"):
+            if kind in CLASS_KEYS:
                 continue
             for group, variables in by_group.items():
-                where = f"classes.{cname}.{kind}.{group}"
+                where = f"{cwhere}.{kind}.{group}"
                 table[(cname, kind, group)] = {
                     var: _threshold(path, f"{where}.{var}", var, rule, figures)
                     for var, rule in variables.items()}
-    return table, dict(data["transport_groups"]), tuple(data["classes"])
+    specs = {cname: spec for cname, (spec, _) in classes.items()}
+    wheres = {cname: where for cname, (_, where) in classes.items()}
+    return table, dict(data["transport_groups"]), tuple(classes), specs, wheres
 
 
 def load_thresholds(folder=paths.REFERENCES):
     """{(class, check kind, transport group): {variable: Threshold}} and the
     transport -> group map."""
-    table, groups, _ = _load_thresholds(folder)
+    table, groups, *_ = _load_thresholds(folder)
     return table, groups
 
 
@@ -281,16 +354,17 @@ def interconnect_classes(folder=paths.REFERENCES):
 def class_matches(folder=paths.REFERENCES):
     """{class: its `match`} of the classes a discovered link can select
     (`interconnect: auto`), in the file's order."""
-    _load_thresholds(folder)          # validated there
+    _, _, _, specs, wheres = _load_thresholds(folder)          # validated there
     path = Path(folder) / THRESHOLDS_FILE
     matches, seen = {}, {}
-    for cname, spec in load_yaml(path)["classes"].items():
+    for cname, spec in specs.items():
         if "match" not in spec:
             continue
         for link in ((layer, float(mbps)) for layer in spec["match"]["link_layer"]
                      for mbps in spec["match"]["mbps"]):
             if link in seen:
-                raise DataError(path, f"classes.{cname}.match",
+                where = wheres[cname]
+                raise DataError(path, f"{where}.match" if where.startswith("classes.") else where,
                                 f"the same links as class {seen[link]!r}")
             seen[link] = cname
         matches[cname] = spec["match"]
@@ -303,6 +377,23 @@ def transport_group(transport, folder=paths.REFERENCES):
     return groups.get(transport, transport)
 
 
+def rdma_classes(folder=paths.REFERENCES):
+    """The RDMA classes (`judges: rdma`): a partition declaring one runs
+    its jobs over the fabric's own data path."""
+    return sorted(c for c, spec in _load_thresholds(folder)[3].items() if spec.get("judges"))
+
+
+def judging_class(interconnect, transport, folder=paths.REFERENCES):
+    """The class whose figures judge `transport`'s case on a partition of
+    class `interconnect`: the class itself, except that an RDMA class hands
+    its partition's TCP cases to its `tcp_class` (none: no class judges
+    them), so that an RDMA figure never judges a TCP case."""
+    spec = _load_thresholds(folder)[3].get(interconnect) or {}
+    if not spec.get("judges") or transport_group(transport, folder) == spec["judges"]:
+        return interconnect
+    return spec.get("tcp_class", "")
+
+
 def thresholds_for(interconnect, kind, transport, folder=paths.REFERENCES,
                    line_rate_mbps=None):
     """{variable: Threshold} for a check of `kind` using `transport` on a
@@ -310,6 +401,7 @@ def thresholds_for(interconnect, kind, transport, folder=paths.REFERENCES,
     A rule whose figure was measured on a line rate (`per_line_rate_mbps`)
     is scaled to the partition's `line_rate_mbps`, and left out without one."""
     table, _ = load_thresholds(folder)
+    interconnect = judging_class(interconnect, transport, folder)
     out = {}
     for var, th in table.get((interconnect, kind, transport_group(transport, folder)),
                              {}).items():
@@ -327,7 +419,7 @@ def missing_thresholds(interconnect, kind, transport, folder=paths.REFERENCES):
     `interconnect` can be judged, or is informational by design (no class
     documents that kind and transport group); else one line saying why it
     cannot be judged."""
-    table, _, classes = _load_thresholds(folder)
+    table, _, classes, *_ = _load_thresholds(folder)
     path = Path(folder) / THRESHOLDS_FILE
     if not interconnect:
         return (f"the partition declares no interconnect class (extras.interconnect; "
@@ -335,6 +427,11 @@ def missing_thresholds(interconnect, kind, transport, folder=paths.REFERENCES):
     if interconnect not in classes:
         return (f"interconnect class {interconnect!r} is not in {path} "
                 f"(classes: {', '.join(sorted(classes))})")
+    judging = judging_class(interconnect, transport, folder)
+    if not judging:
+        return (f"RDMA class {interconnect!r} names no tcp_class in {path} for the TCP "
+                f"transport {transport}")
+    interconnect = judging
     group = transport_group(transport, folder)
     if (interconnect, kind, group) in table:
         return None

@@ -57,6 +57,11 @@ def requested_tags(argv=None):
     return _selection_options(sys.argv[1:] if argv is None else argv).tag
 
 
+def requested_names(argv=None):
+    """The command line's `-n` patterns."""
+    return _selection_options(sys.argv[1:] if argv is None else argv).name
+
+
 def plan(candidates, partition_problem, environment_problem, in_scope=None):
     """The partitions and environments a check keeps, and why the others
     were dropped.

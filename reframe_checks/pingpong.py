@@ -6,7 +6,8 @@ import reframe as rfm
 from reframe.core.builtins import parameter, run_before
 
 from netbench import benchspec, checks
-from netbench.checks.generation import network_transport_of
+from netbench.checks.generation import (fabric_case_in_default_set, is_fabric_transport,
+                                       network_transport_of)
 
 checks.require_netbench_config()
 
@@ -20,13 +21,16 @@ class PingPong(checks.PingPongBase):
     tags = {"pingpong"}
 
     def in_default_set(self, env):
-        # blocking, over shared memory on one node and over the MPI's own
-        # network transport; the other transports and the non-blocking
-        # variant are one `-t full` away
+        # blocking, over shared memory on one node, over the MPI's own
+        # network transport, and over the fabric's own data path between
+        # nodes where discovery found one (its RDMA transports); the other
+        # transports and the non-blocking variant are one `-t full` away
         if self.variant != "blocking":
             return False
         if self.transport == "shm":
             return self.placement == "intranode"
+        if is_fabric_transport(self.transport):
+            return fabric_case_in_default_set(self.placement)
         return self.transport == network_transport_of(env)
 
     @run_before("run")

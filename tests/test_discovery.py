@@ -165,3 +165,27 @@ def test_malformed_known_defect_names_file_and_key(tmp_path, families):
     with pytest.raises(discovery.DataError) as err:
         discovery.load_families(bad)
     assert str(err.value) == f"{bad}: mpich.known_defects[0].min_ranks: missing"
+
+
+@pytest.mark.parametrize("transport, env, missing", [
+    ("ofi-tcp", {"FI_PROVIDER": "cxi"}, "ofi:cxi"),
+    ("ucx-tcp", {"UCX_TLS": "rc_x,self"}, "ucx:rc_mlx5"),
+    ("ofi-verbs", {"FI_PROVIDER": "verbs;ofi_rxm"}, "ofi:verbs"),
+])
+def test_an_env_naming_a_fabric_path_its_requires_lack_is_refused(tmp_path, families,
+                                                                  transport, env, missing):
+    """A transport edited to force an RDMA provider or UCX transport that
+    discovery is not asked to find would run where the node lacks it: the
+    families file is refused, naming the transport and what is missing."""
+    alt = families["mpich"]["transports"][transport][0]
+    edited = dict(alt, env=dict(alt["env"], **env),
+                  requires=[r for r in alt["requires"] if not r.startswith(("ofi:", "ucx:"))])
+    data = {"mpich": dict(families["mpich"],
+                          transports=dict(families["mpich"]["transports"],
+                                          **{transport: [edited]}))}
+    bad = tmp_path / "families.yaml"
+    bad.write_text(yaml.safe_dump(data))
+    with pytest.raises(discovery.DataError) as err:
+        discovery.load_families(bad)
+    assert str(err.value).startswith(f"{bad}: mpich.transports.{transport}[0].requires: ")
+    assert missing in str(err.value)

@@ -195,7 +195,7 @@ def _netbench_references(folder):
      "classes.ib-hdr.match.mbps[0]", None),
     ("thresholds.yaml", "match: {link_layer: [infiniband], mbps: [200000]}",
      "match: {link_layer: [ethernet], mbps: [10000]}",
-     "classes.ib-hdr.match", "the same links as class '10gbe'"),
+     "rate_classes.ethernet.rates.10gbe", "the same links as class 'ib-hdr'"),
     # the sources' findings (report/findings.py)
     ("findings.yaml", "at_most: 20.0", "at_most: lots", "findings.mpi-tcp-internode.at_most",
      "expected a finite number, got str 'lots'"),
@@ -236,3 +236,145 @@ def test_shipped_references_validate():
     proc = _netbench_references(paths.REFERENCES)
     assert proc.returncode == 0, proc.stderr
     assert "documented figures" in proc.stdout
+
+
+# ---- one definition per kind of link; RDMA classes (issue #34) ----------------
+
+def _class_blocks(path):
+    """Every class as `path` spells it, less its wording and line rate:
+    {name: its text block}."""
+    import yaml
+    data = yaml.safe_load(Path(path).read_text())
+    blocks = {}
+    for name, spec in data["classes"].items():
+        spec = {k: v for k, v in spec.items() if k != "description"}
+        if "match" in spec:
+            spec["match"] = spec["match"]["link_layer"]
+        blocks[name] = yaml.safe_dump(spec, sort_keys=True)
+    return blocks
+
+
+def _first_copy(path):
+    seen = {}
+    for name, block in _class_blocks(path).items():
+        if block in seen:
+            return name, seen[block]
+        seen[block] = name
+    return None
+
+
+def test_no_two_classes_are_copies_of_one_block(tmp_path):
+    """Classes that differ only by their line rate are one `rate_classes`
+    entry: no two written classes have the same rules and link layer."""
+    assert _first_copy(paths.REFERENCES / references.THRESHOLDS_FILE) is None
+    # the rule sees a copied block: 25gbe written out beside the family
+    copied = tmp_path / "thresholds.yaml"
+    text = (paths.REFERENCES / references.THRESHOLDS_FILE).read_text()
+    block = ("  copy-a:\n    match: {link_layer: [ethernet], mbps: [1]}\n"
+             "    pingpong: {network: {latency: {ref: x, lower: null, upper: 0.0, unit: us}}}\n")
+    copied.write_text(text.replace("classes:\n  intranode:", "classes:\n" + block
+                                   + block.replace("copy-a", "copy-b").replace("[1]", "[2]")
+                                   + "  intranode:", 1))
+    assert _first_copy(copied) == ("copy-b", "copy-a")
+
+
+def test_ethernet_rates_are_one_definition_keeping_their_names():
+    for name, mbps in (("10gbe", 10000), ("25gbe", 25000), ("100gbe", 100000),
+                       ("200gbe", 200000), ("400gbe", 400000)):
+        assert references.class_matches()[name] == {"link_layer": ["ethernet"], "mbps": [mbps]}
+        peak = references.thresholds_for(name, "pingpong", "tcp", line_rate_mbps=mbps)["peak_bw"]
+        assert peak.reference[0] == pytest.approx(0.93075 * mbps)
+
+
+RDMA_TRANSPORTS = ("ucx-rc", "ucx-rc-x", "ucx-dc-x", "ucx-ud", "ucx-ud-x", "ofi-verbs",
+                   "ofi-cxi", "ofi-efa", "ofi-psm3", "ofi-opx")
+
+
+def test_rdma_classes_exist_for_todays_fabrics():
+    assert {"ib-hdr-rdma", "ib-ndr-rdma", "roce-100", "roce-200", "roce-400",
+            "slingshot-rdma", "efa-100", "efa-200", "efa-400",
+            "omnipath-rdma"} <= set(references.rdma_classes())
+    for transport in RDMA_TRANSPORTS:
+        assert references.transport_group(transport) == references.RDMA_GROUP
+
+
+@pytest.mark.parametrize("cname", ["ib-hdr-rdma", "ib-ndr-rdma", "roce-100", "roce-400",
+                                   "slingshot-rdma", "efa-200", "omnipath-rdma"])
+def test_an_rdma_class_never_judges_a_tcp_case(cname):
+    """A TCP transport's case on an RDMA partition is judged by the class
+    the RDMA class names for TCP (IPoIB's, say), never by RDMA figures."""
+    rdma = references.thresholds_for(cname, "pingpong", "ucx-rc-x", line_rate_mbps=200000)
+    assert rdma
+    for transport in ("tcp", "ofi-tcp", "ucx-tcp"):
+        judging = references.judging_class(cname, transport)
+        assert judging not in references.rdma_classes()
+        tcp = references.thresholds_for(cname, "pingpong", transport, line_rate_mbps=200000)
+        assert tcp and tcp != rdma
+        assert tcp == references.thresholds_for(judging, "pingpong", transport,
+                                                line_rate_mbps=200000)
+    # and a TCP class holds no RDMA case to its TCP figures
+    assert references.thresholds_for("ib-hdr", "pingpong", "ucx-rc-x",
+                                      line_rate_mbps=200000) == {}
+
+
+def test_an_rdma_class_judges_the_native_path_against_the_line_rate():
+    """HDR's RDMA path: OSU's 192 of 200 Gbit/s less 10 %; a TCP fallback's
+    latency (IPoIB, tens of microseconds) fails, a healthy 1.3 us passes."""
+    from reframe.utility.sanity import evaluate
+    from reframe.core.exceptions import SanityError
+    import reframe.utility.sanity as sn
+    th = references.thresholds_for("ib-hdr-rdma", "pingpong", "ucx-rc-x",
+                                   line_rate_mbps=200000)
+    value, lower, upper, _ = th["peak_bw"].reference
+    assert evaluate(sn.assert_reference(185000, value, lower, upper))
+    with pytest.raises(SanityError):
+        evaluate(sn.assert_reference(100000, value, lower, upper))
+    value, lower, upper, _ = th["latency"].reference
+    assert evaluate(sn.assert_reference(1.3, value, lower, upper))
+    with pytest.raises(SanityError):
+        evaluate(sn.assert_reference(20.0, value, lower, upper))
+
+
+def test_every_rdma_figure_cites_a_published_source():
+    table, _ = references.load_thresholds()
+    rdma = [th for (cname, _, group), rules in table.items()
+            if group == references.RDMA_GROUP for th in rules.values()]
+    assert rdma
+    for th in rdma:
+        cite = th.figure.citation
+        assert re.search(r"https?://\S+", cite) or cite.startswith("000_0a10b582eb0a2537.txt"), \
+            th.figure.key
+
+
+@pytest.mark.parametrize("old,new,key,problem", [
+    ("rates: {10gbe: 10000,", "rates: {gige: 1000, 10gbe: 10000,",
+     "rate_classes.ethernet.rates.gige", "class 'gige' is also defined at classes.gige"),
+    ("    tcp_class: ib-hdr\n", "    tcp_class: ib-hdr-rdma\n",
+     "classes.ib-hdr-rdma.tcp_class", "'ib-hdr-rdma' is no TCP class"),
+    ("    tcp_class: ib-hdr\n    pingpong:\n      rdma:\n",
+     "    tcp_class: ib-hdr\n    pingpong:\n      network:\n",
+     "classes.ib-hdr-rdma", "RDMA class 'ib-hdr-rdma' documents transport groups ['network']"),
+])
+def test_malformed_rate_and_rdma_classes_name_file_and_key(tmp_path, old, new, key, problem):
+    folder, path = _broken_copy(tmp_path, "thresholds.yaml", old, new)
+    proc = _netbench_references(folder)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"netbench: {path}: {key}: "), lines
+    assert problem in lines[0]
+
+
+def test_a_tcp_case_on_an_rdma_class_without_tcp_class_cannot_be_judged(tmp_path):
+    folder, path = _broken_copy(tmp_path, "thresholds.yaml", "    tcp_class: ib-hdr\n", "")
+    references.validate(folder)
+    try:
+        assert references.thresholds_for("ib-hdr-rdma", "pingpong", "ucx-tcp", folder=folder,
+                                         line_rate_mbps=200000) == {}
+        reason = references.missing_thresholds("ib-hdr-rdma", "pingpong", "ucx-tcp",
+                                               folder=folder)
+        assert reason == (f"RDMA class 'ib-hdr-rdma' names no tcp_class in {path} for the "
+                          f"TCP transport ucx-tcp")
+        assert references.missing_thresholds("ib-hdr-rdma", "pingpong", "ucx-rc-x",
+                                             folder=folder) is None
+    finally:
+        references.validate()

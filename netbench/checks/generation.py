@@ -15,13 +15,31 @@ import reframe as rfm
 import reframe.core.runtime as rt
 from reframe.core.builtins import run_after
 
-from .. import selection
-from ..probe import discovery
+from .. import references, selection
+from ..probe import discovery, fabric
 from .base import ANY_NETWORK, RAW_TCP
+
+
+#: the reason RDMA cases were not generated (selection's not-generated lines)
+RDMA_NOT_FOUND = ("RDMA transports whose device or provider fabric discovery did not find "
+                  "(netbench/probe/fabric.py)")
 
 
 def offered_transports(env):
     return env.extras.get("transports", {}) or {}
+
+
+def is_fabric_transport(transport):
+    """Whether `transport` is a fabric's own data path (thresholds.yaml's
+    transport group `rdma`: UCX over verbs, libfabric's RDMA providers)."""
+    return references.transport_group(transport) == references.RDMA_GROUP
+
+
+def fabric_case_in_default_set(placement):
+    """A fabric's RDMA path belongs to the focused default run between
+    nodes: on one node the bytes only loop through the adapter, which no
+    class of thresholds.yaml describes (`-t full` still runs it)."""
+    return placement == "internode"
 
 
 def network_transport_of(env):
@@ -55,9 +73,29 @@ class CaseGeneration(rfm.RegressionTestPlugin):
         self.tags = set(self.tags) | {selection.FULL_TAG}
         if any(self.in_default_set(e) for es in candidates.values() for e in es):
             self.tags.add(selection.DEFAULT_TAG)
+        dropped.update(self.cases_without_fabric(candidates))
         selection.record_not_generated(dropped, self.tags, display_name=self.display_name)
         self.valid_systems = [p.fullname for p in parts]
         self.valid_prog_environs = envs
+
+    def cases_without_fabric(self, candidates):
+        """{(reason, detail): cases} of the RDMA transports' cases this
+        check would have had beside the MPI's TCP one, on a node whose
+        fabric discovery found no device or provider for them.  Such a
+        transport is no parameter value here (no MPI offers it), so the
+        check's variant for the MPI's network transport counts them: one
+        per case of it that could run, in the full matrix (a focused run
+        cannot generate them either), and RDMA transport the MPI could
+        have run."""
+        if "transport" not in type(self).param_space.params:
+            return {}
+        n = sum(len(env.extras.get("fabric_not_found") or {})
+                for part, envs in candidates.items() if self.partition_problem(part) is None
+                for env in envs if self.transport == network_transport_of(env)
+                and self.environment_problem(env) is None)
+        if not n:
+            return {}
+        return {(RDMA_NOT_FOUND, fabric.node_fabric().summary()): n}
 
     # ---- the rules; None: a case can run there ----
 

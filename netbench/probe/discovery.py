@@ -25,6 +25,7 @@ from pathlib import Path
 
 from .. import paths
 from ..datafiles import DataError, load_yaml, require
+from . import fabric
 
 FAMILIES_FILE = paths.DATA / "mpi_families.yaml"
 FABRICS_FILE = paths.DATA / "fabrics.yaml"
@@ -57,6 +58,9 @@ class MPI:
     fabric: str = ""     # a Spack view's fabric (data/fabrics.yaml), else ""
     # transport -> [{min_ranks, placements, why}]: runs this build is known to fail
     known_defects: dict = dataclasses.field(default_factory=dict)
+    # transport -> [fabric requirement not found]: RDMA transports this MPI
+    # could run, which this node's fabric (probe/fabric.py) cannot carry
+    fabric_not_found: dict = dataclasses.field(default_factory=dict)
 
     @property
     def features(self):
@@ -101,6 +105,7 @@ def load_families(path=FAMILIES_FILE):
             for i, alt in enumerate(alternatives):
                 require(alt, "requires", list, path, f"{where}.{tname}[{i}]")
                 require(alt, "env", dict, path, f"{where}.{tname}[{i}]")
+                check_fabric_requirements(alt, path, f"{where}.{tname}[{i}]")
         require(spec, "remote_flags", list, path, family)
         require(spec, "allocation_flags", list, path, family)
         bind = require(spec, "bind", dict, path, family)
@@ -120,6 +125,31 @@ def load_families(path=FAMILIES_FILE):
             if "launchers" in defect:
                 require(defect, "launchers", list, path, where)
     return data
+
+
+#: UCX_TLS names of the fabric's own transports -> what `ucx_info -d` lists
+#: for them (UCX_TLS's aliases: `_v` verbs, `_x` accelerated mlx5)
+UCX_TLS_NEEDS = {"rc_v": "rc_verbs", "rc_verbs": "rc_verbs", "rc_x": "rc_mlx5",
+                 "rc_mlx5": "rc_mlx5", "dc_x": "dc_mlx5", "dc_mlx5": "dc_mlx5",
+                 "dc": "dc_mlx5", "ud_v": "ud_verbs", "ud_verbs": "ud_verbs",
+                 "ud_x": "ud_mlx5", "ud_mlx5": "ud_mlx5"}
+
+
+def check_fabric_requirements(alt, path, where):
+    """A transport whose environment names an RDMA provider (FI_PROVIDER)
+    or UCX transport (UCX_TLS) must require it, so that discovery checks
+    the node has it: refused otherwise, naming the file, the transport
+    and what its `requires` lacks."""
+    env, requires = alt["env"], set(alt["requires"])
+    needed = [f"ofi:{p}" for p in str(env.get("FI_PROVIDER", "")).split(";")
+              if p in fabric.RDMA_PROVIDERS]
+    needed += [f"ucx:{UCX_TLS_NEEDS[t]}" for t in str(env.get("UCX_TLS", "")).split(",")
+               if t in UCX_TLS_NEEDS]
+    missing = [req for req in needed if req not in requires]
+    if missing:
+        raise DataError(path, f"{where}.requires",
+                        f"its env names what fabric discovery must find; add "
+                        f"{', '.join(missing)}")
 
 
 # ---- candidates -------------------------------------------------------------
@@ -283,7 +313,8 @@ def capabilities(cand, family, families):
 
 
 def offered_transports(family, caps, families):
-    """Transport name -> environment, for the transports `caps` allow."""
+    """Transport name -> environment, for the transports `caps` (the MPI's
+    and the fabric's, netbench.probe.fabric) allow."""
     offered = {}
     for tname, alternatives in families[family]["transports"].items():
         for alt in alternatives:
@@ -293,20 +324,43 @@ def offered_transports(family, caps, families):
     return offered
 
 
-def probe(cand, families):
+def transports_without_fabric(family, caps, fabric_caps, families):
+    """{transport: [what fabric discovery did not find]} of the transports
+    the MPI itself could run (`caps`) but the node's fabric (`fabric_caps`)
+    cannot carry: an RDMA transport on a node without its device or
+    provider."""
+    missing = {}
+    for tname, alternatives in families[family]["transports"].items():
+        mpi_ready = [alt for alt in alternatives
+                     if all(req in caps for req in alt["requires"]
+                            if not fabric.is_fabric_requirement(req))]
+        lacks = [[req for req in alt["requires"] if fabric.is_fabric_requirement(req)
+                  and req not in fabric_caps] for alt in mpi_ready]
+        if lacks and all(lacks):
+            missing[tname] = lacks[0]
+    return missing
+
+
+def probe(cand, families, fabric_caps=None):
     check_name(cand)
     family, version = identify(cand.launcher, families)
     if family not in CAPABILITY_PARSERS:
         raise DiscoveryError(f"{cand.launcher}: no capability parser for family {family}")
     caps = capabilities(cand, family, families)
-    transports = offered_transports(family, caps, families)
-    fabric = view_fabric(cand)
-    if fabric:
-        transports = {t: env for t, env in transports.items() if t in load_fabrics()[fabric]}
+    if fabric_caps is None:
+        fabric_caps = fabric.node_fabric().capabilities
+    transports = offered_transports(family, caps | fabric_caps, families)
+    not_found = transports_without_fabric(family, caps, fabric_caps, families)
+    view = view_fabric(cand)
+    if view:
+        allowed = load_fabrics()[view]
+        transports = {t: env for t, env in transports.items() if t in allowed}
+        not_found = {t: why for t, why in not_found.items() if t in allowed}
     return MPI(name=cand.name, source=cand.source, family=family, version=version,
                cc=cand.cc, launcher=cand.launcher, prefix=cand.prefix, capabilities=caps,
-               transports=transports, fabric=fabric,
-               known_defects=known_defects(family, version, transports, families))
+               transports=transports, fabric=view,
+               known_defects=known_defects(family, version, transports, families),
+               fabric_not_found=not_found)
 
 
 def known_defects(family, version, transports, families):
@@ -339,8 +393,8 @@ def known_defect(defects, transport, placement, ranks, launcher=None):
 
 def load_fabrics(path=FABRICS_FILE):
     data = load_yaml(path)
-    for fabric, transports in data.items():
-        require(data, fabric, list, path, "")
+    for view_kind in data:
+        require(data, view_kind, list, path, "")
     return data
 
 
@@ -389,6 +443,33 @@ def environment_variables(mpi, families):
     if mpi.prefix:
         env["PATH"] = f"{mpi.prefix}/bin:$PATH"
     return env
+
+
+def refuse_transport_without_fabric(transport, mpis, families_file=FAMILIES_FILE):
+    """DataError, one line (file, transport, what is missing), when
+    `transport` was asked for explicitly and no MPI offers it because
+    fabric discovery did not find what it requires; None otherwise."""
+    if any(transport in m.transports for m in mpis):
+        return
+    lacking = [m for m in mpis if transport in m.fabric_not_found]
+    if not lacking:
+        return
+    first = lacking[0]
+    found = fabric.node_fabric()
+    raise DataError(families_file, f"{first.family}.transports.{transport}",
+                    f"requires {', '.join(first.fabric_not_found[transport])}, which fabric "
+                    f"discovery did not find ({found.summary()})")
+
+
+#: ReFrame's name of a test parameter's value in a test's name
+TRANSPORT_IN_NAME = re.compile(r"transport=([A-Za-z0-9_+-]+)")
+
+
+def requested_transports(name_patterns):
+    """The transports a command line's `-n` patterns name explicitly
+    (`-n 'PingPong.*%transport=ucx-rc-x'`)."""
+    return sorted({m.group(1) for pattern in name_patterns
+                   for m in TRANSPORT_IN_NAME.finditer(pattern)})
 
 
 __all__ = ["MPI", "Candidate", "DataError", "DiscoveryError", "RefusedName", "discover", "probe",

@@ -56,6 +56,9 @@ def environment(mpi, families):
             "transports": mpi.transports,
             "fabric": mpi.fabric,
             "known_defects": mpi.known_defects,
+            # RDMA transports the MPI could run that this node's fabric
+            # cannot carry (probe/fabric.py): counted, never generated
+            "fabric_not_found": mpi.fabric_not_found,
         },
     }
 
@@ -183,11 +186,21 @@ def say_refused(cand, err):
         print(f"netbench: {err}", file=sys.stderr)
 
 
+def refuse_requested_transports_without_fabric(mpis, argv=None):
+    """A transport the command line names (`-n '...%transport=ucx-rc-x'`)
+    whose device or provider fabric discovery did not find: DataError, one
+    line naming mpi_families.yaml, the transport and what is missing."""
+    from .. import selection
+    for transport in discovery.requested_transports(selection.requested_names(argv)):
+        discovery.refuse_transport_without_fabric(transport, mpis)
+
+
 def site_configuration(mpis=None):
     """The whole configuration dictionary ReFrame expects, for the
     discovered MPIs (or `mpis`).  Pure: see the module's docstring."""
     if mpis is None:
         families, mpis = discovered_mpis()
+        refuse_requested_transports_without_fabric(mpis)
     else:
         families = discovery.load_families()
     envs = [environment(m, families) for m in mpis]
