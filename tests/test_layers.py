@@ -277,6 +277,10 @@ def test_an_mpi_slowed_by_its_transport_settings_is_named_beside_raw_tcp(tmp_pat
     assert healthy["record"]["layers"]["attributions"] == [], healthy["record"]["layers"]
     assert healthy["record"]["layers"]["not_run"] == {
         "verbs": f"no RDMA device: {checks_layers.RDMA_SYSFS} lists none"}
+    # said once, at the end of the session, before its verdict
+    assert proc.stdout.count("verbs layer not run") == 1, proc.stdout[-2000:]
+    assert (f"netbench: verbs layer not run beside the MPI in 1 case: no RDMA device: "
+            f"{checks_layers.RDMA_SYSFS} lists none\n") in proc.stdout
 
     proc, slowed = mpi_vs_tcp_case({"NETBENCH_MPI_FAMILIES": str(slowed_families(tmp_path))})
     stored = slowed["record"]["layers"]
