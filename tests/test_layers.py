@@ -297,3 +297,22 @@ def test_an_mpi_slowed_by_its_transport_settings_is_named_beside_raw_tcp(tmp_pat
     html = page.render_report([session])
     assert "below raw TCP at 256 KiB to 1 MiB" in html
     assert "verbs layer not run beside the MPI in 1 case: no RDMA device" in html
+
+
+# ---- whether the verbs layer runs -----------------------------------------------
+
+def test_the_verbs_layer_says_why_it_does_not_run(tmp_path):
+    sysfs = tmp_path / "infiniband"
+    assert checks_layers.verbs_problem("intranode", sysfs) == \
+        f"no RDMA device: {sysfs} lists none"
+    (sysfs / "mlx5_0").mkdir(parents=True)      # a device as the kernel lists one
+    assert checks_layers.rdma_devices(sysfs) == ["mlx5_0"]
+    assert checks_layers.verbs_problem("intranode", sysfs, search_path=str(tmp_path)) == \
+        ("no perftest (ib_write_bw) in views/tools/bin or on PATH: spack.yaml builds it "
+         "for the RDMA fabrics")
+
+
+def test_the_verbs_run_goes_through_the_device_with_server_and_client_on_the_node():
+    command = checks_layers.verbs_command("mlx5_0", "verbs_bw.out", search_path="/nonexistent")
+    assert command == ("ib_write_bw -a -F -d mlx5_0 > verbs_bw.out.server 2>&1 & sleep 1; "
+                       "ib_write_bw -a -F -d mlx5_0 localhost > verbs_bw.out 2>&1; wait")
