@@ -128,8 +128,17 @@ def cmd_publish(args):
     latest = reports_dir / "latest"
     page = latest if latest.resolve() == folder.resolve() else folder   # an older session
     print(f"netbench: HTML report {page / 'index.html'} (session {folder.name})")
+    print_layer_notes(folder / "run-report.json")
     print_verdict(folder / "run-report.json")
     return 0
+
+
+def print_layer_notes(run_report):
+    """Once per reason, a layer not run beside the MPIs (the page's notes)."""
+    from . import report
+    from .report import page
+    for note in page.layer_notes([report.load_session(run_report)]):
+        print(printable(f"netbench: {note}"))
 
 
 def cmd_baseline(args):

@@ -1,11 +1,15 @@
-"""MPI against raw TCP on the same message sizes, side by side in one job
-(seed 000, Figures 2 and 4: the loss MPI adds over the TCP it runs on)."""
+"""MPI against the layers below it on the same message sizes, side by side
+in one job on the same pair: raw TCP (seed 000, Figures 2 and 4: the loss
+MPI adds over the TCP it runs on) and, where an RDMA device and perftest are
+found, the verbs (issue #34).  The record keeps each layer's figures and
+where the loss is (netbench/checks/layers.py, netbench/judgement/layers.py)."""
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 from reframe.core.builtins import parameter, performance_function, run_before, sanity_function
 
 from netbench import benchspec, checks
+from netbench.checks import layers
 
 checks.require_netbench_config()
 
@@ -21,6 +25,8 @@ class MpiVsTcp(checks.PingPongBase):
         return False        # raw TCP once per run is TcpSocketBuffer's; this runs it per MPI
     category = "mpi_vs_tcp"
     tcp_output = "tcp.out"
+    #: perftest's ib_write_bw through the node's RDMA device, where one is found
+    verbs_output = "verbs_bw.out"
 
     def tcp_command(self):
         # -P busy-polls the socket as the MPI progress engines do, so the
@@ -47,6 +53,12 @@ class MpiVsTcp(checks.PingPongBase):
         # sweep; first of the post-run commands: the link counters'
         # snapshot (see NetbenchRun.count_link_traffic) must include it
         self.postrun_cmds.insert(0, f"{self.tcp_command()} > {self.tcp_output}")
+        # the verbs layer beside them, after the TCP run, where it can run;
+        # why not is the record's (`layers.not_run`), the same words in every case
+        self.verbs_not_run = layers.verbs_problem(self.placement)
+        if not self.verbs_not_run:
+            device = layers.rdma_devices()[0]
+            self.postrun_cmds.insert(1, layers.verbs_command(device, self.verbs_output))
 
     def judged_by(self):
         # the MPI figures are PingPong's to judge: this check holds its raw
@@ -66,6 +78,26 @@ class MpiVsTcp(checks.PingPongBase):
         # the MPI sweep, then the raw TCP sweep beside it (the report's
         # overhead curve compares the two)
         return super().measured_series() + [self.series_of("tcp")]
+
+    def measured_layers(self):
+        """Each layer's figures from the runs parsed once (the MPI's and
+        raw TCP's launches; perftest's table), and where the loss is."""
+        curves = {"mpi": self.first_launch(self.main_run())["rows"],
+                  "tcp": self.first_launch("tcp")["rows"]}
+        not_run = {}
+        if self.verbs_not_run:
+            not_run["verbs"] = self.verbs_not_run
+        else:
+            try:
+                curves["verbs"] = layers.parse_verbs(self.read_stage_file(self.verbs_output),
+                                                     self.verbs_output)
+            except ValueError as err:
+                not_run["verbs"] = f"perftest gave no table: {err}"
+        transport_env = self.current_environ.extras.get("transports", {}).get(
+            self.transport, {})
+        added = {k: v for k, v in self.env_vars.items() if transport_env.get(k) != v}
+        return layers.layers_record(curves, not_run, self.line_rate().mbps, transport_env,
+                                    added)
 
     @sanity_function
     def validate_both_runs(self):

@@ -76,6 +76,8 @@ MPICH_UCX = "mpich@5.0.1 device=ch4 netmod=ucx +slurm ^ucx +verbs +rc +dc +ud +m
      "netpipe variant mpi is boolean: use +mpi or ~mpi"),
     ("- iperf3@3.17.1", "- iperf@3.17.1", "spack.specs[2]",
      "unknown package 'iperf' (neither in the builtin facts nor the local repository)"),
+    ("- perftest@4.5-0.17", "- perftest@4.6", "spack.specs[3]",
+     "perftest@4.6: no such version (known: 4.5-0.17)"),
     ("commit: 1e8cf059e35d55c4fe1142fed41785bedf6c7246", "commit: 0123abc",
      "spack.repos.builtin.commit",
      "the builtin facts are of commit 1e8cf059e35d55c4fe1142fed41785bedf6c7246: pin that one"),
@@ -161,6 +163,15 @@ def test_the_local_repository_is_read_from_its_recipes():
     assert packages["netpipe"].versions == ["3.7.2"]
     assert packages["netpipe"].defaults() == {"mpi": True}
     assert packages["netbench"].versions == ["main"]
+    assert packages["perftest"].versions == ["4.5-0.17"]
+
+
+def test_perftest_lands_beside_iperf3_in_the_tools_view():
+    """The verbs layer's tests talk to the device, not to an MPI: one build
+    in views/tools serves every RDMA fabric's view (MpiVsTcp looks there)."""
+    problems, summary = spackcheck.check()
+    assert problems == []
+    assert sorted(summary["folders"]["tools"]) == ["iperf3@3.17.1", "perftest@4.5-0.17"]
 
 
 # ---- views become ReFrame environments -----------------------------------------------

@@ -53,12 +53,18 @@ class Recording(rfm.RegressionTestPlugin):
                                           self.provenance(), group=self.scaling_group(),
                                           runs=self.measured_runs(),
                                           node_state=nodestate.parse_job_output(
-                                              self.read_stage_file(self.node_state_output)))
+                                              self.read_stage_file(self.node_state_output)),
+                                          layers=self.measured_layers())
 
     def measured_runs(self):
         """{run name: every launch, parsed} (results.record `runs`); {} for
         checks whose output is not netbench's benchmark's."""
         return {}
+
+    def measured_layers(self):
+        """The layers below the MPI measured beside it (results.record
+        `layers`), None for checks that measure one layer."""
+        return None
 
     def measured_series(self):
         """The series the case measured (results.record), read from its

@@ -27,7 +27,10 @@ from .. import paths
 from ..datafiles import DataError, load_yaml, require
 from . import fabric
 
-FAMILIES_FILE = paths.DATA / "mpi_families.yaml"
+#: how each MPI family launches and forces each transport; NETBENCH_MPI_FAMILIES
+#: names a copy to run with instead (a transport's environment edited, as
+#: tests/test_layers.py slows one), read by every process of a session alike
+FAMILIES_FILE = Path(os.environ.get("NETBENCH_MPI_FAMILIES") or paths.DATA / "mpi_families.yaml")
 FABRICS_FILE = paths.DATA / "fabrics.yaml"
 LAUNCHER_NAMES = ("mpirun", "mpiexec")
 PROBE_TIMEOUT = 20

@@ -80,6 +80,8 @@ class Curve:
     env: dict = dataclasses.field(default_factory=dict)
     #: per size every launch's rate Estimate (the best is in `rates`)
     rate_launches: dict = dataclasses.field(default_factory=dict)
+    #: the layers below the MPI measured beside it (record `layers`)
+    layers: dict = dataclasses.field(default_factory=dict)
 
     @property
     def line_rate(self):
@@ -102,7 +104,8 @@ def curve_of(key, tc, record):
         elif column == "Mbps":
             rates = per_size
     return Curve(key, record.get("provenance") or {}, times, rates, record.get("node_state"),
-                 tc.get("check_vars") or {}, tc.get("env_vars") or {}, rate_launches(record))
+                 tc.get("check_vars") or {}, tc.get("env_vars") or {}, rate_launches(record),
+                 record.get("layers") or {})
 
 
 def rate_launches(record):
@@ -411,9 +414,32 @@ def shm_without_single_copy(curve, t):
     return None
 
 
+def mpi_below_lower_layer(curve, t):
+    """Where the loss is, as the case's job decided it beside the layers
+    below its MPI (netbench.judgement.layers, record `layers`); the
+    thresholds `t` were applied then."""
+    found = [a["text"] for a in curve.layers.get("attributions") or []
+             if a["code"].startswith("mpi_below_")]
+    return "; ".join(found)
+
+
+def mpi_settings(curve):
+    """The MPI's transport settings the case ran with: its transport's
+    environment (mpi_families.yaml), then what the run added."""
+    p = curve.provenance
+    env = curve.layers.get("mpi_env") or {}
+    words = (f"{p.get('mpi_family', '?')} {p.get('transport', '?')} (mpi_families.yaml): "
+             + (" ".join(f"{k}={v}" for k, v in sorted(env.items())) or "no variables"))
+    added = curve.layers.get("added_env") or {}
+    if added:
+        words += "; the run added " + " ".join(f"{k}={v}" for k, v in sorted(added.items()))
+    return words
+
+
 CURVE_RULES = {f.__name__: f for f in (socket_buffer_plateau, mtu_path_mismatch,
                                        jumbo_frames_missing, interrupt_coalescing_floor,
-                                       eager_rendezvous_step, shm_without_single_copy)}
+                                       eager_rendezvous_step, shm_without_single_copy,
+                                       mpi_below_lower_layer)}
 
 
 def one_stream_below_several(curves, t):
@@ -435,6 +461,8 @@ def one_stream_below_several(curves, t):
 
 
 def setting_text(rule, curve):
+    if rule["id"] == "mpi_below_lower_layer":
+        return mpi_settings(curve)
     setting = rule["setting"]
     if isinstance(setting, str):
         return setting

@@ -135,6 +135,23 @@ def diagnoses(sessions):
     return [d for s in sessions for d in diagnosis.diagnose(s)]
 
 
+def layer_notes(sessions):
+    """What the layers beside the MPIs say besides the MPI's loss (that is a
+    diagnosis): a layer not run, once per reason with its count, and a
+    lower layer short of its line rate, per case (record `layers`)."""
+    not_run, short = {}, []
+    for s in sessions:
+        for tc in s.testcases:
+            layers = case_record(tc).get("layers") or {}
+            for layer, why in (layers.get("not_run") or {}).items():
+                not_run[(layer, why)] = not_run.get((layer, why), 0) + 1
+            short += [f"{tc.get('name', '?')}: {a['text']}"
+                      for a in layers.get("attributions") or []
+                      if a["code"] == "layer_short_of_line_rate"]
+    return [f"{layer} layer not run beside the MPI in {n} case{'s' if n != 1 else ''}: {why}"
+            for (layer, why), n in sorted(not_run.items())] + short
+
+
 def render_report(sessions, earlier=()):
     """The HTML page for one session (with history from `earlier`) or a
     comparison of several."""
@@ -150,7 +167,7 @@ def render_report(sessions, earlier=()):
         headlines=verdict.headline_tables(sessions), headline_columns=verdict.HEADLINE,
         skipped=verdict.skipped_by_reason(sessions),
         finding_tables=findings.page_tables(sessions),
-        diagnoses=diagnoses(sessions),
+        diagnoses=diagnoses(sessions), layer_notes=layer_notes(sessions),
         sweeps=sweep.sweep_sections(sessions),
         containers=parity.container_sections(sessions),
         history=history_for(sessions[-1], earlier) if len(sessions) == 1 else {},

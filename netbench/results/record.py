@@ -36,6 +36,10 @@ reference files.
                  the highest CPU pressure any node read in any launch, and
                  the slowest core round trip of its launches (ranks 0 and
                  1 on one host)
+    layers       (optional) the layers below the MPI measured beside it in
+                 the same job: per layer its figures, why a layer was not
+                 run, where the loss is (netbench.judgement.layers: reason
+                 code, numbers, text) and the MPI's transport settings
     node_state   (version 2) per host, the settings the tuning profiles touch
                  as the node had them when the job ran (netbench.probe.nodestate);
                  provenance also carries netbench's commit and spack.lock's
@@ -161,6 +165,21 @@ SCHEMA = {
                 "code": _STRING, "numbers": {"type": "object"},
                 "bound": {"type": "object"}, "sizes": {"type": "array"}}}},
         "verdict": {"enum": list(VERDICTS)},
+        # the layers below the MPI measured beside it in the same job
+        # (reframe_checks/mpi_vs_tcp.py): each layer's figures, why a layer
+        # was not run, where the loss is (netbench.judgement.layers) and
+        # the MPI's transport settings (mpi_families.yaml) and any the run
+        # added
+        "layers": {"type": "object", "required": ["figures", "attributions"],
+                   "additionalProperties": False, "properties": {
+            "figures": {"type": "object", "additionalProperties": {
+                "type": "object", "additionalProperties": _NUMBER_OR_NULL}},
+            "not_run": {"type": "object", "additionalProperties": _STRING},
+            "attributions": {"type": "array", "items": {
+                "type": "object", "required": ["code", "layer", "text"],
+                "properties": {"code": _STRING, "layer": _STRING, "text": _STRING}}},
+            "mpi_env": {"type": "object", "additionalProperties": _STRING},
+            "added_env": {"type": "object", "additionalProperties": _STRING}}},
         "host": {"type": "object", "additionalProperties": _NUMBER_OR_NULL},
         # host -> the tuning-relevant settings it ran under (netbench.probe.nodestate)
         "node_state": {"type": "object", "additionalProperties": {
@@ -261,7 +280,7 @@ def reference(value, lower, upper, unit, figure=None, citation=None, interconnec
 
 
 def make(section, label, series, provenance, references=None, group="", runs=None,
-         node_state=None):
+         node_state=None, layers=None):
     """A record, checked against SCHEMA (a check that writes a malformed one
     fails at once, naming the key)."""
     record = {"version": VERSION, "section": section, "label": label, "group": group,
@@ -272,6 +291,8 @@ def make(section, label, series, provenance, references=None, group="", runs=Non
                           for name, launches in runs.items()}
     if node_state:
         record["node_state"] = node_state
+    if layers:
+        record["layers"] = layers
     return check(record, "<record>")
 
 

