@@ -22,6 +22,12 @@ from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
 
 CAPTURES = Path(__file__).parent / "data" / "perftest"
 MIB = 1 << 20
+from netbench.report import reasons
+
+
+def words(attribution):
+    """An attribution in the report's words (report/reasons.py)."""
+    return reasons.layer_words(attribution.as_dict())
 
 
 def capture(name):
@@ -148,7 +154,7 @@ def test_an_mpi_38_percent_below_the_captured_verbs_is_named_around_1_mib():
     assert (found.from_bytes, found.to_bytes) == (256 * 1024, 4 * MIB)
     assert found.loss == pytest.approx(0.38)
     assert found.layer_of_line_rate == pytest.approx(mbit(23277.93) / HDR_LINE_RATE)
-    assert found.text == ("verbs at 0.98 of line rate; MPI 38 % below verbs at 256 KiB to "
+    assert words(found) == ("verbs at 0.98 of line rate; MPI 38 % below verbs at 256 KiB to "
                           f"4 MiB (best {0.62 * mbit(23277.93):.0f} against "
                           f"{mbit(23277.93):.0f} Mbit/s)")
 
@@ -181,7 +187,7 @@ def test_without_common_sizes_near_1_mib_the_largest_common_size_is_compared():
     mpi = layers.Layer("mpi", {b: 0.5 * r for b, r in verbs.rates.items() if b <= 65536})
     (found,) = layers.attribute({"verbs": verbs, "mpi": mpi}, HDR_LINE_RATE)
     assert (found.from_bytes, found.to_bytes) == (65536, 65536)
-    assert "50 % below verbs at 64 KiB (best" in found.text
+    assert "50 % below verbs at 64 KiB (best" in words(found)
 
 
 def test_a_lower_layer_short_of_its_line_rate_takes_the_blame_not_the_mpi():
@@ -191,7 +197,7 @@ def test_a_lower_layer_short_of_its_line_rate_takes_the_blame_not_the_mpi():
     mpi = layers.Layer("mpi", {b: 0.5 * r for b, r in verbs.rates.items()})
     (found,) = layers.attribute({"verbs": verbs, "mpi": mpi}, 400000)
     assert found.code == "layer_short_of_line_rate" and found.layer == "verbs"
-    assert found.text == "verbs at 0.49 of line rate: the loss is beneath the MPI"
+    assert words(found) == "verbs at 0.49 of line rate: the loss is beneath the MPI"
 
 
 def test_without_a_line_rate_the_lower_layer_is_the_best_the_path_gave():
@@ -199,7 +205,7 @@ def test_without_a_line_rate_the_lower_layer_is_the_best_the_path_gave():
     mpi = layers.Layer("mpi", {b: 0.5 * r for b, r in verbs.rates.items()})
     (found,) = layers.attribute({"verbs": verbs, "mpi": mpi})
     assert found.layer_of_line_rate is None
-    assert found.text.startswith(f"verbs at {mbit(23277.93):.0f} Mbit/s (no line rate "
+    assert words(found).startswith(f"verbs at {mbit(23277.93):.0f} Mbit/s (no line rate "
                                  f"known); MPI 50 % below verbs at 256 KiB to 4 MiB")
 
 
@@ -209,7 +215,7 @@ def test_raw_tcp_and_verbs_are_each_compared():
     mpi = layers.Layer("mpi", {b: 0.3 * r for b, r in verbs.rates.items()})
     found = layers.attribute({"verbs": verbs, "tcp": tcp, "mpi": mpi})
     assert [a.code for a in found] == ["mpi_below_verbs", "mpi_below_tcp"]
-    assert "MPI 40 % below raw TCP at 256 KiB to 4 MiB" in found[1].text
+    assert "MPI 40 % below raw TCP at 256 KiB to 4 MiB" in words(found[1])
 
 
 def test_a_bad_threshold_is_refused_naming_the_file_and_field(tmp_path):
@@ -291,7 +297,7 @@ def test_an_mpi_slowed_by_its_transport_settings_is_named_beside_raw_tcp(tmp_pat
 
     session = sessions.load_session(paths.REPORTS / "latest" / "run-report.json")
     (found,) = [d for d in diagnosis.diagnose(session) if d.rule == "mpi_below_lower_layer"]
-    assert found.evidence == loss["text"]
+    assert found.evidence == reasons.layer_words(loss)
     assert "OMPI_MCA_btl_tcp_rcvbuf=4096 OMPI_MCA_btl_tcp_sndbuf=4096" in found.setting
     assert found.setting.startswith("openmpi tcp (mpi_families.yaml): ")
     html = page.render_report([session])

@@ -38,8 +38,8 @@ THRESHOLD_SCHEMA = {
                    "window": {"type": "number", "minimum": 1},
                    "runs_well_of_line_rate": _SHARE, "loss_at_least": _SHARE},
 }
-#: the layers below the MPI, lowest first, and their names in the text
-LOWER_LAYERS = {"verbs": "verbs", "tcp": "raw TCP"}
+#: the layers below the MPI, lowest first (report/reasons.py names them)
+LOWER_LAYERS = ("verbs", "tcp")
 MPI = "mpi"
 
 
@@ -89,17 +89,9 @@ class Attribution:
     loss: float | None        # the MPI's share below the layer
     layer_of_line_rate: float | None
     line_rate_mbps: float | None
-    text: str
 
     def as_dict(self):
         return dataclasses.asdict(self)
-
-
-def size_text(nbytes):
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:g} {unit}"
-    return f"{nbytes:g} B"
 
 
 def compared_sizes(mpi, lower, t):
@@ -112,47 +104,22 @@ def compared_sizes(mpi, lower, t):
     return [b for b in common if low <= b <= high] or common[-1:]
 
 
-def percent(share):
-    """A share in percent, never rounded up to a whole 100."""
-    shown = f"{100 * share:.0f}"
-    return shown if shown != "100" or share >= 1 else f"{100 * share:.1f}"
-
-
-def sizes_text(sizes):
-    if not sizes:
-        return "at their peaks"
-    if len(sizes) == 1:
-        return f"at {size_text(sizes[0])}"
-    return f"at {size_text(sizes[0])} to {size_text(sizes[-1])}"
-
-
-def layer_state(lower, line_rate, names):
-    """(share of the line rate or None, words saying how the layer ran)."""
-    label = names[lower.name]
-    if not line_rate:
-        return None, f"{label} at {lower.peak_mbps:.0f} Mbit/s (no line rate known)"
-    share = lower.peak_mbps / line_rate
-    return share, f"{label} at {share:.2f} of line rate"
-
-
 def attribute(layers, line_rate_mbps=None, threshold=None):
     """[Attribution] of the lower layers that run well beneath an MPI that
     does not, and of those that do not run well; [] when the MPI keeps up
     with every layer below it.  `layers`: {name: Layer}, the MPI's under
     `mpi`, the lower ones under LOWER_LAYERS' names."""
     t = threshold or load()
-    names = LOWER_LAYERS
     mpi = layers.get(MPI)
     found = []
-    for name in names:
+    for name in LOWER_LAYERS:
         lower = layers.get(name)
         if lower is None or mpi is None or lower.peak_mbps <= 0:
             continue
-        share, state = layer_state(lower, line_rate_mbps, names)
+        share = lower.peak_mbps / line_rate_mbps if line_rate_mbps else None
         if share is not None and share < t["runs_well_of_line_rate"]:
             found.append(Attribution("layer_short_of_line_rate", name, None, None, None,
-                                     lower.peak_mbps, None, share, line_rate_mbps,
-                                     f"{state}: the loss is beneath the MPI"))
+                                     lower.peak_mbps, None, share, line_rate_mbps))
             continue
         sizes = compared_sizes(mpi, lower, t)
         if sizes:
@@ -165,7 +132,6 @@ def attribute(layers, line_rate_mbps=None, threshold=None):
         else:
             mpi_rate, lower_rate = mpi.peak_mbps, lower.peak_mbps
             apart = mpi_rate < (1 - t["loss_at_least"]) * lower_rate
-        where = sizes_text(sizes)
         if lower_rate <= 0:
             continue
         loss = 1.0 - mpi_rate / lower_rate
@@ -173,9 +139,7 @@ def attribute(layers, line_rate_mbps=None, threshold=None):
             found.append(Attribution(
                 f"mpi_below_{name}", name, sizes[0] if sizes else None,
                 sizes[-1] if sizes else None, mpi_rate, lower_rate, loss, share,
-                line_rate_mbps,
-                f"{state}; MPI {percent(loss)} % below {names[name]} {where} "
-                f"(best {mpi_rate:.0f} against {lower_rate:.0f} Mbit/s)"))
+                line_rate_mbps))
     return found
 
 

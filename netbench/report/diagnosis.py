@@ -19,6 +19,7 @@ import ipaddress
 from .. import paths
 from ..datafiles import load_yaml, validate
 from ..judgement.figures import row_estimate
+from . import reasons
 from .compare import size_figures
 
 RULES_FILE = paths.REPO / "netbench" / "data" / "diagnosis.yaml"
@@ -418,7 +419,7 @@ def mpi_below_lower_layer(curve, t):
     """Where the loss is, as the case's job decided it beside the layers
     below its MPI (netbench.judgement.layers, record `layers`); the
     thresholds `t` were applied then."""
-    found = [a["text"] for a in curve.layers.get("attributions") or []
+    found = [reasons.layer_words(a) for a in curve.layers.get("attributions") or []
              if a["code"].startswith("mpi_below_")]
     return "; ".join(found)
 

@@ -8,7 +8,7 @@ import datetime
 import jinja2
 
 from .. import paths
-from . import findings, parity, plots, sweep, verdict
+from . import findings, parity, plots, reasons, sweep, verdict
 from .compare import case_label
 from .sections import case_record
 
@@ -145,7 +145,7 @@ def layer_notes(sessions):
             layers = case_record(tc).get("layers") or {}
             for layer, why in (layers.get("not_run") or {}).items():
                 not_run[(layer, why)] = not_run.get((layer, why), 0) + 1
-            short += [f"{tc.get('name', '?')}: {a['text']}"
+            short += [f"{tc.get('name', '?')}: {reasons.layer_words(a)}"
                       for a in layers.get("attributions") or []
                       if a["code"] == "layer_short_of_line_rate"]
     return [f"{layer} layer not run beside the MPI in {n} case{'s' if n != 1 else ''}: {why}"

@@ -127,6 +127,35 @@ CURVE_CODES = ("curve_beyond", "curve_within", "curve_inconclusive", "curve_unde
                "curve_unmeasured")
 
 
+#: the layers below the MPI as the report names them (judgement.layers)
+LAYER_NAMES = {"verbs": "verbs", "tcp": "raw TCP"}
+
+
+def _percent(share):
+    """A share in percent, never rounded up to a whole 100."""
+    shown = f"{100 * share:.0f}"
+    return shown if shown != "100" or share >= 1 else f"{100 * share:.1f}"
+
+
+def layer_words(a):
+    """Where the loss is, from a judgement.layers.Attribution (its dict):
+    "verbs at 0.98 of line rate; MPI 38 % below verbs at 256 KiB to 4 MiB
+    (best ... against ... Mbit/s)"."""
+    label = LAYER_NAMES.get(a["layer"], a["layer"])
+    if a.get("layer_of_line_rate") is None:
+        state = f"{label} at {a['layer_mbps']:.0f} Mbit/s (no line rate known)"
+    else:
+        state = f"{label} at {a['layer_of_line_rate']:.2f} of line rate"
+    if a["code"] == "layer_short_of_line_rate":
+        return f"{state}: the loss is beneath the MPI"
+    sizes = [b for b in (a.get("from_bytes"), a.get("to_bytes")) if b is not None]
+    where = ("at their peaks" if not sizes else f"at {size_words(sizes[0])}"
+             if sizes[0] == sizes[-1] else
+             f"at {size_words(sizes[0])} to {size_words(sizes[-1])}")
+    return (f"{state}; MPI {_percent(a['loss'])} % below {label} {where} "
+            f"(best {a['mpi_mbps']:.0f} against {a['layer_mbps']:.0f} Mbit/s)")
+
+
 def _paired(n):
     return (f"median {_g(n['median'])} ({_g(n['lo'])}-{_g(n['hi'])}) over {n['rounds']} "
             f"rounds")

@@ -176,8 +176,8 @@ SCHEMA = {
                 "type": "object", "additionalProperties": _NUMBER_OR_NULL}},
             "not_run": {"type": "object", "additionalProperties": _STRING},
             "attributions": {"type": "array", "items": {
-                "type": "object", "required": ["code", "layer", "text"],
-                "properties": {"code": _STRING, "layer": _STRING, "text": _STRING}}},
+                "type": "object", "required": ["code", "layer"],
+                "properties": {"code": _STRING, "layer": _STRING}}},
             "mpi_env": {"type": "object", "additionalProperties": _STRING},
             "added_env": {"type": "object", "additionalProperties": _STRING}}},
         "host": {"type": "object", "additionalProperties": _NUMBER_OR_NULL},
