@@ -23,7 +23,8 @@ reference files.
                  rows (every column), summary (the `@` lines), placements,
                  failure (the launcher's), host_load, cpu_pressure,
                  core_round_trip_ns (before and after, ranks 0 and 1 on
-                 one host)}]}; the
+                 one host), path (what its MPI library said it used:
+                 transport, provider, device, evidence; results.datapath)}]}; the
                  first launch of a run is its series, the later ones are
                  the re-measurements the judging rule asked for
     verdicts     (version 2) per judged variable, the rule's decision
@@ -33,6 +34,11 @@ reference files.
     host         (version 2, judged cases) the host's load and CPU pressure
                  after the launches, and the slowest core round trip of
                  its launches (ranks 0 and 1 on one host)
+    path         (version 2, MPI runs) the path the case's library said
+                 it used in its first launch (transport, provider,
+                 device, evidence) and the path verdict of all its launches
+                 (netbench.judgement.path: verdict, code, asked, used,
+                 launch, launches, evidence)
     node_state   (version 2) per host, the settings the tuning profiles touch
                  as the node had them when the job ran (netbench.probe.nodestate);
                  provenance also carries netbench's commit and spack.lock's
@@ -80,6 +86,10 @@ _STRING = {"type": "string"}
 _NUMBER = {"type": "number"}
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
 _STRING_OR_NULL = {"type": ["string", "null"]}
+#: the path a launch's MPI library said it used (results.datapath)
+_PATH = {"type": "object", "required": ["transport", "provider", "device", "evidence"],
+         "properties": {"transport": {"type": "string"}, "provider": {"type": "string"},
+                        "device": {"type": "string"}, "evidence": {"type": "string"}}}
 _COLUMN = {"type": "object", "required": ["column", "unit"], "additionalProperties": False,
            "properties": {"column": _STRING, "unit": _STRING}}
 
@@ -146,7 +156,10 @@ SCHEMA = {
                 "placements": {"type": "object", "additionalProperties": {"type": "object"}},
                 "failure": _STRING_OR_NULL,
                 "host_load": _NUMBER_OR_NULL, "cpu_pressure": _NUMBER_OR_NULL,
-                "core_round_trip_ns": {"type": "array", "items": _NUMBER}}}}},
+                "core_round_trip_ns": {"type": "array", "items": _NUMBER},
+                "path": _PATH}}}},
+        "path": {"type": "object", "required": ["transport", "provider", "device", "evidence"],
+                 "properties": {**_PATH["properties"], "verdict": {"type": "object"}}},
         "verdicts": {"type": "object", "additionalProperties": {
             "type": "object", "required": ["verdict", "value", "lo", "hi", "launches", "reason"],
             "properties": {

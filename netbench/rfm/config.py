@@ -56,6 +56,9 @@ def environment(mpi, families):
             "transports": mpi.transports,
             "fabric": mpi.fabric,
             "known_defects": mpi.known_defects,
+            # the rules that read which path the library says it used
+            # (netbench.results.datapath), as discovery loaded them
+            "provenance": families[mpi.family]["provenance"]["says"],
         },
     }
 
