@@ -20,16 +20,11 @@ class PingPong(checks.PingPongBase):
     tags = {"pingpong"}
 
     def in_default_set(self, env):
-        # blocking, over shared memory on one node, over the MPI's own
-        # network transport, and across nodes its own choice; the other
-        # transports and the non-blocking variant are one `-t full` away
+        # blocking, over shared memory on one node and over the MPI's own
+        # network transport; the other transports and the non-blocking
+        # variant are one `-t full` away
         if self.variant != "blocking":
             return False
-        if self.transport == "native":
-            # the MPI's own choice across nodes is the fabric's path, the
-            # one a site's jobs take; on one node it is the shared memory
-            # the shm case already measures
-            return self.placement == "internode"
         if self.transport == "shm":
             return self.placement == "intranode"
         return self.transport == network_transport_of(env)
