@@ -10,8 +10,8 @@ import yaml
 from netbench import paths
 from netbench.datafiles import DataError
 from netbench.judgement import FAIL, INCONCLUSIVE, PASS
-from netbench.judgement.path import (ASKED_OTHER, PATH_UNKNOWN, SILENT_FALLBACK, judge,
-                                     rdma_class)
+from netbench.judgement.path import (ASKED_OTHER, PATH_UNKNOWN, SHM_ACROSS_NODES,
+                                     SILENT_FALLBACK, judge, rdma_class)
 from netbench.probe import discovery
 from netbench.report import datapath as words
 from netbench.results import datapath
@@ -153,6 +153,14 @@ def test_native_takes_the_library_choice_but_not_tcp_on_an_rdma_fabric():
     assert (fallback.verdict, fallback.code) == (FAIL, SILENT_FALLBACK)
     text = words.sentence(fallback.to_json())
     assert "silent fallback" in text and "asked native" in text and "used ofi-tcp" in text
+
+
+def test_shared_memory_between_nodes_fails_whatever_was_asked():
+    """Namespace nodes of one host: UCX's endpoint said intra-node sysv."""
+    for asked in ("native", "shm"):
+        verdict = judge(asked, [path("shm")], across_nodes=True)
+        assert (verdict.verdict, verdict.code) == (FAIL, SHM_ACROSS_NODES)
+    assert "did not cross the interconnect" in words.sentence(verdict.to_json())
 
 
 def test_rdma_classes_are_those_that_say_so_or_match_only_rdma_links():

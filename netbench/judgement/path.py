@@ -5,6 +5,9 @@ what its library said it used in every launch (netbench.results.datapath).
                    for: the case fails, however good its figures
   silent_fallback  a `native` case across nodes of a partition declared an
                    RDMA class ran over a TCP stack: it fails
+  shm_across_nodes a case whose ranks span nodes ran over shared memory:
+                   the bytes never crossed the interconnect (UCX sees the
+                   namespace nodes of one host as one node); it fails
   path_unknown     the library's words named no path a rule knows: the
                    case is inconclusive, never a silent pass
 
@@ -27,7 +30,11 @@ TCP_TRANSPORTS = ("tcp", "ofi-tcp", "ucx-tcp")
 #: does not say `judges: rdma`
 RDMA_LINK_LAYERS = ("infiniband", "omnipath", "slingshot")
 
+#: the shared-memory transport (mpi_families.yaml)
+SHM = "shm"
+
 ASKED_OTHER, SILENT_FALLBACK, PATH_UNKNOWN = "asked_other", "silent_fallback", "path_unknown"
+SHM_ACROSS_NODES = "shm_across_nodes"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,6 +77,8 @@ def judge(asked, paths, across_nodes=False, rdma=False):
             return PathVerdict(INCONCLUSIVE, PATH_UNKNOWN, **words)
         if asked != NATIVE and used != asked:
             return PathVerdict(FAIL, ASKED_OTHER, **words)
+        if across_nodes and used == SHM:
+            return PathVerdict(FAIL, SHM_ACROSS_NODES, **words)
         if asked == NATIVE and rdma and across_nodes and used in TCP_TRANSPORTS:
             return PathVerdict(FAIL, SILENT_FALLBACK, **words)
     if not paths:

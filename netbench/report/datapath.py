@@ -11,6 +11,9 @@ SENTENCES = {
     "silent_fallback": "silent fallback: asked {asked} on an RDMA interconnect class, the "
                        "library used {used}, a TCP stack (launch {launch} of {launches}: "
                        "{evidence})",
+    "shm_across_nodes": "asked {asked} between nodes, the library used shared memory: the "
+                        "bytes did not cross the interconnect (launch {launch} of {launches}: "
+                        "{evidence})",
     "path_unknown": "could not tell which path the library used: asked {asked}, its words "
                     "named none netbench knows (launch {launch} of {launches})",
 }
