@@ -41,9 +41,10 @@ class LibraryPath(rfm.RegressionTestPlugin):
                           rdma=self.rdma_partition())
 
     def rdma_partition(self):
-        """Whether the partition declares an RDMA interconnect class
+        """Whether the case's interconnect class (the partition's, declared
+        or matched from its discovered link) is an RDMA class
         (judgement.path.rdma_class), as the case's thresholds file has it."""
-        declared = self.current_partition.extras.get("interconnect", "")
+        declared = self.interconnect_class()
         data = load_yaml(Path(self.thresholds_folder) / references.THRESHOLDS_FILE) or {}
         spec = (data.get("classes") or {}).get(declared)
         for family in (data.get("rate_classes") or {}).values():
