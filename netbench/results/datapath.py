@@ -38,14 +38,17 @@ def line_at(text, position):
 
 
 def path_of(rule, match, text):
-    """The path one rule's match names (see the module's docstring)."""
-    words = _Defaulting({k: v for k, v in match.groupdict().items() if v is not None})
+    """The path one rule's match names (see the module's docstring): the
+    rule's `map` turns the library's words into netbench's transport name;
+    provider and device keep the library's own words (`sm`, `sysv`)."""
+    said = _Defaulting({k: v for k, v in match.groupdict().items() if v is not None})
+    named = _Defaulting(said)
     for group, names in (rule.get("map") or {}).items():
-        words[group] = names.get(words.get(group, ""), UNKNOWN)
-    transport = rule["transport"].format_map(words)
+        named[group] = names.get(said.get(group, ""), UNKNOWN)
+    transport = rule["transport"].format_map(named)
     return {"transport": UNKNOWN if UNKNOWN in transport else transport,
-            "provider": str(rule.get("provider", "")).format_map(words),
-            "device": str(rule.get("device", "")).format_map(words),
+            "provider": str(rule.get("provider", "")).format_map(said),
+            "device": str(rule.get("device", "")).format_map(said),
             "evidence": line_at(text, match.start())[:EVIDENCE_CHARS]}
 
 
