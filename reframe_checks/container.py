@@ -106,7 +106,11 @@ class ContainerMixin(rfm.RegressionTestPlugin):
         self.skip_if(not present, f"no image {self.image}: run `make container`")
 
     def transport_env(self):
-        return {k: v for k, v in self.env_vars.items() if k.startswith(TRANSPORT_PREFIXES)}
+        # the environment's own (the switches that make the library say
+        # which path it used, mpi_families.yaml `provenance`), then the
+        # transport's
+        given = {**self.current_environ.env_vars, **self.env_vars}
+        return {k: v for k, v in given.items() if k.startswith(TRANSPORT_PREFIXES)}
 
     def run_options(self, ranks):
         """netbench's run flags for a container of `ranks` ranks

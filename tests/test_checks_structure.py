@@ -41,8 +41,12 @@ def test_netbench_runs_add_their_hooks_after_mpiruns():
                      "pre_run": MPIRUN_HOOKS["pre_run"] + ["set_command",
                                                            "launch_again_while_undecided",
                                                            "print_the_host_load_last"],
-                     "pre_sanity": MPIRUN_HOOKS["pre_sanity"] + ["find_stacked_ranks"],
-                     "pre_performance": MPIRUN_HOOKS["pre_performance"]}
+                     # the library's path is recorded before the check's
+                     # own sanity, and its verdict kept after set_references
+                     "pre_sanity": MPIRUN_HOOKS["pre_sanity"] + ["record_the_path",
+                                                                 "find_stacked_ranks"],
+                     "pre_performance": MPIRUN_HOOKS["pre_performance"]
+                     + ["keep_the_path_verdict"]}
 
 
 def test_every_module_of_the_library_stays_small():

@@ -110,6 +110,9 @@ def test_reframe_runs_the_ping_pong_inside_the_image(image):
         # the transport travels in with -e: the container gets no host environment
         if tc["transport"] == "ofi-tcp":
             assert "-e FI_PROVIDER=tcp" in run
+        # ... and so do the switches that make its library say which path
+        # it took (mpi_families.yaml provenance)
+        assert tc["record"]["path"]["transport"] == tc["transport"], tc["record"]["path"]
         assert len(tc["record"]["series"][0]["rows"]) > 15
 
 

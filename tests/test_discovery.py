@@ -19,8 +19,8 @@ def test_wheel_prefixes_are_found_with_family_version_and_transports(wheel_mpis)
     assert mpich.cc == str(paths.WHEEL_PREFIXES / "mpich" / "bin" / "mpicc")
     # the wheels are built ch4:ucx,ofi and with Open MPI's sm/tcp BTLs, UCX and OFI
     assert {"netmod:ucx", "netmod:ofi"} <= mpich.capabilities
-    assert list(mpich.transports) == ["shm", "ofi-tcp", "ucx-tcp"]
-    assert list(ompi.transports) == ["shm", "tcp", "ofi-tcp", "ucx-tcp"]
+    assert list(mpich.transports) == ["shm", "ofi-tcp", "ucx-tcp", "native"]
+    assert list(ompi.transports) == ["shm", "tcp", "ofi-tcp", "ucx-tcp", "native"]
     assert ompi.transports["tcp"] == {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "self,tcp"}
     assert mpich.transports["ofi-tcp"]["FI_PROVIDER"] == "tcp"
 
@@ -38,7 +38,7 @@ def test_views_use_the_same_mechanism(tmp_path, wheel_mpis, families):
         ("mpich-ofi", "view", "mpich"), ("openmpi-ucx", "view", "openmpi")]
     # the same probing, limited to the view's fabric (data/fabrics.yaml)
     assert found[0].transports == {t: env for t, env in wheel_mpis["mpich"].transports.items()
-                                   if t in ("shm", "ofi-tcp")}
+                                   if t in ("shm", "ofi-tcp", "native")}
 
 
 def test_a_view_whose_name_is_no_environment_name_is_refused_alone(tmp_path, wheel_mpis,
@@ -93,7 +93,7 @@ def test_system_mpis_from_suffixed_executables(families):
     assert found["system-mpich"].family == "mpich"
     assert found["system-openmpi"].family == "openmpi"
     # Debian's MPICH is ch4:ucx only; its Open MPI 4.1 calls shared memory vader
-    assert list(found["system-mpich"].transports) == ["shm", "ucx-tcp"]
+    assert list(found["system-mpich"].transports) == ["shm", "ucx-tcp", "native"]
     assert found["system-openmpi"].transports["shm"]["OMPI_MCA_btl"] == "self,vader"
     # plain /usr/bin/mpicc is an alternative link to one of them, not a third MPI
     assert "system-mpi" not in found

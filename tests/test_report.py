@@ -16,7 +16,7 @@ import yaml
 from helpers.reports import minimal_report, session_from, sweep_report
 from netbench import paths, report
 from netbench.judgement import baseline, knobs
-from netbench.report import analysis, verdict
+from netbench.report import analysis, datapath, verdict
 from netbench.results import record as results_record
 
 SIZES = 2.0 ** np.arange(0, 24)
@@ -364,3 +364,34 @@ def test_a_session_without_a_sweep_writes_no_suspects(tmp_path):
     (tmp_path / "reports").mkdir()
     folder = report.publish(raw, tmp_path / "reports")
     assert not (folder / "suspects.json").exists() and not (folder / "drain.sh").exists()
+
+
+def test_the_headline_shows_the_path_the_library_said_it_used(tmp_path):
+    """The record's path (netbench.checks.datapath) in its own column, the
+    library's line as the cell's title, escaped; a path the library did
+    not name makes the case inconclusive, with the report's sentence."""
+    data = minimal_report(latency=0.5)
+    record = data["runs"][0]["testcases"][0]["record"]
+    record["path"] = {"transport": "shm", "provider": "posix", "device": "memory",
+                      "evidence": "Rank: 1, Local_rank: 1 [ 0, 0 ] <b>",
+                      "verdict": {"verdict": "pass", "code": None, "asked": "shm",
+                                  "used": "shm", "launch": 1, "launches": 1, "evidence": ""}}
+    results_record.check(record, "<test>")
+    page = report.render_report([session_from(data, tmp_path)])
+    headline = page[page.index('id="headline-1"'):page.index("</table>",
+                                                           page.index('id="headline-1"'))]
+    assert "<th>path the library used</th>" in headline
+    assert "shm (posix, memory)" in headline
+    assert 'title="Rank: 1, Local_rank: 1 [ 0, 0 ] &lt;b&gt;"' in headline
+
+    unknown = {"verdict": "inconclusive", "code": "path_unknown", "asked": "shm",
+               "used": "unknown", "launch": 1, "launches": 1, "evidence": ""}
+    record["path"] = {"transport": "unknown", "provider": "", "device": "", "evidence": "",
+                      "verdict": unknown}
+    record["verdict"] = "inconclusive"
+    record["verdicts"] = {"path": {**unknown, "value": None, "lo": None, "hi": None,
+                                   "reason": datapath.sentence(unknown)}}
+    results_record.check(record, "<test>")
+    page = report.render_report([session_from(data, tmp_path, "u.json")])
+    assert "Could not tell: 1 of 1 cases inconclusive" in page
+    assert "could not tell which path the library used: asked shm" in page

@@ -8,7 +8,7 @@ import reframe as rfm
 import reframe.utility.sanity as sn
 
 from ..judgement import figures, remeasure
-from ..results import benchmark
+from ..results import benchmark, datapath
 
 
 class Launches(rfm.RegressionTestPlugin):
@@ -25,9 +25,19 @@ class Launches(rfm.RegressionTestPlugin):
         name = name or self.main_run()
         cache = self.__dict__.setdefault("_parsed_launches", {})
         if name not in cache:
-            cache[name] = [benchmark.parse_run(self.read_stage_file(f))
+            cache[name] = [self.parse_launch(self.read_stage_file(f))
                            for f in self.run_files(name)]
         return cache[name]
+
+    def parse_launch(self, text):
+        """One launch's output read once: the benchmark's (parse_run) and
+        the path its library said it took (`path`: results.datapath, by
+        the rules of the environment's MPI family)."""
+        launch = benchmark.parse_run(text)
+        launch["path"] = datapath.library_path(
+            text, self.current_environ.extras.get("provenance"),
+            across_nodes=getattr(self, "placement", "") == "internode")
+        return launch
 
     def first_launch(self, name=None):
         """The first launch of run `name` that started: one whose launcher

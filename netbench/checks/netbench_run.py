@@ -17,6 +17,7 @@ from .judging import CPU_BOUND_BYTES
 from ..results import benchmark
 from ..textsafe import printable
 from .base import KiB, MiB, RAW_TCP
+from .datapath import LibraryPath
 from .launches import Launches, launch_figure, launch_summary, launch_value
 from .mpirun import MpiRun
 
@@ -49,7 +50,7 @@ class NetbenchBuild(rfm.CompileOnlyRegressionTest):
 
 
 
-class NetbenchRun(Launches, MpiRun):
+class NetbenchRun(Launches, LibraryPath, MpiRun):
     """Run one mode of netbench's own benchmark (reframe_checks/src/netbench.c).
 
     The mode it runs (`bench_mode`) follows from the check's category."""
@@ -103,7 +104,10 @@ class NetbenchRun(Launches, MpiRun):
         verified = [] if not self.verifies else [
             sn.assert_eq(self.summary("verify_errors", int), 0,
                          msg="received data did not match what was sent")]
+        # the library's own word on its path before the link counters':
+        # it names the path the bytes took, not only that they missed a link
         return sn.all([self.assert_ranks_finished()] + verified + [
+            self.assert_path_as_asked(),
             self.assert_ranks_not_stacked(),
             self.assert_traffic_crossed_links(hosts),
             sn.assert_true("sweep_seconds" in self.first_launch()["summary"],

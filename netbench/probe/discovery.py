@@ -115,6 +115,7 @@ def load_families(path=FAMILIES_FILE):
         for where in ("one_node", "across_nodes"):
             require(bind, where, str, path, f"{family}.bind")
         require(spec, "slurm_mpi", str, path, family)
+        check_provenance(spec, path, family)
         forward = require(spec, "forward_env", dict, path, family)
         require(forward, "prefixes", list, path, f"{family}.forward_env")
         for i, defect in enumerate(spec.get("known_defects") or []):
@@ -153,6 +154,43 @@ def check_fabric_requirements(alt, path, where):
         raise DataError(path, f"{where}.requires",
                         f"its env names what fabric discovery must find; add "
                         f"{', '.join(missing)}")
+
+
+def check_provenance(spec, path, family):
+    """The family's `provenance` (switches and the rules that read the
+    library's words) is well formed: every regex compiles, every template
+    names only its regex's groups."""
+    prov = require(spec, "provenance", dict, path, family)
+    for i, switch in enumerate(require(prov, "switches", list, path, f"{family}.provenance")):
+        require(switch, "env", dict, path, f"{family}.provenance.switches[{i}]")
+    for i, rule in enumerate(require(prov, "says", list, path, f"{family}.provenance")):
+        where = f"{family}.provenance.says[{i}]"
+        text = require(rule, "regex", str, path, where)
+        try:
+            groups = set(re.compile(text, re.MULTILINE).groupindex)
+        except re.error as err:
+            raise DataError(path, f"{where}.regex", f"not a regular expression: {err}") from None
+        require(rule, "transport", str, path, where)
+        for key in ("transport", "provider", "device"):
+            named = set(re.findall(r"\{(\w+)\}", str(rule.get(key, ""))))
+            if named - groups:
+                raise DataError(path, f"{where}.{key}", f"names {', '.join(sorted(named - groups))}, "
+                                                        f"which the regex does not capture")
+
+
+def version_tuple(version):
+    """(5, 0, 2) of "5.0.2": its leading numbers, for comparing versions."""
+    return tuple(int(n) for n in re.findall(r"\d+", str(version))[:3])
+
+
+def provenance_env(family, version, families):
+    """The variables that make `family`'s library say which path it used
+    (mpi_families.yaml `provenance.switches`): the first switch whose
+    `min_version` the MPI's version reaches."""
+    for switch in families[family]["provenance"]["switches"]:
+        if version_tuple(version) >= version_tuple(switch.get("min_version", "0")):
+            return {str(k): str(v) for k, v in switch["env"].items()}
+    return {}
 
 
 # ---- candidates -------------------------------------------------------------
@@ -438,6 +476,8 @@ def environment_variables(mpi, families):
     """What a job using `mpi` needs in its environment."""
     spec = families[mpi.family]
     env = {str(k): str(v) for k, v in spec["env"].items()}
+    # every launch says which path its library took (netbench.results.datapath)
+    env.update(provenance_env(mpi.family, mpi.version, families))
     env["NETBENCH_MPIRUN"] = mpi.launcher
     env["NETBENCH_MPIRUN_FLAGS"] = spec["launcher_flags"]
     env["NETBENCH_MPI_FAMILY"] = mpi.family

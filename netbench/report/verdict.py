@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import exitcodes, paths
 from ..datafiles import DataError
+from .datapath import cell as path_cell
 from .sections import case_record
 
 #: headline columns: (perf variable, heading); judged ones show their reference
@@ -308,6 +309,9 @@ def headline_row(tc):
             "what": " ".join(w for w in record.get("label", "").split()
                              if w not in (tc.get("environ"), prov.get("placement"))),
             "interconnect": prov.get("interconnect", ""),
+            # the path the library said it used, and the line it said it in
+            "path": path_cell(record.get("path")),
+            "path_evidence": (record.get("path") or {}).get("evidence", ""),
             "result": case_result(tc), "figures": figures,
             "line_rate_share": line_rate_share(tc, figures["peak_bw"])}
 

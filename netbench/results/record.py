@@ -24,7 +24,9 @@ reference files.
                  failure (the launcher's), host_load, cpu_pressure,
                  core_round_trip_ns (before and after, ranks 0 and 1 on
                  one host), nodes ({host: cpu_pressure, ranks, cpus}, every
-                 node of the launch)}]}; the
+                 node of the launch), path (what its MPI library said it
+                 used: transport, provider, device, evidence;
+                 results.datapath)}]}; the
                  first launch of a run is its series, the later ones are
                  the re-measurements the judging rule asked for
     verdicts     (version 2) per judged variable, the rule's decision
@@ -39,7 +41,12 @@ reference files.
     layers       (optional) the layers below the MPI measured beside it in
                  the same job: per layer its figures, why a layer was not
                  run, where the loss is (netbench.judgement.layers: reason
-                 code, numbers, text) and the MPI's transport settings
+                 code and numbers) and the MPI's transport settings
+    path         (version 2, MPI runs) the path the case's library said
+                 it used in its first launch (transport, provider,
+                 device, evidence) and the path verdict of all its launches
+                 (netbench.judgement.path: verdict, code, asked, used,
+                 launch, launches, evidence)
     node_state   (version 2) per host, the settings the tuning profiles touch
                  as the node had them when the job ran (netbench.probe.nodestate);
                  provenance also carries netbench's commit and spack.lock's
@@ -87,6 +94,10 @@ _STRING = {"type": "string"}
 _NUMBER = {"type": "number"}
 _NUMBER_OR_NULL = {"type": ["number", "null"]}
 _STRING_OR_NULL = {"type": ["string", "null"]}
+#: the path a launch's MPI library said it used (results.datapath)
+_PATH = {"type": "object", "required": ["transport", "provider", "device", "evidence"],
+         "properties": {"transport": {"type": "string"}, "provider": {"type": "string"},
+                        "device": {"type": "string"}, "evidence": {"type": "string"}}}
 _COLUMN = {"type": "object", "required": ["column", "unit"], "additionalProperties": False,
            "properties": {"column": _STRING, "unit": _STRING}}
 
@@ -155,7 +166,10 @@ SCHEMA = {
                 "host_load": _NUMBER_OR_NULL, "cpu_pressure": _NUMBER_OR_NULL,
                 "core_round_trip_ns": {"type": "array", "items": _NUMBER},
                 "nodes": {"type": "object", "additionalProperties": {
-                    "type": "object", "additionalProperties": _NUMBER}}}}}},
+                    "type": "object", "additionalProperties": _NUMBER}},
+                "path": _PATH}}}},
+        "path": {"type": "object", "required": ["transport", "provider", "device", "evidence"],
+                 "properties": {**_PATH["properties"], "verdict": {"type": "object"}}},
         "verdicts": {"type": "object", "additionalProperties": {
             "type": "object", "required": ["verdict", "value", "lo", "hi", "launches", "reason"],
             "properties": {

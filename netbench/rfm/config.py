@@ -59,6 +59,9 @@ def environment(mpi, families):
             # RDMA transports the MPI could run that this node's fabric
             # cannot carry (probe/fabric.py): counted, never generated
             "fabric_not_found": mpi.fabric_not_found,
+            # the rules that read which path the library says it used
+            # (netbench.results.datapath), as discovery loaded them
+            "provenance": families[mpi.family]["provenance"]["says"],
         },
     }
 

@@ -1,0 +1,112 @@
+"""LibraryPath: the path the case's MPI library said it used in each
+launch (netbench.results.datapath, parsed with the launch), in the record
+and judged (netbench.judgement.path): a case whose library used another
+path than it asked for fails, one whose library's words name no known path
+is inconclusive.  A `native` case is judged, and named, by what its
+library chose.  Mixed into NetbenchRun before MpiRun (uses its launches,
+`transport`, `placement`, the record and thresholds_folder)."""
+
+import os
+from pathlib import Path
+
+import reframe as rfm
+import reframe.utility.sanity as sn
+from reframe.core.builtins import run_before
+
+from .. import references
+from ..datafiles import load_yaml
+from ..judgement import FAIL, PASS, case_verdict
+from ..judgement.path import NATIVE, judge as judge_path, rdma_class
+from ..probe import discovery
+from ..report import datapath as path_words
+from ..results import benchmark, datapath
+from .base import RAW_TCP
+
+
+class LibraryPath(rfm.RegressionTestPlugin):
+    """The path each launch's library said it took, recorded and judged."""
+
+    def launched_paths(self):
+        """The path each started launch of the case's own run says its
+        library took (results.datapath, parsed with the launch)."""
+        return [launch["path"] for launch in self.launches() if benchmark.started(launch)]
+
+    def path_verdict(self):
+        """The PathVerdict of the case's launches; None for raw TCP (no MPI
+        library on the path)."""
+        if self.transport == RAW_TCP:
+            return None
+        return judge_path(self.transport, self.launched_paths(),
+                          across_nodes=self.placement == "internode",
+                          rdma=self.rdma_partition())
+
+    def rdma_partition(self):
+        """Whether the case's interconnect class (the partition's, declared
+        or matched from its discovered link) is an RDMA class
+        (judgement.path.rdma_class), as the case's thresholds file has it."""
+        declared = self.interconnect_class()
+        data = load_yaml(Path(self.thresholds_folder) / references.THRESHOLDS_FILE) or {}
+        spec = (data.get("classes") or {}).get(declared)
+        for family in (data.get("rate_classes") or {}).values():
+            if declared in (family.get("rates") or {}):
+                spec = {**family, "match": {"link_layer": [family.get("link_layer")]}}
+        return rdma_class(spec)
+
+    @sn.deferrable
+    def assert_path_as_asked(self):
+        """Fails the case whose library used another path than it asked
+        for, however good its figures (judgement.path)."""
+        verdict = self.path_verdict()
+        if verdict is not None and verdict.verdict == FAIL:
+            raise sn.SanityError(path_words.sentence(verdict.to_json()))
+        return True
+
+    @run_before("sanity")
+    def record_the_path(self):
+        """The path the library said it used, and its verdict, in the
+        record (before sanity: a case failed on its path keeps them)."""
+        verdict = self.path_verdict()
+        if verdict is None:
+            return
+        used = (self.launched_paths() or [datapath.unknown_path()])[0]
+        self.record = {**self.record, "path": {**used, "verdict": verdict.to_json()}}
+        self.keep_the_path_verdict()
+
+    @run_before("performance")
+    def keep_the_path_verdict(self):
+        """A path that is not the one asked for, or not known, is one of
+        the case's verdicts (after set_references, which writes them)."""
+        verdict = (self.record.get("path") or {}).get("verdict")
+        if not verdict or verdict["verdict"] == PASS:
+            return
+        entry = {"verdict": verdict["verdict"], "value": None, "lo": None, "hi": None,
+                 "launches": verdict["launches"], "reason": path_words.sentence(verdict),
+                 **{k: verdict[k] for k in ("code", "asked", "used", "launch")}}
+        self.record["verdicts"] = {**(self.record.get("verdicts") or {}), "path": entry}
+        self.record["verdict"] = case_verdict([self.record.get("verdict", PASS),
+                                               verdict["verdict"]])
+
+    def judged_by(self):
+        """A `native` case is judged as the transport its library chose;
+        before its run, as the MPI's likely choice (shared memory on one
+        node, its preferred network transport across nodes)."""
+        kind, transport = super().judged_by()
+        if transport != NATIVE:
+            return kind, transport
+        if os.path.exists(os.path.join(self.stagedir, str(self.first_outputs()[self.main_run()]))):
+            used = (self.launched_paths() or [datapath.unknown_path()])[0]["transport"]
+            if used != datapath.UNKNOWN:
+                return kind, used
+        if self.placement == "intranode":
+            return kind, "shm"
+        offered = self.current_environ.extras.get("transports", {})
+        return kind, discovery.preferred_network_transport(offered) or transport
+
+    def series_label(self):
+        """A `native` case is named by what its library chose: `native:shm`."""
+        label = super().series_label()
+        if self.transport != NATIVE:
+            return label
+        used = (self.launched_paths() or [datapath.unknown_path()])[0]["transport"]
+        return " ".join(f"{NATIVE}:{used}" if word == NATIVE else word
+                        for word in label.split())

@@ -1,0 +1,164 @@
+"""Live: every case records the path its MPI library said it took, for the
+four MPIs of this machine and every transport they offer; a case whose
+library takes another path than it asked for fails and says so; a
+`native` case across nodes of an RDMA partition that ran over TCP fails as
+a silent fallback (netbench.results.datapath, netbench.judgement.path)."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import yaml
+
+from helpers.suite import cases_of
+from helpers.vcluster import cluster
+from netbench import paths
+from netbench.probe import discovery
+from netbench.rfm import session
+
+#: one launch per case, each size swept briefly: these tests ask which
+#: path a launch took, not how fast it was
+QUICK = ["-S", "budget=0.01"]
+
+
+def one_launch_references(folder):
+    """A copy of the references whose judging rule launches once."""
+    shutil.copytree(paths.REFERENCES, folder)
+    rule = folder / "judging.yaml"
+    data = yaml.safe_load(rule.read_text())
+    data.update(launches=1, min_launches_to_fail=1)
+    rule.write_text(yaml.safe_dump(data))
+    return folder
+
+
+def records(report):
+    return [(tc, tc.get("record") or {}) for tc in cases_of(report)]
+
+
+def test_every_mpi_and_transport_records_the_path_its_library_named(tmp_path):
+    folder = one_launch_references(tmp_path / "references")
+    proc = session.run_reframe("local", "-t", "full", "-n", "^PingPong%variant=blocking",
+                               "-x", "internode", "-S", f"thresholds_folder={folder}",
+                               *QUICK, timeout=1500)
+    out = proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode in session.NO_FAILURE + (1,), out
+    found = {}
+    for tc, record in records(session.latest_report()):
+        path, asked = record["path"], tc["display_name"].split("%transport=")[1].split()[0]
+        found[(tc["environ"], asked)] = path["transport"]
+        assert path["evidence"] and path["provider"] and path["device"], (tc["environ"], path)
+        assert path["verdict"]["verdict"] == "pass", (tc["environ"], asked, path)
+        for launch in record["runs"]["mpi"]:
+            assert launch["path"]["transport"] == path["transport"]
+        if asked == "native":
+            # named by what it chose: on one node, the MPI's shared memory
+            assert path["transport"] == "shm"
+            assert f"native:{path['transport']}" in record["label"].split()
+        else:
+            assert path["transport"] == asked
+    families = discovery.load_families()
+    offered = {(m.name, t) for m in discovery.discover(families=families)
+               for t in m.transports}
+    assert set(found) == offered, sorted(offered - set(found))
+    assert {env for env, _ in found} == {"mpich", "openmpi", "system-mpich", "system-openmpi"}
+
+
+def checkout_with_families(folder, edit):
+    """A copy of this checkout (its netbench package and checks, the same
+    MPIs and venv) whose mpi_families.yaml `edit` changed."""
+    ignore = shutil.ignore_patterns("__pycache__", "baselines")
+    shutil.copytree(paths.REPO / "netbench", folder / "netbench", ignore=ignore)
+    shutil.copytree(paths.CHECKS, folder / "reframe_checks", ignore=ignore)
+    for link in (".venv", ".mpi"):
+        (folder / link).symlink_to(paths.REPO / link)
+    families = folder / "netbench" / "data" / "mpi_families.yaml"
+    families.write_text(edit(families.read_text()))
+    return folder
+
+
+def run_in(checkout, *selection):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("RFM_", "NETBENCH_", "PYTHONPATH"))}
+    env["PYTHONPATH"] = str(checkout)
+    proc = subprocess.run([str(paths.REPO / ".venv" / "bin" / "reframe"),
+                           "-C", str(checkout / "reframe_checks" / "settings.py"),
+                           "-c", str(checkout / "reframe_checks" / "pingpong.py"),
+                           *selection, "-r"], cwd=checkout, env=env, capture_output=True,
+                          text=True, timeout=1200)
+    report = json.loads((checkout / "reports" / "latest" / "run-report.json").read_text())
+    return proc, report
+
+
+def test_a_case_asking_tcp_that_runs_over_shared_memory_fails_saying_so(tmp_path):
+    """MPICH's ofi-tcp without MPIR_CVAR_NOLOCAL and Open MPI's tcp with the
+    sm BTL allowed: both libraries move the bytes through shared memory,
+    and say so; the cases fail naming both paths, however fast they were."""
+    def shm_allowed(text):
+        nolocal = '{MPIR_CVAR_NOLOCAL: "1", MPICH_CH4_NETMOD: ofi, FI_PROVIDER: tcp}'
+        btl = 'env: {OMPI_MCA_pml: ob1, OMPI_MCA_btl: "self,tcp"}'
+        assert nolocal in text and btl in text
+        return (text.replace(nolocal, "{MPICH_CH4_NETMOD: ofi, FI_PROVIDER: tcp}")
+                .replace(btl, 'env: {OMPI_MCA_pml: ob1, OMPI_MCA_btl: "self,sm,tcp"}'))
+    checkout = checkout_with_families(tmp_path / "checkout", shm_allowed)
+    proc, report = run_in(checkout, "-p", "^(mpich|openmpi)$", "-n",
+                          "^PingPong%variant=blocking%transport=(ofi-tcp|tcp)%placement=intranode$",
+                          "-S", f"thresholds_folder={one_launch_references(tmp_path / 'r')}",
+                          *QUICK)
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
+    cases = {(tc["environ"], tc["display_name"].split("%transport=")[1].split()[0]): tc
+             for tc in cases_of(report)}
+    # Open MPI's ofi-tcp, left as it was, is on its path
+    assert cases.pop(("openmpi", "ofi-tcp"))["record"]["path"]["transport"] == "ofi-tcp"
+    failed = cases
+    assert set(failed) == {("mpich", "ofi-tcp"), ("openmpi", "tcp")}
+    for (env, asked), tc in failed.items():
+        assert tc["result"] == "fail" and tc["fail_phase"] == "sanity", tc
+        assert f"asked {asked}, the library used shm" in tc["fail_reason"], tc["fail_reason"]
+        record = tc["record"]
+        assert record["verdict"] == "fail" and record["verdicts"]["path"]["code"] == "asked_other"
+        assert record["path"]["transport"] == "shm" and record["path"]["evidence"]
+    # MPICH's POSIX shared memory named the ranks it served; Open MPI's BML its BTL
+    assert "Local_rank" in failed[("mpich", "ofi-tcp")]["record"]["path"]["evidence"]
+    assert "Using sm btl" in failed[("openmpi", "tcp")]["record"]["path"]["evidence"]
+
+
+NATIVE_ACROSS = "^PingPong%variant=blocking%transport=native%placement=internode$"
+
+
+def test_native_over_tcp_on_an_rdma_partition_is_a_silent_fallback():
+    """A 2-node cluster declared HDR InfiniBand (an RDMA class: its link
+    layer is InfiniBand): Open MPI's own choice between its nodes is its TCP
+    BTL, and its native case fails naming both; the same cluster declared
+    a TCP class passes it on its path.  The MPICH wheel's own choice there
+    is UCX's shared memory (the namespace nodes share one host), which
+    fails on any class: the bytes never crossed the link."""
+    with cluster("pvrdma", nodes=2, interconnect="ib-hdr") as state:
+        proc = session.run_reframe(state["system"], "-p", "^(mpich|openmpi)$",
+                                   "-n", NATIVE_ACROSS, *QUICK, timeout=900)
+        report = session.latest_report()
+    out = proc.stdout[-4000:] + proc.stderr[-2000:]
+    assert proc.returncode == 1, out
+    cases = {tc["environ"]: tc for tc in cases_of(report)}
+    assert set(cases) == {"mpich", "openmpi"}, out
+    ompi = cases["openmpi"]
+    assert ompi["result"] == "fail" and ompi["record"]["path"]["transport"] == "tcp"
+    assert ("silent fallback: asked native on an RDMA interconnect class, the library used "
+            "tcp, a TCP stack") in ompi["fail_reason"], ompi["fail_reason"]
+    assert ompi["record"]["verdicts"]["path"]["code"] == "silent_fallback"
+    assert "Using tcp btl" in ompi["record"]["path"]["evidence"]
+    mpich = cases["mpich"]
+    assert mpich["result"] == "fail" and mpich["record"]["path"]["transport"] == "shm"
+    assert "asked native between nodes, the library used shared memory" in \
+        mpich["fail_reason"], mpich["fail_reason"]
+    assert mpich["record"]["verdicts"]["path"]["code"] == "shm_across_nodes"
+
+    with cluster("pvtcp", nodes=2) as state:
+        proc = session.run_reframe(state["system"], "-p", "^openmpi$",
+                                   "-n", NATIVE_ACROSS, *QUICK, timeout=900)
+        report = session.latest_report()
+    assert proc.returncode in session.NO_FAILURE, proc.stdout[-4000:] + proc.stderr[-2000:]
+    (tc,) = cases_of(report)
+    path = tc["record"]["path"]
+    assert tc["result"] == "pass" and path["verdict"]["verdict"] == "pass", path
+    assert path["transport"] == "tcp" and "native:tcp" in tc["record"]["label"].split()
