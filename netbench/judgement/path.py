@@ -19,7 +19,7 @@ ReFrame, no files.
 import dataclasses
 
 from ..results.datapath import UNKNOWN
-from .rule import FAIL, INCONCLUSIVE, PASS
+from .model import FAIL, INCONCLUSIVE, PASS
 
 #: the transport a case asks for when it forces nothing (mpi_families.yaml)
 NATIVE = "native"

@@ -265,6 +265,6 @@ def render(code, numbers):
 def of_verdict(entry):
     """A record's verdict entry in words: its reason as written by an older
     netbench, else its code rendered."""
-    if entry.get("code"):
+    if entry.get("code") in RENDER:
         return render(entry["code"], entry.get("numbers"))
-    return entry.get("reason", "")
+    return entry.get("reason") or entry.get("code") or ""
