@@ -143,3 +143,18 @@ def test_a_switch_link_is_named_in_the_reason_and_drains_nothing(tmp_path):
     script = drain.drain_script([suspect])
     assert "link between switch leaf2 and its parent spine (both)" in script
     assert "scontrol" not in script.split("Suspect links")[1]
+
+
+def test_the_heat_map_shows_a_leaf_as_a_block():
+    """The page's rows follow the record's `leaves` (render only): the
+    nodes of a leaf are next to each other, others after them."""
+    from netbench.report import sweep
+    fleet = {"hosts": ["a1", "b1", "c9", "a2", "b2"], "suspects": [],
+             "leaves": {"a1": "leaf1", "a2": "leaf1", "b1": "leaf2", "b2": "leaf2"},
+             "pairs": [{"src": "a1", "dst": "a2", "latency_us": 5.0,
+                        "bw_Mbps": {"1048576": 90.0}}]}
+    ordered = sweep.by_topology(fleet)
+    assert ordered["hosts"] == ["a1", "a2", "b1", "b2", "c9"]
+    grids, _ = sweep.matrices(ordered)
+    assert grids["bandwidth"][0, 1] == 90.0
+    assert sweep.by_topology({**fleet, "leaves": None})["hosts"] == fleet["hosts"]
