@@ -131,9 +131,9 @@ def nine(tmp_path_factory):
 
 
 def swept(state):
-    """The sweep's case: its result and what it named or left unconfirmed
-    (a host too busy to tell, judgement.rule.contended): {(kind,
-    component, direction)}."""
+    """(the ReFrame process, what the sweep named, what it named or left
+    unconfirmed because the host was too busy to tell: judgement.rule
+    .contended), each {(kind, component, direction)}."""
     proc = session.run_reframe(state["system"], *SWEEP, timeout=900)
     cases = [tc for run in session.latest_report()["runs"][-1:] for tc in run["testcases"]
              if tc["name"].startswith("LinkSweep")]
@@ -142,19 +142,24 @@ def swept(state):
     if fleet.get("unconfirmed"):
         assert contended(cases[0]["record"]["host"], load_rule()), cases[0]["record"]["host"]
     assert list(fleet["leaves"]) == [n["name"] for n in state["nodes"]]
-    return proc, {(s["kind"], s["component"], s["direction"])
-                  for s in fleet["suspects"] + fleet.get("unconfirmed", [])}
+    def components(suspects):
+        return {(s["kind"], s["component"], s["direction"]) for s in suspects}
+    return proc, components(fleet["suspects"]), \
+        components(fleet["suspects"] + fleet.get("unconfirmed", []))
 
 
 def test_a_healthy_fabric_names_nothing(nine):
-    proc, found = swept(nine)
-    assert proc.returncode == 0 and found == set(), found
+    """Nothing named; on a busy host a pair may be left unconfirmed (a
+    healthy sweep at load 12 left one so), never a switch or its link."""
+    proc, named, found = swept(nine)
+    assert proc.returncode in (0, 3) and named == set(), found
+    assert not {kind for kind, _, _ in found} & {"switch-link", "switch"}, found
 
 
 def test_a_slowed_uplink_is_that_switch_link_alone(nine):
     vcluster.set_switch_link_fault("tosw", "leaf2", rate="50mbit")
     try:
-        proc, found = swept(nine)
+        proc, _, found = swept(nine)
     finally:
         vcluster.set_switch_link_fault("tosw", "leaf2", clear_fault=True)
     assert proc.returncode in (1, 3), proc.stdout[-3000:]
@@ -164,7 +169,7 @@ def test_a_slowed_uplink_is_that_switch_link_alone(nine):
 def test_a_slowed_node_is_the_node_alone(nine):
     vcluster.set_fault("tosw", "tosw-n5", rate="50mbit")
     try:
-        proc, found = swept(nine)
+        proc, _, found = swept(nine)
     finally:
         vcluster.set_fault("tosw", "tosw-n5", clear_fault=True)
     assert proc.returncode in (1, 3), proc.stdout[-3000:]
