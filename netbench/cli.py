@@ -266,8 +266,7 @@ def cmd_vcluster(args):
 
 
 def vcluster_up(vcluster, args):
-    nodes = args.nodes if args.nodes is not None or args.topology else 2
-    state, created = vcluster.up(args.name, nodes, args.link, args.mtu, args.interconnect,
+    state, created = vcluster.up(args.name, args.nodes, args.link, args.mtu, args.interconnect,
                                  args.switch_mtu, args.slurm, topology=args.topology)
     if not created:      # with the same settings: another's are refused (VclusterError)
         print(f"netbench vcluster: {args.name} is already up ({len(state['nodes'])} nodes, "

@@ -61,9 +61,11 @@ def test_the_fabric_is_built_faulted_and_taken_down(tmp_path):
             assert tbf_mbit(s["up"]) == tbf_mbit(s["down"]) == 200
         assert [master_of(n["veth"]) for n in state["nodes"]] == [
             switches["leaf1"]["bridge"]] * 2 + [switches["leaf2"]["bridge"]] * 2
-        ping = vcluster.ssh_command(state, state["nodes"][0],
-                                    f"bash -c 'exec 3<>/dev/tcp/{state['nodes'][3]['address']}/22'")
-        assert subprocess.run(ping, capture_output=True, timeout=30).returncode == 0
+        # a node on leaf1 reaches one on leaf2 across the spine
+        across = vcluster.ssh_command(
+            state, state["nodes"][0]["name"],
+            f"bash -c 'exec 3<>/dev/tcp/{state['nodes'][3]['address']}/22'")
+        assert subprocess.run(across, capture_output=True, timeout=30).returncode == 0
         extras = json.loads(open(state["files"]["reframe_system"]).read())[0][
             "partitions"][0]["extras"]
         assert open(extras["topology"]).read().count("SwitchName=") == 3

@@ -79,7 +79,7 @@ def same_settings(state, nodes, link, slurm, fabric=None):
     return differences
 
 
-def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=None,
+def up(name="vc", nodes=None, rate="none", mtu=1500, interconnect=None, switch_mtu=None,
        slurm=False, topology=None):
     """Bring a cluster up; returns (state, created).  A cluster this
     checkout has up with the same settings is left as it is (created
