@@ -9,8 +9,9 @@ in one line with nothing left; `down` leaves nothing.
 With a sweep (a 9-node cluster from a topology.conf of three leaves under
 one spine, 100mbit links): a healthy fabric names nothing, a slowed
 uplink of one leaf is named as that switch link alone, a slowed node as
-the node alone.  Each once here (about 5 minutes on this 2-core host);
-the counts over repeated runs are in the commit that added this file."""
+the node alone.  Each once here (about 6 minutes on this 2-core host).
+On a host this busy the suspects come as unconfirmed (judgement.rule
+.contended: named, not drained); they must still be the right component."""
 
 import json
 import subprocess
