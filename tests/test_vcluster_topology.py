@@ -177,3 +177,22 @@ def test_a_slowed_node_is_the_node_alone(nine):
         vcluster.set_fault("tosw", "tosw-n5", clear_fault=True)
     assert proc.returncode in (1, 3), proc.stdout[-3000:]
     assert found == {("node", "tosw-n5", "both")}
+
+
+def test_a_fabric_that_fails_half_way_leaves_nothing(tmp_path, monkeypatch):
+    """A failure while the switches are built (here shaping the second
+    uplink) takes back every bridge and link made before it."""
+    require_root()
+    from netbench.vcluster import fabric
+    real_shape = fabric.shape
+
+    def failing_shape(prefix, dev, link):
+        if dev.endswith("-u2"):
+            raise vcluster.VclusterError("tc: injected failure")
+        return real_shape(prefix, dev, link)
+    monkeypatch.setattr(fabric, "shape", failing_shape)
+    topology = write_topology(tmp_path, "tofail", leaves=2, per_leaf=1)
+    vcluster.down("tofail")
+    with pytest.raises(vcluster.VclusterError, match="injected failure"):
+        vcluster.up("tofail", rate="100mbit", topology=str(topology))
+    assert vcluster.leftovers("tofail") == []
