@@ -279,7 +279,7 @@ def cmd_vcluster(args):
 
 def vcluster_up(vcluster, args):
     state, created = vcluster.up(args.name, args.nodes, args.link, args.mtu, args.interconnect,
-                                 args.switch_mtu, args.slurm)
+                                 args.switch_mtu, args.slurm, topology=args.topology)
     if not created:      # with the same settings: another's are refused (VclusterError)
         print(f"netbench vcluster: {args.name} is already up ({len(state['nodes'])} nodes, "
               f"links {state['link']['rate']} MTU {state['link']['mtu']}): nothing changed")
@@ -354,8 +354,15 @@ def vcluster_mtu(vcluster, args):
 
 
 def vcluster_fault(vcluster, args):
-    state = vcluster.set_fault(args.name, args.node, args.rate, args.direction, args.mtu,
-                               clear_fault=args.clear, force=args.force)
+    if args.switch_link is not None:
+        if args.mtu is not None:
+            raise vcluster.VclusterError("--mtu: a switch link's fault is its --rate")
+        state = vcluster.set_switch_link_fault(args.name, args.switch_link, args.rate,
+                                               args.direction, clear_fault=args.clear,
+                                               force=args.force)
+    else:
+        state = vcluster.set_fault(args.name, args.node, args.rate, args.direction, args.mtu,
+                                   clear_fault=args.clear, force=args.force)
     faults = ", ".join(" ".join(f"{k}={v}" for k, v in f.items()) for f in state["faults"])
     print(f"netbench vcluster: {args.name}: faults: {faults or 'none'}")
     return 0
@@ -370,7 +377,12 @@ def add_vcluster_parser(sub):
                                         "(needs root)")
     actions = p.add_subparsers(dest="action", required=True)
     up = actions.add_parser("up", help="bring a cluster up (nothing changes if it is up)")
-    up.add_argument("--nodes", type=int, default=2, metavar="N", help="how many nodes")
+    up.add_argument("--nodes", type=int, metavar="N",
+                    help="how many nodes (default: 2, or as many as --topology names)")
+    up.add_argument("--topology", metavar="FILE",
+                    help="build the fabric of Slurm's topology.conf (or netbench's topology "
+                         "YAML) naming the nodes NAME-n1..: a bridge per switch, a shaped "
+                         "link between each switch and its parent")
     up.add_argument("--link", default="none", metavar="RATE",
                     help="shape each link with tbf: 100mbit (Fast Ethernet), 1gbit (GigE), "
                          "none (default)")
@@ -397,15 +409,20 @@ def add_vcluster_parser(sub):
     mtu.add_argument("--owner", metavar="CHECKOUT",
                      help="act for CHECKOUT, which must own the cluster (its MTU checks' "
                           "jobs name it)")
-    fault = actions.add_parser("fault", help="degrade one node, as a fabric sweep must find "
+    fault = actions.add_parser("fault", help="degrade one node or switch link, as a fabric sweep must find "
                                              "it: a slower link, one direction, a smaller MTU")
-    fault.add_argument("--node", required=True, help="node name or index (1 = first)")
+    target = fault.add_mutually_exclusive_group(required=True)
+    target.add_argument("--node", help="node name or index (1 = first)")
+    target.add_argument("--switch-link", metavar="SWITCH",
+                        help="the link between SWITCH and its parent (a cluster brought up "
+                             "with --topology): --rate, --direction (out: what leaves "
+                             "SWITCH's subtree)")
     fault.add_argument("--rate", metavar="RATE", help="shape the node's link, e.g. 333mbit")
     fault.add_argument("--direction", default="both", choices=("in", "out", "both"),
                        help="what the node receives (in), sends (out) or both")
     fault.add_argument("--mtu", type=int, help="the node's interface MTU")
     fault.add_argument("--clear", action="store_true",
-                       help="restore the node to the cluster's link settings")
+                       help="restore the node (or switch link) to the cluster's link settings")
     for action in (mtu, fault):
         action.add_argument("--force", action="store_true",
                             help="also a cluster another checkout owns")

@@ -10,7 +10,10 @@ healthy sweep measures (thresholds.yaml `sweep: line_rate_fraction`,
 calibrated by `make bench-sweep-calibration`; never a ping-pong's figure),
 its latency to the class's documented latency (netbench/fleet/judge.py).  Pairs outside the band are measured again in
 the same job before anything is named; then a node bad with most of its
-partners is the suspect, else the pair.  Suspects fail the case, named in
+partners is the suspect, else the pair.  With the partition's topology
+(extras `topology`: Slurm's topology.conf or netbench's YAML, as
+`vcluster up --topology` declares it), the fewest nodes, switch links
+and switches that explain the bad pairs (netbench/fleet/components.py).  Suspects fail the case, named in
 its reason; the record keeps the pair matrix for the report's heat maps,
 `suspects.json` and `drain.sh` (netbench/report/publish.py).
 
@@ -30,6 +33,7 @@ from netbench import benchspec, checks, references
 from netbench.checks import exclusive
 from netbench.fleet import judge as fleet
 from netbench.fleet import reasons, remeasure
+from netbench.fleet.topology import load_topology
 from netbench.judgement import conditions
 from netbench.report import reasons as reason_words
 from netbench.judgement.remeasure import launch_files
@@ -208,10 +212,11 @@ class LinkSweep(checks.NetbenchRun):
                                           [a.measurements() for a in again])
         latency_ref, bw_ref = self.fleet_references()
         lost = lost_hosts(first, self.launcher_text())
+        topology = self.fabric_topology()
         self.verdict = fleet.judge(
             self.judged_figures(measurements), reference_latency_us=latency_ref,
             reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,
-            rule=self.sweep_rule(), lost=lost)
+            rule=self.sweep_rule(), lost=lost, topology=topology)
         emulated = self.link_is_emulated()
         # the conditions of the sweep's first pass, every node's
         # (judgement.conditions), explain a CPU-bound miss up to the knobs'
@@ -219,12 +224,13 @@ class LinkSweep(checks.NetbenchRun):
             self.verdict, conditions.of_launch(self.launches()[0]), self.judging_knobs(),
             cpu_bound=lambda metric: emulated or metric == fleet.LATENCY)
         found = json.loads(self.verdict.to_json())
+        swept = sorted(set(fleet.hosts_of(measurements)) | set(first.hosts.values()))
         noisy = fleet.not_named(self.verdict.within_noise, unconfirmed)
         undecided = unconfirmed + noisy
         unconfirmed_json = json.loads(suspects_json(undecided, [], {}, []))["suspects"]
         self.record = {**self.record, "fleet": {
             # every node that ran a rank, measured or lost before it was
-            "hosts": sorted(set(fleet.hosts_of(measurements)) | set(first.hosts.values())),
+            "hosts": swept,
             "pairs": [{"src": src, "dst": dst, "latency_us": figs.get(fleet.LATENCY),
                        "bw_Mbps": {str(size): value for size, value
                                    in (figs.get(fleet.BANDWIDTH) or {}).items()}}
@@ -233,7 +239,10 @@ class LinkSweep(checks.NetbenchRun):
             "unconfirmed": unconfirmed_json,
             "findings": [f["text"] for f in found["findings"]],
             "remeasured": [list(p) for p in sorted({p for a in again for p in a.by_host})],
-            "sweep_seconds": first.sweep_seconds},
+            "sweep_seconds": first.sweep_seconds,
+            # each node's leaf switch, in the topology's order: the heat
+            # map's rows follow it, so a leaf is a block
+            **({"leaves": leaves_of(topology, swept)} if topology else {})},
             # suspects are a loss shown, not a run that failed
             "verdict": ("fail" if self.verdict.suspects else
                         "inconclusive" if undecided else "pass"),
@@ -270,6 +279,14 @@ class LinkSweep(checks.NetbenchRun):
                 for s in noisy)
                 + (f" (while {contention})" if contention else ""))
         return "; ".join(parts)
+
+    def fabric_topology(self):
+        """The fabric's switches, from the partition's `topology` (Slurm's
+        topology.conf or netbench's YAML, netbench.fleet.topology), whose
+        nodes, switch links and switches the judgement names; None without
+        one.  A bad file fails the case with its one line."""
+        path = self.current_partition.extras.get("topology")
+        return load_topology(path) if path else None
 
     def judged_figures(self, measurements):
         """The figures the fleet is judged on: on links that emulate only
@@ -358,3 +375,11 @@ def pairs_flag():
     """The benchmark's flag for a list of pairs to measure (benchmark.yaml)."""
     return benchspec.load()["options"]["pairs"]["flag"]
 
+
+
+def leaves_of(topology, hosts):
+    """{host: its leaf switch} of the swept `hosts` the topology names, in
+    the topology's order."""
+    leaf = topology.leaf_of()
+    swept = set(hosts)
+    return {node: leaf[node] for node in topology.all_nodes() if node in swept}

@@ -171,7 +171,7 @@ def test_suspects_json_round_trips_through_its_schema(tmp_path):
 
 def test_a_malformed_suspects_json_names_file_and_key(tmp_path):
     data = json.loads(judge.judge(make_fleet(4, 1, slow=["node01"])).to_json())
-    data["suspects"][0]["kind"] = "switch"
+    data["suspects"][0]["kind"] = "rack"
     path = tmp_path / "suspects.json"
     path.write_text(json.dumps(data))
     with pytest.raises(DataError) as err:

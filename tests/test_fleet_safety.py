@@ -108,7 +108,7 @@ BAD_SUSPECTS = {
     "NaN value": (lambda s: s.update(value=float("nan")), "suspects[0].value"),
     "infinite median": (lambda s: s.update(fleet_median=float("inf")),
                         "suspects[0].fleet_median"),
-    "unknown kind": (lambda s: s.update(kind="switch"), "suspects[0].kind"),
+    "unknown kind": (lambda s: s.update(kind="rack"), "suspects[0].kind"),
     "direction with a command": (lambda s: s.update(direction="both)\ntouch X #"),
                                  "suspects[0].direction"),
 }

@@ -120,7 +120,11 @@ def test_names_match_whole_names_and_paths_whole_components():
         assert not vc_names.owns_namespace("xrel", other), other
     assert vc_names.owns_link("xrel", "nb-xrel") and vc_names.owns_link("xrel", "nb-xrel-12")
     assert vc_names.owns_link("xrel", "nb-xrel-c")
-    for other in ("nb-xrels", "nb-xrels-1", "nb-xrel-n1", "nb-xrel-1a"):
+    # a topology's switch bridges and the ends of the links between switches
+    for mine in ("nb-xrel-s1", "nb-xrel-u12", "nb-xrel-d3"):
+        assert vc_names.owns_link("xrel", mine), mine
+    for other in ("nb-xrels", "nb-xrels-1", "nb-xrel-n1", "nb-xrel-1a", "nb-xrel-s",
+                  "nb-xrels-s1", "nb-xrel-x1", "nb-xrel-s1a"):
         assert not vc_names.owns_link("xrel", other), other
     folder = "/var/lib/netbench/clusters/xrel"
     assert netns.mentions(f"sshd -f {folder}/nodes/xrel-n1/sshd_config", folder)

@@ -113,11 +113,24 @@ def pair_lines(suspect):
             f"{figure(suspect.fleet_median)}; not drained, check the cable or port"]
 
 
+def switch_lines(suspect):
+    """A switch or the link between a switch and its parent: named, never
+    drained (draining the nodes under it would hide the fault)."""
+    names = [safe_host(n) or f"refused name {refused_name(n)}" for n in suspect.names[:2]]
+    what = (f"link between switch {names[0]} and its parent {names[-1]}"
+            if suspect.kind == "switch-link" else f"switch {names[0]}")
+    return [f"# {what} ({node_direction(suspect)}): {metric_of(suspect)} "
+            f"{figure(suspect.value)} vs fleet median {figure(suspect.fleet_median)}; "
+            f"not drained, check the switch and its ports"]
+
+
 def suspect_lines(suspect, reason_prefix):
     if suspect.kind == "node":
         return node_lines(suspect, reason_prefix)
     if suspect.kind == "pair":
         return pair_lines(suspect)
+    if suspect.kind in ("switch-link", "switch"):
+        return switch_lines(suspect)
     return [f"# refused suspect of kind {comment_text(repr(suspect.kind))}: "
             f"not one of {', '.join(KINDS)}"]
 

@@ -453,11 +453,13 @@ def headline_metric(evidence):
     return max(metrics, key=lambda m: metric_size(m) or 0)
 
 
-def make_suspect(kind, names, direction, evidence, stats, reference_of):
+def make_suspect(kind, names, direction, evidence, stats, reference_of, component=None):
+    """`component`: what to replace (default: the node, or the pair's link)."""
     metric = headline_metric(evidence)
     value = statistics.median(e.value for e in evidence if e.metric == metric)
     return Suspect(kind, tuple(names), metric, value, stats[metric].fleet_median,
-                   reference_of(metric), direction, tuple(evidence))
+                   reference_of(metric), direction, tuple(evidence),
+                   component or "<->".join(names))
 
 
 def attribute(bad, hosts, stats, rule, reference_of, partners=None):
@@ -558,16 +560,18 @@ def lost_suspect(host, lost, hosts, partners, by_metric, stats, rule):
                          for k in np.flatnonzero((figures.src == i) | (figures.dst == i)))
     return Suspect("node", (host,), ANSWERED, float(partners.get(host, 0)),
                    float(statistics.median(others)) if others else 0.0, None, UNREACHABLE,
-                   evidence)
+                   evidence, host)
 
 
 # -- the entry points ----------------------------------------------------------
 
 def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
-          line_rate_mbps=None, rule=None, lost=()):
+          line_rate_mbps=None, rule=None, lost=(), topology=None):
     """The FleetVerdict of one sweep; `rule`: references.SweepThresholds
     (default: thresholds.yaml's); `lost`: hosts that stopped answering
-    mid-sweep, the first suspects, whatever their pairs measured."""
+    mid-sweep, the first suspects, whatever their pairs measured;
+    `topology` (netbench.fleet.topology): the fabric's switches, whose
+    nodes, switch links and switches netbench.fleet.components names."""
     rule = rule or references.sweep_thresholds()
     hosts = hosts_of(measurements)
     codes = pair_codes(measurements, hosts)
@@ -581,13 +585,19 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
     every_host = sorted(set(hosts) | set(lost))
     suspects = [lost_suspect(host, set(lost), every_host, partners, by_metric, stats, rule)
                 for host in sorted(set(lost))]
-    suspects += attribute(bad, hosts, stats, rule, refs.get, partners)
+    if topology is None:
+        def named(pairs):
+            return attribute(pairs, hosts, stats, rule, refs.get, partners)
+    else:
+        from . import components
+
+        def named(pairs):
+            return components.attribute(pairs, by_metric, stats, rule, refs.get, topology)
+    suspects += named(bad)
     noisy = [e for m, figs in sorted(by_metric.items())
              for e in noisy_pairs_of(m, figs, stats[m], rule)]
     return FleetVerdict(suspects, bad, stats, fleet_findings(stats, refs, rule),
-                        measurements, noisy,
-                        not_named(attribute(noisy, hosts, stats, rule, refs.get, partners),
-                                  suspects))
+                        measurements, noisy, not_named(named(noisy), suspects))
 
 
 def not_named(candidates, suspects):

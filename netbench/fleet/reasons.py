@@ -14,6 +14,8 @@ def describe(suspect):
     if suspect.direction == UNREACHABLE:
         return describe_lost(suspect)
     names = "->".join(suspect.names) if suspect.kind == "pair" else suspect.names[0]
+    if suspect.kind == "switch-link":
+        names = f"{suspect.names[0]}<->{suspect.names[-1]}"
     pairs = ", ".join(f"{e.src}->{e.dst} {e.value:.4g}" for e in suspect.evidence[:6])
     return printable(f"{suspect.kind} {names} ({suspect.direction}): {suspect.metric} "
                      f"{suspect.value:.4g} vs fleet median {suspect.fleet_median:.4g} "

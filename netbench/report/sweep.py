@@ -111,13 +111,25 @@ def _number(value):
     return float(value) if ok else 0.0
 
 
+def by_topology(fleet):
+    """The fleet with its hosts in the topology's order when the record has
+    one (`leaves`: node -> leaf switch, in that order), so that a leaf's
+    pairs are a block of the heat map; the others after them, sorted."""
+    leaves = fleet.get("leaves")
+    if not isinstance(leaves, dict) or not leaves:
+        return fleet
+    position = {host: i for i, host in enumerate(leaves)}
+    return {**fleet, "hosts": sorted(fleet["hosts"],
+                                     key=lambda h: (position.get(h, len(position)), h))}
+
+
 def sweep_sections(sessions):
     """What the template shows per sweep: where, the verdict, the suspects
     and findings, the wall time, the heat maps, and for a fleet too large
     for every cell's figure, a table per node."""
     sections = []
     for tc, rec in sweep_cases(sessions):
-        fleet = rec["fleet"]
+        fleet = by_topology(rec["fleet"])
         grids, size = matrices(fleet)
         large = len(fleet["hosts"]) > CELL_TEXT_NODES
         sections.append({

@@ -147,6 +147,9 @@ SCHEMA = {
             "findings": {"type": "array", "items": _STRING},
             "remeasured": {"type": "array", "items": {"type": "array", "items": _STRING}},
             "sweep_seconds": _NUMBER_OR_NULL,
+            # node -> its leaf switch, in the topology's order (a partition
+            # with extras `topology`)
+            "leaves": {"type": "object", "additionalProperties": _STRING},
         }},
         # variable -> [first sweep, re-measurement]: a judged figure out of
         # bounds is swept again before it fails (checks/netbench_run.py)

@@ -6,7 +6,9 @@ vocabulary, its schema, and how it is written and read back.
 with `read_suspects`)::
 
     {"version": 1,
-     "suspects": [{"kind": "node" | "pair", "names": [host, ...],
+     "suspects": [{"kind": "node" | "pair" | "switch-link" | "switch",
+                   "names": [host or switch, ...],
+                   "component": the host, "switch<->parent", the switch, "a<->b",
                    "direction": "both" | "egress" | "ingress" | "a->b",
                    "metric": "latency_us" | "bw_Mbps@<bytes>",
                    "value": the suspect's median figure,
@@ -18,7 +20,9 @@ with `read_suspects`)::
                         "left_out": host or null}},
      "findings": [{"metric", "fleet_median", "reference", "bound", "text"}]}
 
-A node's direction: ``egress`` when only the directions from it are bad,
+A switch link's names are the switch and its parent, its direction
+``egress`` when only what leaves the switch's subtree is slow, ``ingress``
+only what enters it (netbench.fleet.components).  A node's direction: ``egress`` when only the directions from it are bad,
 ``ingress`` only those to it; a pair's ``a->b`` when only that direction is.
 
 A lost node (the rank or sshd of a node that went silent mid-sweep) is a
@@ -42,7 +46,7 @@ ANSWERED = "answered_pairs"
 UNREACHABLE = "unreachable"
 #: the closed vocabularies of a suspect (SUSPECTS_SCHEMA; drain.sh writes
 #: nothing else): kinds, a node's directions, metrics
-KINDS = ("node", "pair")
+KINDS = ("node", "pair", "switch-link", "switch")
 NODE_DIRECTIONS = ("both", "egress", "ingress", UNREACHABLE)
 METRIC = re.compile(rf"(?:{LATENCY}|{BANDWIDTH}@[0-9]{{1,15}}|{ANSWERED})\Z")
 SCHEMA_VERSION = 1
@@ -67,6 +71,9 @@ class Suspect:
     reference: float = None
     direction: str = "both"
     evidence: tuple = ()
+    #: what to replace: the host, `switch<->parent`, the switch, `a<->b`
+    #: (default_component when the judgement had no topology)
+    component: str = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,9 +113,15 @@ def strict_json(data):
     return json.dumps(finite_or_null(data), indent=2, allow_nan=False) + "\n"
 
 
+def default_component(suspect):
+    """A node's component is the node; a pair's, the link between its two."""
+    return "<->".join(suspect.names)
+
+
 def _suspect_json(suspect):
     out = dataclasses.asdict(suspect)
     out["names"] = list(suspect.names)
+    out["component"] = suspect.component or default_component(suspect)
     out["evidence"] = [dataclasses.asdict(e) for e in suspect.evidence]
     return out
 
@@ -158,6 +171,8 @@ SUSPECT_SCHEMA = {
         "metric": _METRIC, "value": _NUMBER, "fleet_median": _NUMBER,
         "reference": _OPTIONAL_NUMBER, "direction": _DIRECTION,
         "evidence": {"type": "array", "items": _EVIDENCE},
+        # absent in the records of a netbench before issue 36
+        "component": {"type": "string"},
     },
     "if": {"properties": {"direction": {"const": UNREACHABLE}}},
     "else": {"properties": {"evidence": {"minItems": 1}}},
@@ -196,4 +211,5 @@ def suspect_from_json(s):
     """A Suspect from its suspects.json form (a run report's record keeps
     that form: publish makes drain.sh from it)."""
     return Suspect(s["kind"], tuple(s["names"]), s["metric"], s["value"], s["fleet_median"],
-                   s["reference"], s["direction"], tuple(Evidence(**e) for e in s["evidence"]))
+                   s["reference"], s["direction"], tuple(Evidence(**e) for e in s["evidence"]),
+                   s.get("component"))

@@ -3,7 +3,8 @@ virtual clusters of 3 to 8 nodes at 1 Gbit/s, and what the measured cost
 per pair predicts for fleets of 256 and 1024 nodes (docs/howto/find-bad-node.md, "What it costs": the cost
 model); and what its analysis costs for fleets of 192 to 1024 nodes, on
 synthetic measurements with one slow node: judging them (netbench.fleet)
-and the page's sweep section (heat maps, per-node table).  The clusters
+and the page's sweep section (heat maps, per-node table); and judging 1024
+nodes with their topology (netbench.fleet.components).  The clusters
 need root; each is taken down after its sweep, even on failure
 (`--analysis-only` skips them).  Prints figures; asserts nothing.
 """
@@ -103,6 +104,55 @@ def analysis_costs(fleets):
               f"{size / 2**20:5.1f} MB {peak:6.0f} MB")
 
 
+#: the fleet judged with a topology: leaves of LEAF_NODES nodes, GROUP_LEAVES
+#: leaves under each aggregation switch, those under one core
+TOPOLOGY_NODES, LEAF_NODES, GROUP_LEAVES = 1024, 32, 8
+
+
+def synthetic_fabric(n=TOPOLOGY_NODES, slow_uplink=None, seed=36):
+    """(measurements, Topology) of n hosts on leaves of LEAF_NODES under
+    aggregation switches under one core, every ordered pair measured as
+    synthetic_measurements does; the pairs crossing `slow_uplink` (a
+    leaf's name) at a third of the rate."""
+    from ..fleet.topology import build
+    rng = random.Random(seed)
+    hosts = [f"node{i:04d}" for i in range(n)]
+    leaves = [hosts[i:i + LEAF_NODES] for i in range(0, n, LEAF_NODES)]
+    groups = [list(range(i, min(i + GROUP_LEAVES, len(leaves))))
+              for i in range(0, len(leaves), GROUP_LEAVES)]
+    # (line, switch, child switches, nodes), as topology.conf would give them
+    entries = [(1, "core", [f"agg{g}" for g in range(len(groups))], [])]
+    entries += [(2 + g, f"agg{g}", [f"leaf{k}" for k in group], [])
+                for g, group in enumerate(groups)]
+    entries += [(2 + len(groups) + k, f"leaf{k}", [], nodes) for k, nodes in enumerate(leaves)]
+    leaf_of = {h: k for k, nodes in enumerate(leaves) for h in nodes}
+    slow = None if slow_uplink is None else int(slow_uplink[len("leaf"):])
+    out = {}
+    for a in hosts:
+        for b in hosts:
+            if a != b:
+                crossing = slow is not None and (leaf_of[a] == slow) != (leaf_of[b] == slow)
+                rate = 900.0 / (3 if crossing else 1)
+                out[(a, b)] = {"latency_us": 20 * rng.uniform(0.92, 1.08) if a < b else None,
+                               "bw_Mbps": {s: rate * rng.uniform(0.92, 1.08) for s in SIZES}}
+    return out, build("synthetic", entries)
+
+
+def topology_costs():
+    """Print the CPU seconds of judging a TOPOLOGY_NODES-node fleet with
+    its topology (the components named), healthy and with a leaf's slow
+    uplink: issue 36 wants it under 10 s."""
+    print(f"{'nodes':>5} {'fault':>14} {'judge with topology (CPU s)':>27} {'named':>18}")
+    for fault in (None, "leaf5"):
+        measurements, topology = synthetic_fabric(slow_uplink=fault)
+        started = time.process_time()
+        verdict = judge(measurements, topology=topology)
+        judged = time.process_time() - started
+        named = ",".join(f"{s.kind} {s.component}" for s in verdict.suspects) or "nothing"
+        print(f"{TOPOLOGY_NODES:5} {fault and fault + ' uplink' or 'none':>14} "
+              f"{judged:27.2f} {named:>18}")
+
+
 def rounds(n):
     return n - 1 if n % 2 == 0 else n
 
@@ -139,6 +189,8 @@ def main(argv=None):
                         help="time the analysis only: no virtual cluster, no root")
     args = parser.parse_args(argv)
     analysis_costs(args.analysed)
+    print()
+    topology_costs()
     if args.analysis_only:
         return 0
     print()

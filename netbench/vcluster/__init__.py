@@ -40,6 +40,7 @@ The package, from the bottom up (no module imports one above it):
 
 - `names`: names, patterns, addresses, link settings, VclusterError;
 - `netns`: namespaces, links, shaping, processes (`run`, `stop_processes`);
+- `fabric`: a cluster's switches from a topology file (`up --topology`);
 - `registry`: the lock, the registry and subnets, root's files (`verify_tree`);
 - `files`: the clients' files (ssh, hostfile, inventory, checkout copies);
 - `nodes`: a node's namespace and sshd, the head's namespace;
@@ -48,13 +49,14 @@ The package, from the bottom up (no module imports one above it):
 - `linkstate`: what each node's link must be (the cluster's settings, its
   fault), changing links all or nothing, reading them back (`drift`);
 - `cluster`: up, down, status, set_mtu;
-- `faults`: a degraded node (rate, direction, MTU) for the fabric sweep.
+- `faults`: a degraded node (rate, direction, MTU) or switch link (rate,
+  direction) for the fabric sweep.
 
 This module is the API the rest of netbench uses.
 """
 
 from .cluster import down, leftovers, set_mtu, status, up
-from .faults import set_fault
+from .faults import set_fault, set_switch_link_fault
 from .files import ssh_command
 from .names import CLUSTERS, VclusterError, printable
 from .netns import link_bytes, link_mtus
@@ -64,4 +66,4 @@ from .systems import launch_environment, running_systems
 
 __all__ = ["CLUSTERS", "SSHD", "VclusterError", "down", "launch_environment", "leftovers",
            "link_bytes", "link_mtus", "load_state", "printable", "running_systems", "set_fault",
-           "set_mtu", "ssh_command", "status", "up"]
+           "set_mtu", "set_switch_link_fault", "ssh_command", "status", "up"]

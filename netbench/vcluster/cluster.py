@@ -8,12 +8,13 @@ import os
 import shutil
 import time
 
+from .fabric import TOPOLOGY_FILE, build_switches, fabric_of, leaf_bridge, read_topology
 from .files import (client_files, is_legacy_folder, keygen, remove_checkout_copies,
                     remove_legacy_folder, write_checkout_copies)
 from .linkstate import change_links, drift
 from .names import (FIRST_NODE_HOST, LOCK_NAME, MAX_NODES, STATE_FILE, SYSTEM_FILE,
                     VclusterError, bridge_name, check_name, checkout_folder, cluster_folder,
-                    link_settings, system_name, this_checkout)
+                    host_name, link_settings, system_name, this_checkout)
 from .netns import (Undo, all_pids, ancestors, deferred_interrupts, delete_link,
                     delete_namespace, is_recorded, namespace_id, namespaces, owned_links,
                     owned_namespaces, processes_using, run, stop_processes)
@@ -60,7 +61,7 @@ def require_changer(name, force, acting_for, what):
                   f"add --force to `{what}` if it is yours", acting_for=acting_for)
 
 
-def same_settings(state, nodes, link, slurm):
+def same_settings(state, nodes, link, slurm, fabric=None):
     """What differs between a running cluster and the settings asked for,
     as text (empty: the same cluster)."""
     have = state["link"]
@@ -73,18 +74,28 @@ def same_settings(state, nodes, link, slurm):
             differences.append(f"{what} {have.get(shown)}, not {link[shown]}")
     if bool(state.get("slurm")) != bool(slurm):
         differences.append("with Slurm" if state.get("slurm") else "without Slurm")
+    if (state.get("fabric") or {}).get("conf") != (fabric or {}).get("conf"):
+        differences.append("another topology" if state.get("fabric") else "no topology")
     return differences
 
 
-def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=None,
-       slurm=False):
+def up(name="vc", nodes=None, rate="none", mtu=1500, interconnect=None, switch_mtu=None,
+       slurm=False, topology=None):
     """Bring a cluster up; returns (state, created).  A cluster this
     checkout has up with the same settings is left as it is (created
     False), with other settings refused (VclusterError naming what
     differs); a name another checkout owns is refused.  `slurm`: with a
-    Slurm controller and a slurmd per node (netbench.vcluster.slurm).  Whatever ends a bring-up
+    Slurm controller and a slurmd per node (netbench.vcluster.slurm).  `topology`: a
+    topology.conf or netbench YAML file naming the cluster's nodes; its
+    switches are built as bridges (netbench.vcluster.fabric), and `nodes`
+    (None: as many as it names) must match it.  Whatever ends a bring-up
     early (an error, Ctrl-C) takes back all of it."""
     check_name(name)
+    fabric = None
+    if topology is not None:
+        parsed = read_topology(topology, name, nodes)
+        fabric, nodes = fabric_of(name, parsed), len(parsed.all_nodes())
+    nodes = 2 if nodes is None else nodes
     if not 1 <= nodes <= MAX_NODES:
         raise VclusterError(f"--nodes {nodes}: use 1 to {MAX_NODES}")
     link = link_settings(rate, mtu, interconnect, switch_mtu=switch_mtu)
@@ -98,7 +109,7 @@ def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=
                           f"run `netbench vcluster down --force --name {name}` first")
             existing = load_state(name)
             if existing:
-                differences = same_settings(existing, nodes, link, slurm)
+                differences = same_settings(existing, nodes, link, slurm, fabric)
                 if differences:
                     raise VclusterError(f"cluster {name} is already up with other settings "
                                         f"({'; '.join(differences)}): to change them, take it "
@@ -121,7 +132,7 @@ def up(name="vc", nodes=2, rate="none", mtu=1500, interconnect=None, switch_mtu=
             entry["network"] = str(free_subnet())
             # the /24 is reserved: registered before any address exists
             write_json(registry_file(name), entry)
-            return build(name, nodes, link, undo, entry, slurm), True
+            return build(name, nodes, link, undo, entry, slurm, fabric), True
         except BaseException as err:
             with deferred_interrupts():
                 undo.run()
@@ -155,7 +166,7 @@ def sweep(name, entry):
         return [str(err)]
 
 
-def build(name, nnodes, link, undo, entry, with_slurm=False):
+def build(name, nnodes, link, undo, entry, with_slurm=False, fabric=None):
     folder = cluster_folder(name)
     undo.push(remove_tree, folder)
     make_dir(folder)
@@ -175,14 +186,18 @@ def build(name, nnodes, link, undo, entry, with_slurm=False):
     run(["ip", "addr", "add", f"{head}/{subnet.prefixlen}", "dev", br])
     run(["ip", "link", "set", br, "up"])
     launcher = make_head(name, subnet, link, undo)
-    nodes = [make_node(name, i, addr, subnet.prefixlen, link, undo)
+    if fabric:
+        build_switches(fabric, link, undo)
+        write_file(folder / TOPOLOGY_FILE, fabric["conf"])
+    nodes = [make_node(name, i, addr, subnet.prefixlen, link, undo,
+                       leaf_bridge(fabric, host_name(name, i)) if fabric else None)
              for i, addr in enumerate(addresses, 1)]
     cluster_hosts = "".join(["127.0.0.1\tlocalhost\n", f"{head}\t{name}-head\n"]
                             + [f"{n['address']}\t{n['name']}\n" for n in nodes])
     node_dirs = [node_files(folder, node, cluster_hosts) for node in nodes]
     state = {"name": name, "system": system_name(name), "network": str(subnet),
              "head_address": str(head), "launcher": launcher, "bridge": br, "link": link,
-             "nodes": nodes,
+             "nodes": nodes, **({"fabric": fabric} if fabric else {}),
              "folder": str(folder), "owner": entry["owner"], "uid": entry["uid"],
              "created": entry["created"]}
     state["files"] = client_files(folder, state)
@@ -387,18 +402,19 @@ def set_mtu(name, mtu, force=False, acting_for=None):
         return new
 
 
-def commit_links(old, new, nodes, switch=False):
-    """Under the lock: `nodes`' links (with `switch`, the bridge's and the
-    head's too) from what state `old` says to what `new` says, then `new`
+def commit_links(old, new, nodes, switch=False, uplinks=()):
+    """Under the lock: `nodes`' links (with `switch`, the bridges' and the
+    head's too; `uplinks`: the fabric's switches whose link to their parent
+    changes) from what state `old` says to what `new` says, then `new`
     written as the cluster's state; all or nothing, and Ctrl-C waits."""
     folder = cluster_folder(new["name"])
     with deferred_interrupts():
-        change_links(old, new, nodes, switch=switch)
+        change_links(old, new, nodes, switch=switch, uplinks=uplinks)
         try:
             write_json(folder / SYSTEM_FILE, reframe_systems(new))
             write_json(folder / STATE_FILE, new)
         except VclusterError:
-            change_links(new, old, nodes, switch=switch)
+            change_links(new, old, nodes, switch=switch, uplinks=uplinks)
             with contextlib.suppress(VclusterError):     # written atomically: intact
                 write_json(folder / SYSTEM_FILE, reframe_systems(old))
             raise

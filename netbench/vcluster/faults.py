@@ -13,6 +13,7 @@ cluster sets one, unless told --force.
 """
 
 from .cluster import commit_links, require_changer, require_root, running_state
+from .fabric import switch_of
 from .linkstate import degraded_link
 from .names import VclusterError, check_name, parse_rate
 from .registry import locked
@@ -62,9 +63,48 @@ def set_fault(name, node, rate=None, direction="both", mtu=None, clear_fault=Fal
         require_changer(name, force, None, "netbench vcluster fault")
         state = running_state(name)
         target = node_of(state, str(node))
-        faults = [f for f in state.get("faults", []) if f["node"] != target["name"]]
+        faults = [f for f in state.get("faults", []) if f.get("node") != target["name"]]
         if not clear_fault:
             faults.append(fault_of(state, target, rate, direction, mtu))
         new = {**state, "faults": faults}
         commit_links(state, new, [target])
+        return new
+
+
+def switch_link_fault(state, switch, rate, direction):
+    """The fault of the link between `switch` (a fabric entry) and its
+    parent, as recorded: its rate in `direction` (`out`: what leaves the
+    switch's subtree), checked before anything changes."""
+    if direction not in DIRECTIONS:
+        raise VclusterError(f"--direction {direction}: one of {', '.join(DIRECTIONS)}")
+    if rate is None or parse_rate(rate, "--rate") is None:
+        raise VclusterError("a switch link's fault needs --rate (e.g. 33mbit)")
+    link = degraded_link(state, rate)
+    return {"switch_link": switch["name"], "rate": link["rate"],
+            "rate_mbps": link["rate_mbps"], "direction": direction}
+
+
+def set_switch_link_fault(name, switch, rate=None, direction="both", clear_fault=False,
+                          force=False):
+    """Slow (or with `clear_fault` restore) the link between `switch` and
+    its parent on cluster `name`, brought up with --topology; returns the
+    cluster's state with its `faults`."""
+    check_name(name)
+    require_root()
+    with locked():
+        require_changer(name, force, None, "netbench vcluster fault")
+        state = running_state(name)
+        if not state.get("fabric"):
+            raise VclusterError(f"cluster {name} has no switches: bring it up with "
+                                f"--topology FILE")
+        target = switch_of(state["fabric"], str(switch))
+        if not target.get("parent"):
+            raise VclusterError(f"switch {target['name']} is the top switch: it has no link "
+                                f"to a parent")
+        faults = [f for f in state.get("faults", [])
+                  if f.get("switch_link") != target["name"]]
+        if not clear_fault:
+            faults.append(switch_link_fault(state, target, rate, direction))
+        new = {**state, "faults": faults}
+        commit_links(state, new, [], uplinks=[target])
         return new

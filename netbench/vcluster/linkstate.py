@@ -17,6 +17,7 @@ its link, the switch port's egress).
 
 import json
 
+from .fabric import uplink_link
 from .names import link_settings
 from .netns import run, shape
 
@@ -33,6 +34,38 @@ def degraded_link(state, rate, option="--rate"):
 
 def fault_of(state, node):
     return next((f for f in state.get("faults", []) if f.get("node") == node["name"]), {})
+
+
+def uplink_fault_of(state, switch):
+    return next((f for f in state.get("faults", [])
+                 if f.get("switch_link") == switch["name"]), {})
+
+
+def fabric_uplinks(state):
+    """The fabric's switches that have a link to a parent (none without
+    a topology)."""
+    return [s for s in (state.get("fabric") or {}).get("switches", []) if s.get("parent")]
+
+
+def uplink_settings(state, switch):
+    """The link between `switch` and its parent by `state`: {"out": what
+    leaves the switch's subtree (its `up` end's egress), "in": what enters
+    it (the `down` end's), "switch_mtu"}."""
+    link, fault = uplink_link(state["link"], switch), uplink_fault_of(state, switch)
+    slow = degraded_link(state, fault["rate"]) if fault.get("rate") else None
+    direction = fault.get("direction", "both")
+    return {"out": slow if slow and direction in ("out", "both") else link,
+            "in": slow if slow and direction in ("in", "both") else link,
+            "switch_mtu": int(link.get("switch_mtu", link["mtu"]))}
+
+
+def put_uplink(state, switch):
+    """The link between `switch` and its parent as `state` says."""
+    want = uplink_settings(state, switch)
+    for end in (switch["bridge"], switch["up"], switch["down"]):
+        run(["ip", "link", "set", end, "mtu", str(want["switch_mtu"])])
+    shape_or_unshape([], switch["up"], want["out"])
+    shape_or_unshape([], switch["down"], want["in"])
 
 
 def node_settings(state, node):
@@ -75,15 +108,19 @@ def put_switch(state):
         run(["ip", "link", "set", head["veth"], "mtu", mtu])
         run(["ip", "-n", head["namespace"], "link", "set", "eth0", "mtu", mtu])
     run(["ip", "link", "set", state["bridge"], "mtu", mtu])
+    for switch in fabric_uplinks(state):
+        put_uplink(state, switch)
 
 
-def change_links(old, new, nodes, switch=False):
-    """Put `nodes` (and with `switch` the bridge and the head's link) where
-    state `new` says, all or nothing: on a failure, put them back where
-    `old` says and raise the failure (VclusterError).  Call with Ctrl-C
+def change_links(old, new, nodes, switch=False, uplinks=()):
+    """Put `nodes` (and with `switch` the bridges and the head's link;
+    `uplinks`: the fabric switches whose link to their parent) where state
+    `new` says, all or nothing: on a failure, put them back where `old`
+    says and raise the failure (VclusterError).  Call with Ctrl-C
     deferred (netns.deferred_interrupts)."""
     steps = ([put_switch] if switch else []) + [
-        (lambda state, n=n: put_node(state, n)) for n in nodes]
+        (lambda state, n=n: put_node(state, n)) for n in nodes] + [
+        (lambda state, s=s: put_uplink(state, s)) for s in uplinks]
     # a larger switch MTU first, a smaller one last: a port never drops
     # the frames of a node still at the larger MTU
     growing = switch and new["link"]["switch_mtu"] >= old["link"].get("switch_mtu", 0)
@@ -159,4 +196,19 @@ def drift(state, present_namespaces):
         for key, what in (("mtu", "interface MTU"), ("switch_mtu", "switch port MTU")):
             if seen[key] != want[key]:
                 found.append(f"{node['name']}: {what} {seen[key]}, recorded {want[key]}")
+    return found + uplink_drift(state, host_rates)
+
+
+def uplink_drift(state, host_rates):
+    """Where the links between switches differ from what `state` says."""
+    found = []
+    for switch in fabric_uplinks(state):
+        want = uplink_settings(state, switch)
+        for key, end, what in (("out", "up", "sends up at"), ("in", "down", "receives at")):
+            seen = host_rates.get(switch[end])
+            if not same_rate(seen, want[key]["rate_mbps"]):
+                shown = "unshaped" if seen is None else f"{seen:g} Mbit/s"
+                wanted = want[key]["rate_mbps"]
+                found.append(f"switch link {switch['name']} {what} {shown}, recorded "
+                             f"{'unshaped' if wanted is None else f'{wanted:g} Mbit/s'}")
     return found

@@ -93,8 +93,11 @@ def owns_namespace(name, ns):
 
 def owns_link(name, link):
     """The bridge `nb-<name>`, a node's veth `nb-<name>-<i>`, the
-    controller's `nb-<name>-c`, the head's `nb-<name>-h`, exactly."""
-    return re.fullmatch(rf"nb-{re.escape(name)}(-(\d+|c|h))?", link) is not None
+    controller's `nb-<name>-c`, the head's `nb-<name>-h`, and with a
+    topology a switch's bridge `nb-<name>-s<k>` and the ends of its link to
+    its parent, `nb-<name>-u<k>` and `nb-<name>-d<k>` (vcluster.fabric),
+    exactly."""
+    return re.fullmatch(rf"nb-{re.escape(name)}(-(\d+|c|h|[sud]\d+))?", link) is not None
 
 
 def cluster_folder(name):

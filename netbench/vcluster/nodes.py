@@ -33,7 +33,8 @@ def make_head(name, subnet, link, undo):
     return head
 
 
-def make_node(name, i, address, prefixlen, link, undo):
+def make_node(name, i, address, prefixlen, link, undo, bridge=None):
+    """Node i on `bridge` (its leaf switch; default: the cluster's bridge)."""
     ns, veth = namespace_name(name, i), veth_name(name, i)
     in_ns = ["ip", "netns", "exec", ns]
     undo.push(delete_namespace, ns)
@@ -41,7 +42,7 @@ def make_node(name, i, address, prefixlen, link, undo):
     undo.push(delete_link, veth)
     run(["ip", "link", "add", veth, "mtu", str(link["switch_mtu"]), "type", "veth",
          "peer", "name", "eth0", "mtu", str(link["mtu"]), "netns", ns])
-    run(["ip", "link", "set", veth, "master", bridge_name(name), "up"])
+    run(["ip", "link", "set", veth, "master", bridge or bridge_name(name), "up"])
     run(["ip", "-n", ns, "addr", "add", f"{address}/{prefixlen}", "dev", "eth0"])
     run(["ip", "-n", ns, "link", "set", "lo", "up"])
     run(["ip", "-n", ns, "link", "set", "eth0", "up"])

@@ -30,6 +30,10 @@ def reframe_system(state):
                           "--name", state["name"], "--owner", state["owner"]],
               # held by a job that needs every node to itself (the sweep)
               "partition_lock": str(cluster_folder(state["name"]) / LOCK_NAME)}
+    if state.get("fabric"):
+        # the sweep names the switch link or switch that explains its slow
+        # pairs (netbench.fleet.components); the cluster's own copy
+        extras["topology"] = str(cluster_folder(state["name"]) / "topology.conf")
     if link["rate_mbps"]:
         # the token bucket's rate is the line rate: the veth under it
         # reports 10000 Mb/s whatever it carries (netbench/probe/linerate.py)

@@ -1,0 +1,160 @@
+"""The fault named as the component (netbench/fleet/components.py): on a
+synthetic fleet of leaves under a spine, a slow leaf uplink is that switch
+link alone (with its direction), a slow node is the node alone, a slow
+leaf switch is the switch, two faults are two components, a healthy fleet
+names nothing; the pairs a re-measurement clears name nothing; the
+heat map's hosts follow the topology."""
+
+import json
+import random
+
+import pytest
+
+from helpers.fleet import LATENCY_US, LINE_MBPS, NOISE, SIZES
+from netbench import paths
+from netbench.fleet import judge, topology
+from netbench.results import suspects as suspects_format
+
+DATA = paths.REPO / "tests" / "data" / "topology"
+
+
+def leaves_fleet(leaves, per_leaf, seed, slow_nodes=(), slow_uplinks=(), direction="both",
+                 slow_switches=(), noise=NOISE):
+    """(measurements, Topology): `leaves` leaf switches of `per_leaf` nodes
+    under one spine; slow components at a third of the rate.  A slow
+    uplink's `direction`: out (what leaves the leaf), in, both."""
+    rng = random.Random(seed)
+    leaf_of = {f"n{leaf}{i}": f"leaf{leaf}" for leaf in range(1, leaves + 1)
+               for i in range(1, per_leaf + 1)}
+    lines = [f"SwitchName=spine Switches=leaf[1-{leaves}]"] + [
+        f"SwitchName=leaf{leaf} Nodes=n{leaf}[1-{per_leaf}]" for leaf in range(1, leaves + 1)]
+    out = {}
+    for src, a in leaf_of.items():
+        for dst, b in leaf_of.items():
+            if src == dst:
+                continue
+            rate = LINE_MBPS
+            crossing = a != b
+            if src in slow_nodes or dst in slow_nodes:
+                rate /= 3
+            for up in slow_uplinks:
+                if crossing and ((a == up and direction in ("out", "both"))
+                                 or (b == up and direction in ("in", "both"))):
+                    rate /= 3
+            if a in slow_switches or b in slow_switches:
+                rate /= 3
+            figures = {"bw_Mbps": {s: rate * rng.uniform(1 - noise, 1 + noise) for s in SIZES}}
+            if src < dst:
+                figures["latency_us"] = LATENCY_US * rng.uniform(1 - noise, 1 + noise)
+            out[(src, dst)] = figures
+    return out, lines
+
+
+def judged(measurements, lines, tmp_path):
+    path = tmp_path / "topology.conf"
+    path.write_text("\n".join(lines) + "\n")
+    topo = topology.load_topology(path)
+    return judge.judge(measurements, reference_bw_mbps=LINE_MBPS,
+                       reference_latency_us=LATENCY_US, topology=topo)
+
+
+def named(verdict):
+    return sorted((s.kind, s.component, s.direction) for s in verdict.suspects)
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (4, 4), (3, 5)])
+def test_a_slow_uplink_is_that_switch_link_alone(tmp_path, shape):
+    for seed in range(20):
+        fleet, lines = leaves_fleet(*shape, seed, slow_uplinks=["leaf2"])
+        verdict = judged(fleet, lines, tmp_path)
+        assert named(verdict) == [("switch-link", "leaf2<->spine", "both")], (shape, seed)
+        suspect = verdict.suspects[0]
+        assert suspect.names == ("leaf2", "spine")
+        # the evidence: pairs that cross it, none under it, held to the fleet
+        assert all(("n2" in e.src) != ("n2" in e.dst) for e in suspect.evidence)
+        assert suspect.value < suspect.fleet_median / 2
+
+
+@pytest.mark.parametrize("direction,expected", [("out", "egress"), ("in", "ingress")])
+def test_one_direction_of_an_uplink_is_named_with_it(tmp_path, direction, expected):
+    for seed in range(10):
+        fleet, lines = leaves_fleet(3, 3, seed, slow_uplinks=["leaf3"], direction=direction)
+        assert named(judged(fleet, lines, tmp_path)) == [
+            ("switch-link", "leaf3<->spine", expected)], seed
+
+
+def test_a_slow_node_is_the_node_alone(tmp_path):
+    for seed in range(20):
+        fleet, lines = leaves_fleet(3, 3, seed, slow_nodes=["n22"])
+        assert named(judged(fleet, lines, tmp_path)) == [("node", "n22", "both")], seed
+
+
+def test_a_slow_leaf_switch_is_the_switch(tmp_path):
+    for seed in range(10):
+        fleet, lines = leaves_fleet(3, 3, seed, slow_switches=["leaf1"])
+        assert named(judged(fleet, lines, tmp_path)) == [("switch", "leaf1", "both")], seed
+
+
+def test_two_faults_are_two_components(tmp_path):
+    for seed in range(10):
+        fleet, lines = leaves_fleet(4, 4, seed, slow_nodes=["n11"], slow_uplinks=["leaf3"])
+        assert named(judged(fleet, lines, tmp_path)) == [
+            ("node", "n11", "both"), ("switch-link", "leaf3<->spine", "both")], seed
+
+
+def test_a_healthy_fleet_names_nothing(tmp_path):
+    for seed in range(50):
+        fleet, lines = leaves_fleet(3, 3, seed, noise=0.10)
+        verdict = judged(fleet, lines, tmp_path)
+        assert verdict.suspects == [] and verdict.within_noise == [], seed
+
+
+def test_a_component_cleared_by_measuring_again_is_not_named(tmp_path):
+    """Confirm before blame: the sweep measures the pairs outside the band
+    again in the same job (fleet.remeasure); a switch link whose pairs are
+    fine in the second pass is not named."""
+    first, lines = leaves_fleet(3, 3, 1, slow_uplinks=["leaf2"])
+    again_full, _ = leaves_fleet(3, 3, 2)
+    verdict = judged(first, lines, tmp_path)
+    wanted = judge.pairs_to_remeasure(verdict)
+    assert {p for p in wanted} >= {(s, d) for s, d in first if ("n2" in s) != ("n2" in d)}
+    again = {p: again_full[p] for p in wanted}
+    assert judged(judge.merge_passes([first, again]), lines, tmp_path).suspects == []
+
+
+def test_suspects_json_carries_the_component_and_its_kind(tmp_path):
+    fleet, lines = leaves_fleet(3, 3, 5, slow_uplinks=["leaf1"])
+    path = tmp_path / "suspects.json"
+    path.write_text(judged(fleet, lines, tmp_path).to_json())
+    found, data = suspects_format.read_suspects(path)
+    assert [(s["kind"], s["component"]) for s in data["suspects"]] == [
+        ("switch-link", "leaf1<->spine")]
+    assert found[0].component == "leaf1<->spine" and found[0].kind == "switch-link"
+    # without a topology, a node's component is the node
+    plain = judge.judge(fleet, reference_bw_mbps=LINE_MBPS)
+    assert all(s["component"] for s in json.loads(plain.to_json())["suspects"])
+
+
+def test_a_switch_link_is_named_in_the_reason_and_drains_nothing(tmp_path):
+    from netbench.fleet import drain, reasons
+    fleet, lines = leaves_fleet(3, 3, 7, slow_uplinks=["leaf2"])
+    suspect = judged(fleet, lines, tmp_path).suspects[0]
+    assert reasons.describe(suspect).startswith("switch-link leaf2<->spine (both): bw_Mbps")
+    script = drain.drain_script([suspect])
+    assert "link between switch leaf2 and its parent spine (both)" in script
+    assert "scontrol" not in script.split("Suspect links")[1]
+
+
+def test_the_heat_map_shows_a_leaf_as_a_block():
+    """The page's rows follow the record's `leaves` (render only): the
+    nodes of a leaf are next to each other, others after them."""
+    from netbench.report import sweep
+    fleet = {"hosts": ["a1", "b1", "c9", "a2", "b2"], "suspects": [],
+             "leaves": {"a1": "leaf1", "a2": "leaf1", "b1": "leaf2", "b2": "leaf2"},
+             "pairs": [{"src": "a1", "dst": "a2", "latency_us": 5.0,
+                        "bw_Mbps": {"1048576": 90.0}}]}
+    ordered = sweep.by_topology(fleet)
+    assert ordered["hosts"] == ["a1", "a2", "b1", "b2", "c9"]
+    grids, _ = sweep.matrices(ordered)
+    assert grids["bandwidth"][0, 1] == 90.0
+    assert sweep.by_topology({**fleet, "leaves": None})["hosts"] == fleet["hosts"]
