@@ -12,6 +12,7 @@ import subprocess
 import yaml
 
 from helpers.suite import cases_of
+from helpers import write_knobs
 from helpers.vcluster import cluster
 from netbench import paths
 from netbench.probe import discovery
@@ -23,12 +24,9 @@ QUICK = ["-S", "budget=0.01"]
 
 
 def one_launch_references(folder):
-    """A copy of the references whose judging rule launches once."""
+    """A copy of the references whose verdict model launches once."""
     shutil.copytree(paths.REFERENCES, folder)
-    rule = folder / "judging.yaml"
-    data = yaml.safe_load(rule.read_text())
-    data.update(launches=1, min_launches_to_fail=1)
-    rule.write_text(yaml.safe_dump(data))
+    write_knobs(folder, replicates={"launches": 1, "min_to_fail": 1})
     return folder
 
 
