@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 
-import yaml
 
 from helpers.suite import cases_of
 from helpers import write_knobs
