@@ -129,6 +129,10 @@ SCHEMA = {
             "findings": {"type": "array", "items": _STRING},
             "remeasured": {"type": "array", "items": {"type": "array", "items": _STRING}},
             "sweep_seconds": _NUMBER_OR_NULL,
+            # the rounds it measured and how: concurrent (a round's pairs
+            # at once) or sequential (one pair at a time)
+            "rounds": {"type": "integer"},
+            "order": {"enum": ["concurrent", "sequential", None]},
         }},
         # variable -> [first sweep, re-measurement]: a judged figure out of
         # bounds is swept again before it fails (checks/netbench_run.py)
