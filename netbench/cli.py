@@ -343,7 +343,8 @@ def vcluster_mtu(vcluster, args):
 
 def vcluster_fault(vcluster, args):
     state = vcluster.set_fault(args.name, args.node, args.rate, args.direction, args.mtu,
-                               clear_fault=args.clear, force=args.force)
+                               clear_fault=args.clear, force=args.force,
+                               link_down=args.link_down)
     faults = ", ".join(" ".join(f"{k}={v}" for k, v in f.items()) for f in state["faults"])
     print(f"netbench vcluster: {args.name}: faults: {faults or 'none'}")
     return 0
@@ -386,12 +387,15 @@ def add_vcluster_parser(sub):
                      help="act for CHECKOUT, which must own the cluster (its MTU checks' "
                           "jobs name it)")
     fault = actions.add_parser("fault", help="degrade one node, as a fabric sweep must find "
-                                             "it: a slower link, one direction, a smaller MTU")
+                                             "it: a slower link, one direction, a smaller "
+                                             "MTU, a link down")
     fault.add_argument("--node", required=True, help="node name or index (1 = first)")
     fault.add_argument("--rate", metavar="RATE", help="shape the node's link, e.g. 333mbit")
     fault.add_argument("--direction", default="both", choices=("in", "out", "both"),
                        help="what the node receives (in), sends (out) or both")
     fault.add_argument("--mtu", type=int, help="the node's interface MTU")
+    fault.add_argument("--link-down", action="store_true",
+                       help="take the node's link down (its switch port): nothing reaches it")
     fault.add_argument("--clear", action="store_true",
                        help="restore the node to the cluster's link settings")
     for action in (mtu, fault):
