@@ -29,7 +29,10 @@ def describe_within_noise(suspect, stat, bound, mad_multiple):
 
 
 def describe_lost(suspect):
-    """A node that stopped answering, with what its pairs measured before."""
+    """A node that stopped answering, with what its pairs measured before;
+    one the launch could not reach, with why (ssh's words)."""
+    if suspect.reason:
+        return printable(f"node {suspect.names[0]} ({UNREACHABLE}): {suspect.reason}")
     measured = ", ".join(f"{e.src}->{e.dst} {e.value:.4g}" for e in suspect.evidence[:6])
     metric = suspect.evidence[0].metric if suspect.evidence else None
     before = f"; before it, {metric}: {measured}" if measured else "; none of its pairs was measured"
@@ -44,7 +47,7 @@ OURS = ("# launch:", "netbench.fleet.remeasure:", "netbench: sweeping again",
 #: ssh, the launchers' agent, saying why it reached no node, in its own
 #: words or as netbench's launch asked it again (rfm/supervise.py)
 SSH = ("ssh: ", "Connection to ", "Permission denied",
-       "netbench.launch: the launcher started no rank")
+       "netbench.launch: the launcher started no rank", "netbench.launch: the launch lost")
 
 
 def benchmark_message(stderr_text):

@@ -21,9 +21,11 @@ with `read_suspects`)::
 A node's direction: ``egress`` when only the directions from it are bad,
 ``ingress`` only those to it; a pair's ``a->b`` when only that direction is.
 
-A lost node (the rank or sshd of a node that went silent mid-sweep) is a
-suspect of kind ``node``, direction ``unreachable``, metric
-``answered_pairs``.
+A lost node (the rank or sshd of a node that went silent mid-sweep, or a
+node the launch could not reach at all) is a suspect of kind ``node``,
+direction ``unreachable``, metric ``answered_pairs``; with ``reason``, why
+it could not be reached (ssh's words, e.g. "No route to host"), where the
+launch said.
 
 Every value is finite: suspects.json is strict JSON (no NaN, no Infinity).
 """
@@ -67,6 +69,7 @@ class Suspect:
     reference: float = None
     direction: str = "both"
     evidence: tuple = ()
+    reason: str = None        # an unreachable node's: why (the launch's words)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,6 +113,8 @@ def _suspect_json(suspect):
     out = dataclasses.asdict(suspect)
     out["names"] = list(suspect.names)
     out["evidence"] = [dataclasses.asdict(e) for e in suspect.evidence]
+    if suspect.reason is None:
+        del out["reason"]
     return out
 
 
@@ -158,6 +163,7 @@ SUSPECT_SCHEMA = {
         "metric": _METRIC, "value": _NUMBER, "fleet_median": _NUMBER,
         "reference": _OPTIONAL_NUMBER, "direction": _DIRECTION,
         "evidence": {"type": "array", "items": _EVIDENCE},
+        "reason": {"type": "string"},
     },
     "if": {"properties": {"direction": {"const": UNREACHABLE}}},
     "else": {"properties": {"evidence": {"minItems": 1}}},
@@ -196,4 +202,5 @@ def suspect_from_json(s):
     """A Suspect from its suspects.json form (a run report's record keeps
     that form: publish makes drain.sh from it)."""
     return Suspect(s["kind"], tuple(s["names"]), s["metric"], s["value"], s["fleet_median"],
-                   s["reference"], s["direction"], tuple(Evidence(**e) for e in s["evidence"]))
+                   s["reference"], s["direction"], tuple(Evidence(**e) for e in s["evidence"]),
+                   s.get("reason"))

@@ -200,3 +200,21 @@ def lost_hosts(sweep, launcher_text):
             if host is not None:
                 found.append((match.start(), host))
     return [min(found)[1]] if found else []
+
+
+#: netbench's launch naming a node ssh cannot reach once the launcher failed
+#: (netbench.rfm.supervise): the host as the hostfile names it and, on a
+#: virtual cluster, the node's name; then ssh's own words
+UNREACHED = re.compile(r"^netbench\.launch: [^;\n]*; ssh to (?P<host>\S+)"
+                       r"(?: \(node (?P<name>[^)\s]+)\))? fails: (?P<said>.*)$", re.MULTILINE)
+
+
+def unreachable_nodes(launcher_text):
+    """{node: why} of the nodes the job's launch could not reach by ssh,
+    before any rank started (a link down before the sweep) or after one
+    dropped out: by the node's name where the launch knew it, else as the
+    hostfile names it; why in ssh's words ("... No route to host")."""
+    found = {}
+    for match in UNREACHED.finditer(launcher_text or ""):
+        found.setdefault(match["name"] or match["host"], match["said"].strip())
+    return found
