@@ -227,6 +227,40 @@ def add_tune_parser(sub):
     p.set_defaults(func=cmd_tune)
 
 
+def cmd_drain(args):
+    from . import slurmdrain
+    try:
+        if args.command == "drain":
+            return slurmdrain.drain(args.report, dry_run=args.dry_run)
+        return slurmdrain.resume(args.system, dry_run=args.dry_run, partners=args.partners,
+                                 output=args.evidence)
+    except slurmdrain.SlurmError as err:
+        print(f"netbench {args.command}: {err}", file=sys.stderr)
+        return exitcodes.INVALID_INPUT
+
+
+def add_drain_parsers(sub):
+    p = sub.add_parser("drain", help="drain the suspect nodes of a sweep's report through "
+                                     "Slurm (scontrol), with netbench's reason")
+    p.add_argument("report", metavar="REPORT",
+                   help="a session folder of reports/ (or reports/latest), or its "
+                        "suspects.json")
+    p.add_argument("--dry-run", action="store_true", help="print what it would do")
+    p.set_defaults(func=cmd_drain)
+    p = sub.add_parser("resume", help="re-test each node netbench drained against nodes in "
+                                      "service and return it to Slurm only if it passes")
+    p.add_argument("--system", metavar="SYSTEM",
+                   help="the ReFrame system whose netbench-ssh partition reaches the nodes "
+                        "outside Slurm (e.g. vcluster-NAME); required but with --dry-run")
+    p.add_argument("--partners", type=int, default=2, metavar="K",
+                   help="nodes in service each node is measured against (default: 2)")
+    p.add_argument("--evidence", metavar="FILE", help="write the re-tests' evidence here "
+                                                      "(default: reports/resume/"
+                                                      "resume-<time>.json)")
+    p.add_argument("--dry-run", action="store_true", help="print what it would do")
+    p.set_defaults(func=cmd_drain)
+
+
 def cmd_spack_check(args):
     from .spack import check as spackcheck
     return spackcheck.main(args.spack_yaml, args.facts)
@@ -533,6 +567,7 @@ def build_parser():
     add_vcluster_parser(sub)
     add_baseline_parser(sub)
     add_tune_parser(sub)
+    add_drain_parsers(sub)
     p = sub.add_parser("spack-check", help="validate spack.yaml against the facts of Spack's "
                                            "builtin repository and spack_repo/ (no Spack "
                                            "needed)")
