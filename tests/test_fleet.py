@@ -607,6 +607,13 @@ def test_a_node_the_launch_cannot_reach_is_named_by_name_with_ssh_s_words():
         "site-node7": "ssh: connect to host site-node7 port 22: Connection timed out"}
     assert unreachable_nodes("ssh: connect to host 198.18.0.13 port 22: No route to host") \
         == {}
+    # a node that dropped out mid-sweep: its link went down, the job stalled
+    stalled = ("netbench.launch: stopped the job 570 s into its 600 s time limit: no "
+               "progress for 560 s; the link to node vc-n2 stopped carrying traffic 561 s "
+               "ago (it is down); the link to node vc-n1 stopped carrying traffic 560 s ago; "
+               "ranks not finished: 0 on vc-n1\n")
+    assert unreachable_nodes(stalled) == {
+        "vc-n2": "its link is down: it stopped carrying traffic 561 s before the launch ended"}
 
 
 def test_an_unreachable_node_is_a_suspect_in_suspects_json_with_its_reason(tmp_path):

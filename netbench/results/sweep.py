@@ -209,12 +209,24 @@ UNREACHED = re.compile(r"^netbench\.launch: [^;\n]*; ssh to (?P<host>\S+)"
                        r"(?: \(node (?P<name>[^)\s]+)\))? fails: (?P<said>.*)$", re.MULTILINE)
 
 
+#: netbench's launch, stopping a job that made no progress: a node whose
+#: link is not up (netbench.rfm.supervise.Watch.reason)
+LINK_DOWN = re.compile(r"the link to node (?P<name>[^\s;]+) stopped carrying traffic "
+                       r"(?P<ago>\d+) s ago \(it is (?P<state>[^)\s]+)\)")
+
+
 def unreachable_nodes(launcher_text):
     """{node: why} of the nodes the job's launch could not reach by ssh,
     before any rank started (a link down before the sweep) or after one
     dropped out: by the node's name where the launch knew it, else as the
-    hostfile names it; why in ssh's words ("... No route to host")."""
+    hostfile names it; why in ssh's words ("... No route to host").  And
+    a node whose link went down mid-sweep, which the launch saw when it
+    stopped the stalled job."""
+    text = launcher_text or ""
     found = {}
-    for match in UNREACHED.finditer(launcher_text or ""):
+    for match in UNREACHED.finditer(text):
         found.setdefault(match["name"] or match["host"], match["said"].strip())
+    for match in LINK_DOWN.finditer(text):
+        found.setdefault(match["name"], f"its link is {match['state']}: it stopped carrying "
+                                        f"traffic {match['ago']} s before the launch ended")
     return found
