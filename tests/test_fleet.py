@@ -625,6 +625,9 @@ def test_an_unreachable_node_is_a_suspect_in_suspects_json_with_its_reason(tmp_p
         assert (first.kind, first.names, first.direction, first.reason) == \
             ("node", ("vc-n3",), suspects_format.UNREACHABLE, why)
         assert reasons.describe(first) == f"node vc-n3 (unreachable): {why}"
+        # the case's reason says ssh's words once
+        assert reasons.unfinished([first], None, LAUNCH_LINES + why + "\n") == \
+            f"the sweep lost a node: node vc-n3 (unreachable): {why}"
         path = tmp_path / "suspects.json"
         path.write_text(verdict.to_json())
         read, data = suspects_format.read_suspects(path)

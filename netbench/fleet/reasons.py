@@ -73,6 +73,7 @@ def unfinished(lost, launcher_failure, stderr_text):
     cause = launcher_failure or benchmark_message(stderr_text)
     head = "the sweep lost a node: " if lost else "the benchmark did not finish its sweep"
     text = head + "; ".join(parts)
-    if cause:
+    # an unreachable node's reason is ssh's line already: not twice
+    if cause and not any(s.reason and s.reason in cause for s in lost):
         text += f"{'; ' if lost else ': '}{cause}"
     return printable(text)
