@@ -60,8 +60,12 @@ class LinkSweep(checks.NetbenchRun):
     sizes = variable(typ.List[int], value=[1 * MiB, 8 * MiB])
     #: measure a round's pairs at once (N-1 rounds; loads the switch as a
     #: job does); false: one pair at a time, each link alone, for fabrics
-    #: where a round would contend (N(N-1)/2 pairs' time)
-    concurrent = variable(typ.Bool, value=True)     # typ.Bool: -S ...=false is False
+    #: where a round would contend (N(N-1)/2 pairs' time).  Unset: rounds at
+    #: once unless the partition declares that its rounds contend (extras
+    #: `sweep_rounds_contend`: a virtual cluster's nodes share the host's
+    #: cores).  typ.Bool: from -S, 'false' is False (a plain bool took it
+    #: for True)
+    concurrent = variable(typ.Bool, type(None), value=None)
     #: 0: every round; R: only the first R rounds of the tournament, each
     #: node against R partners (the quick health check between jobs)
     rounds = variable(int, value=0)
@@ -115,10 +119,18 @@ class LinkSweep(checks.NetbenchRun):
         super().set_command()
         self.executable_opts = benchspec.command_line(
             "sweep", sizes=self.sizes, budget=self.budget, precision=self.precision,
-            min_samples=self.min_samples, **({} if self.concurrent else {"sequential": True}))
+            min_samples=self.min_samples,
+            **({} if self.rounds_at_once() else {"sequential": True}))
         pairs = self.chosen_pairs()
         if pairs is not None:
             self.executable_opts += [pairs_flag(), ",".join(f"{a}:{b}" for a, b in pairs)]
+
+    def rounds_at_once(self):
+        """-S LinkSweep.concurrent when given, else rounds at once unless
+        the partition says its rounds contend."""
+        if self.concurrent is not None:
+            return self.concurrent
+        return not self.current_partition.extras.get("sweep_rounds_contend", False)
 
     def chosen_pairs(self):
         """The rank pairs of a partial sweep (partners, or the first

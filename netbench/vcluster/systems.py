@@ -27,7 +27,13 @@ def reframe_system(state):
               "set_mtu": [sys.executable, "-m", "netbench.cli", "vcluster", "mtu",
                           "--name", state["name"], "--owner", state["owner"]],
               # held by a job that needs every node to itself (the sweep)
-              "partition_lock": str(cluster_folder(state["name"]) / LOCK_NAME)}
+              "partition_lock": str(cluster_folder(state["name"]) / LOCK_NAME),
+              # the nodes share the host's cores: a round's pairs at once
+              # contend for them (a healthy 5-node 1 Gbit/s sweep came out
+              # inconclusive), so the sweep measures one pair at a time
+              # unless asked (-S LinkSweep.concurrent=true), as its line-rate
+              # fraction was calibrated
+              "sweep_rounds_contend": True}
     if link["rate_mbps"]:
         # the token bucket's rate is the line rate: the veth under it
         # reports 10000 Mb/s whatever it carries (netbench/probe/linerate.py)
