@@ -269,7 +269,11 @@ class LinkSweep(checks.NetbenchRun):
             "sweep_seconds": first.sweep_seconds,
             # how it was swept: rounds of disjoint pairs, at once or one
             # pair at a time (the report states both with the time)
-            "rounds": first.rounds, "order": first.order},
+            "rounds": first.rounds, "order": first.order,
+            # a sweep that is not whole and named nobody: no answer (exit
+            # 2, netbench.report.verdict), though its verdict is the fail
+            # its sanity gives
+            "no_answer": None if self.verdict.suspects else self.sweep_problem(first)},
             # suspects are a loss shown, not a run that failed; a sweep
             # that did not measure every pair fails its sanity, and its
             # record says so (never "pass" for a failed case)

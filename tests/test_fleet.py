@@ -635,3 +635,15 @@ def test_an_unreachable_node_is_a_suspect_in_suspects_json_with_its_reason(tmp_p
     # a node lost mid-sweep without the launch's words keeps its old form
     lost = judge.judge(make_fleet(4, 1), lost=["node02"]).to_json()
     assert "reason" not in json.loads(lost)["suspects"][0]
+
+
+def test_a_sweep_that_named_nobody_and_did_not_finish_is_no_answer_not_a_loss():
+    """The record's verdict is the failed case's (#36), and the exit code
+    still tells a loss shown (a node named, even unreachable) from a sweep
+    that gave no answer."""
+    from netbench.report.verdict import shows_a_loss
+    named = {"result": "fail", "fail_phase": "sanity", "record": {
+        "verdict": "fail", "fleet": {"suspects": [{"names": ["vc-n3"]}], "no_answer": None}}}
+    unanswered = {"result": "fail", "fail_phase": "sanity", "record": {
+        "verdict": "fail", "fleet": {"suspects": [], "no_answer": "the sweep did not finish"}}}
+    assert shows_a_loss(named) and not shows_a_loss(unanswered)

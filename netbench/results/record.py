@@ -133,6 +133,8 @@ SCHEMA = {
             # at once) or sequential (one pair at a time)
             "rounds": {"type": "integer"},
             "order": {"enum": ["concurrent", "sequential", None]},
+            # why a sweep that named nobody is not whole (verdict fail, no answer)
+            "no_answer": _STRING_OR_NULL,
         }},
         # variable -> [first sweep, re-measurement]: a judged figure out of
         # bounds is swept again before it fails (checks/netbench_run.py)
