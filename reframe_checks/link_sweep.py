@@ -33,7 +33,8 @@ from netbench.fleet import reasons, remeasure
 from netbench.judgement import rule as judgement_rule
 from netbench.judgement.remeasure import launch_files
 from netbench.results.suspects import suspects_json
-from netbench.results.sweep import lost_hosts, parse_sweep, round_robin, unreachable_nodes
+from netbench.results.sweep import (lost_hosts, parse_sweep, reached_nodes, round_robin,
+                                    unreachable_nodes)
 from netbench.textsafe import printable
 
 checks.require_netbench_config()
@@ -257,7 +258,7 @@ class LinkSweep(checks.NetbenchRun):
         self.record = {**self.record, "fleet": {
             # every node that ran a rank, measured or lost before it was
             "hosts": sorted(set(fleet.hosts_of(measurements)) | set(first.hosts.values())
-                            | set(lost)),
+                            | set(lost) | set(reached_nodes(self.launcher_text()))),
             "pairs": [{"src": src, "dst": dst, "latency_us": figs.get(fleet.LATENCY),
                        "bw_Mbps": {str(size): value for size, value
                                    in (figs.get(fleet.BANDWIDTH) or {}).items()}}

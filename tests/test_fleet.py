@@ -607,6 +607,11 @@ def test_a_node_the_launch_cannot_reach_is_named_by_name_with_ssh_s_words():
         "site-node7": "ssh: connect to host site-node7 port 22: Connection timed out"}
     assert unreachable_nodes("ssh: connect to host 198.18.0.13 port 22: No route to host") \
         == {}
+    # the other nodes, which no rank started on to name
+    from netbench.results.sweep import reached_nodes
+    assert reached_nodes(LAUNCH_LINES + "netbench.launch: ssh reaches vc-n1 vc-n2\n") == \
+        ["vc-n1", "vc-n2"]
+    assert reached_nodes("netbench.launch: ssh reaches no node\n") == []
     # a node that dropped out mid-sweep: its link went down, the job stalled
     stalled = ("netbench.launch: stopped the job 570 s into its 600 s time limit: no "
                "progress for 560 s; the link to node vc-n2 stopped carrying traffic 561 s "

@@ -43,6 +43,7 @@ def describe_lost(suspect):
 
 #: lines of the job's stderr that netbench's own tools wrote: no cause
 OURS = ("# launch:", "netbench.fleet.remeasure:", "netbench: sweeping again",
+        "netbench.launch: ssh reaches",
         LAUNCH_LEFT_BEHIND)
 #: ssh, the launchers' agent, saying why it reached no node, in its own
 #: words or as netbench's launch asked it again (rfm/supervise.py)

@@ -230,3 +230,17 @@ def unreachable_nodes(launcher_text):
         found.setdefault(match["name"], f"its link is {match['state']}: it stopped carrying "
                                         f"traffic {match['ago']} s before the launch ended")
     return found
+
+
+#: netbench's launch naming the nodes it could reach, beside those it could not
+REACHED = re.compile(r"^netbench\.launch: ssh reaches (?P<nodes>.*)$", re.MULTILINE)
+
+
+def reached_nodes(launcher_text):
+    """The nodes the launch reached by ssh when it could not reach some
+    (netbench.rfm.supervise): the job's other nodes, by name."""
+    found = []
+    for match in REACHED.finditer(launcher_text or ""):
+        if match["nodes"].strip() != "no node":
+            found += match["nodes"].split()
+    return sorted(set(found))

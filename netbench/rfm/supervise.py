@@ -376,9 +376,16 @@ def supervise(argv, env, time_limit=None, hostfile=None, out=None, err=None):
             # ssh's words (netbench.results.sweep.unreachable_nodes)
             what = "the launch lost a node" if watch.header else "the launcher started no rank"
             names = node_names(hostfile)
-            for host, said in unreachable_hosts(hostfile, env):
+            unreached = unreachable_hosts(hostfile, env)
+            for host, said in unreached:
                 named = f" (node {names[host]})" if host in names else ""
                 err.write(f"netbench.launch: {what}; ssh to {host}{named} fails: {said}\n")
+            if unreached:
+                # the job's other nodes, so that a report names every node
+                # even when no rank started to say where it ran
+                others = [names.get(h, h) for h in dict.fromkeys(hostfile_hosts(hostfile))
+                          if h not in dict(unreached)]
+                err.write(f"netbench.launch: ssh reaches {' '.join(others) or 'no node'}\n")
         err.flush()
         return proc.returncode
     watch.sample()
