@@ -81,9 +81,11 @@ bench-verdict: setup-test
 bench-link: setup-test
 	$(BIN)/python -m netbench.tools.linkbench
 
-# root: the fabric sweep's cost on virtual clusters of 3 to 8 nodes, and
-# what it predicts for 256 and 1024 nodes; judging and drawing synthetic
-# fleets of 192 to 1024 nodes (README, "Finding the slow node")
+# root: the fabric sweep's cost on virtual clusters of 8 and 16 nodes at
+# 100 Mbit/s, rounds at once against one pair at a time and the quick
+# health check, and what it predicts for 128, 1024 and 4096 nodes (about
+# 10 minutes); judging and drawing synthetic fleets of 192 to 1024 nodes
+# (README, "Finding the slow node")
 bench-sweep: setup-test
 	$(BIN)/python -m netbench.tools.sweepbench
 

@@ -239,6 +239,40 @@ def add_tune_parser(sub):
     p.set_defaults(func=cmd_tune)
 
 
+def cmd_drain(args):
+    from . import slurmdrain
+    try:
+        if args.command == "drain":
+            return slurmdrain.drain(args.report, dry_run=args.dry_run)
+        return slurmdrain.resume(args.system, dry_run=args.dry_run, partners=args.partners,
+                                 output=args.evidence)
+    except slurmdrain.SlurmError as err:
+        print(f"netbench {args.command}: {err}", file=sys.stderr)
+        return exitcodes.INVALID_INPUT
+
+
+def add_drain_parsers(sub):
+    p = sub.add_parser("drain", help="drain the suspect nodes of a sweep's report through "
+                                     "Slurm (scontrol), with netbench's reason")
+    p.add_argument("report", metavar="REPORT",
+                   help="a session folder of reports/ (or reports/latest), or its "
+                        "suspects.json")
+    p.add_argument("--dry-run", action="store_true", help="print what it would do")
+    p.set_defaults(func=cmd_drain)
+    p = sub.add_parser("resume", help="re-test each node netbench drained against nodes in "
+                                      "service and return it to Slurm only if it passes")
+    p.add_argument("--system", metavar="SYSTEM",
+                   help="the ReFrame system whose netbench-ssh partition reaches the nodes "
+                        "outside Slurm (e.g. vcluster-NAME); required but with --dry-run")
+    p.add_argument("--partners", type=int, default=2, metavar="K",
+                   help="nodes in service each node is measured against (default: 2)")
+    p.add_argument("--evidence", metavar="FILE", help="write the re-tests' evidence here "
+                                                      "(default: reports/resume/"
+                                                      "resume-<time>.json)")
+    p.add_argument("--dry-run", action="store_true", help="print what it would do")
+    p.set_defaults(func=cmd_drain)
+
+
 def cmd_spack_check(args):
     from .spack import check as spackcheck
     return spackcheck.main(args.spack_yaml, args.facts)
@@ -355,14 +389,15 @@ def vcluster_mtu(vcluster, args):
 
 def vcluster_fault(vcluster, args):
     if args.switch_link is not None:
-        if args.mtu is not None:
-            raise vcluster.VclusterError("--mtu: a switch link's fault is its --rate")
+        if args.mtu is not None or args.link_down:
+            raise vcluster.VclusterError("--mtu, --link-down: a switch link's fault is its --rate")
         state = vcluster.set_switch_link_fault(args.name, args.switch_link, args.rate,
                                                args.direction, clear_fault=args.clear,
                                                force=args.force)
     else:
         state = vcluster.set_fault(args.name, args.node, args.rate, args.direction, args.mtu,
-                                   clear_fault=args.clear, force=args.force)
+                                   clear_fault=args.clear, force=args.force,
+                                   link_down=args.link_down)
     faults = ", ".join(" ".join(f"{k}={v}" for k, v in f.items()) for f in state["faults"])
     print(f"netbench vcluster: {args.name}: faults: {faults or 'none'}")
     return 0
@@ -409,8 +444,9 @@ def add_vcluster_parser(sub):
     mtu.add_argument("--owner", metavar="CHECKOUT",
                      help="act for CHECKOUT, which must own the cluster (its MTU checks' "
                           "jobs name it)")
-    fault = actions.add_parser("fault", help="degrade one node or switch link, as a fabric sweep must find "
-                                             "it: a slower link, one direction, a smaller MTU")
+    fault = actions.add_parser("fault", help="degrade one node or switch link, as a fabric "
+                                             "sweep must find it: a slower link, one "
+                                             "direction, a smaller MTU, a link down")
     target = fault.add_mutually_exclusive_group(required=True)
     target.add_argument("--node", help="node name or index (1 = first)")
     target.add_argument("--switch-link", metavar="SWITCH",
@@ -421,6 +457,8 @@ def add_vcluster_parser(sub):
     fault.add_argument("--direction", default="both", choices=("in", "out", "both"),
                        help="what the node receives (in), sends (out) or both")
     fault.add_argument("--mtu", type=int, help="the node's interface MTU")
+    fault.add_argument("--link-down", action="store_true",
+                       help="take the node's link down (its switch port): nothing reaches it")
     fault.add_argument("--clear", action="store_true",
                        help="restore the node (or switch link) to the cluster's link settings")
     for action in (mtu, fault):
@@ -558,6 +596,7 @@ def build_parser():
     add_vcluster_parser(sub)
     add_baseline_parser(sub)
     add_tune_parser(sub)
+    add_drain_parsers(sub)
     p = sub.add_parser("spack-check", help="validate spack.yaml against the facts of Spack's "
                                            "builtin repository and spack_repo/ (no Spack "
                                            "needed)")

@@ -31,7 +31,8 @@ CODES = (
                        "failed on its judged figures: a threshold, a baseline, a sweep's "
                        "suspects, container parity), `compare` found a figure worse beyond "
                        "the noise, `tune` reverted a tuning that did not help, `discover` "
-                       "found no MPI"),
+                       "found no MPI, `resume` left a node drained that failed its "
+                       "re-test"),
     Code(INVALID_INPUT, "no answer", "invalid input: a bad argument, or a data file, path or "
                                      "record that does not validate, named in one line "
                                      "with its field (nothing already written is lost); "
@@ -39,7 +40,9 @@ CODES = (
                                      "(setup, launch, a rank died); a `tune` step that "
                                      "failed (then reverted); a `vcluster` action refused; "
                                      "a session that ran no case (a selection matching "
-                                     "nothing, an unknown --system); the results database "
+                                     "nothing, an unknown --system); `drain` of a report "
+                                     "naming hosts the cluster does not have, or a Slurm "
+                                     "command that failed; the results database "
                                      "locked for longer than netbench waits"),
     Code(INCONCLUSIVE, "inconclusive", "no failure, but a case of the session is "
                                        "inconclusive: the host was too noisy to tell; "

@@ -600,3 +600,69 @@ def test_contention_leaves_a_cpu_bound_suspect_unconfirmed_and_a_lost_node_named
     gone = dataclasses.replace(verdict, suspects=[lost])
     assert judge.unconfirmed(gone, on(saturated), knobs.load(), every_figure)[0].suspects == \
         [lost]
+
+
+# ---- a node the sweep cannot reach (#36) --------------------------------------
+
+#: what netbench's launch writes when ssh cannot reach a node (rfm/supervise.py)
+LAUNCH_LINES = (
+    "[mpiexec@head] HYDU_sock_connect: unable to connect\n"
+    "netbench.launch: the launcher started no rank; ssh to 198.18.0.13 (node vc-n3) "
+    "fails: ssh: connect to host 198.18.0.13 port 22: No route to host\n"
+    "netbench.launch: the launch lost a node; ssh to site-node7 fails: "
+    "ssh: connect to host site-node7 port 22: Connection timed out\n")
+
+
+def test_a_node_the_launch_cannot_reach_is_named_by_name_with_ssh_s_words():
+    from netbench.results.sweep import unreachable_nodes
+    assert unreachable_nodes(LAUNCH_LINES) == {
+        "vc-n3": "ssh: connect to host 198.18.0.13 port 22: No route to host",
+        # a site's hostfile names its hosts itself
+        "site-node7": "ssh: connect to host site-node7 port 22: Connection timed out"}
+    assert unreachable_nodes("ssh: connect to host 198.18.0.13 port 22: No route to host") \
+        == {}
+    # the other nodes, which no rank started on to name
+    from netbench.results.sweep import reached_nodes
+    assert reached_nodes(LAUNCH_LINES + "netbench.launch: ssh reaches vc-n1 vc-n2\n") == \
+        ["vc-n1", "vc-n2"]
+    assert reached_nodes("netbench.launch: ssh reaches no node\n") == []
+    # a node that dropped out mid-sweep: its link went down, the job stalled
+    stalled = ("netbench.launch: stopped the job 570 s into its 600 s time limit: no "
+               "progress for 560 s; the link to node vc-n2 stopped carrying traffic 561 s "
+               "ago (it is down); the link to node vc-n1 stopped carrying traffic 560 s ago; "
+               "ranks not finished: 0 on vc-n1\n")
+    assert unreachable_nodes(stalled) == {
+        "vc-n2": "its link is down: it stopped carrying traffic 561 s before the launch ended"}
+
+
+def test_an_unreachable_node_is_a_suspect_in_suspects_json_with_its_reason(tmp_path):
+    """Before: nothing measured, no suspect; suspects.json listed nobody."""
+    why = "ssh: connect to host 198.18.0.13 port 22: No route to host"
+    for measurements in ({}, make_fleet(4, 1)):
+        verdict = judge.judge(measurements, lost={"vc-n3": why})
+        first = verdict.suspects[0]
+        assert (first.kind, first.names, first.direction, first.reason) == \
+            ("node", ("vc-n3",), suspects_format.UNREACHABLE, why)
+        assert reasons.describe(first) == f"node vc-n3 (unreachable): {why}"
+        # the case's reason says ssh's words once
+        assert reasons.unfinished([first], None, LAUNCH_LINES + why + "\n") == \
+            f"the sweep lost a node: node vc-n3 (unreachable): {why}"
+        path = tmp_path / "suspects.json"
+        path.write_text(verdict.to_json())
+        read, data = suspects_format.read_suspects(path)
+        assert read[0] == first and data["suspects"][0]["reason"] == why
+    # a node lost mid-sweep without the launch's words keeps its old form
+    lost = judge.judge(make_fleet(4, 1), lost=["node02"]).to_json()
+    assert "reason" not in json.loads(lost)["suspects"][0]
+
+
+def test_a_sweep_that_named_nobody_and_did_not_finish_is_no_answer_not_a_loss():
+    """The record's verdict is the failed case's (#36), and the exit code
+    still tells a loss shown (a node named, even unreachable) from a sweep
+    that gave no answer."""
+    from netbench.report.verdict import shows_a_loss
+    named = {"result": "fail", "fail_phase": "sanity", "record": {
+        "verdict": "fail", "fleet": {"suspects": [{"names": ["vc-n3"]}], "no_answer": None}}}
+    unanswered = {"result": "fail", "fail_phase": "sanity", "record": {
+        "verdict": "fail", "fleet": {"suspects": [], "no_answer": "the sweep did not finish"}}}
+    assert shows_a_loss(named) and not shows_a_loss(unanswered)

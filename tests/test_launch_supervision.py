@@ -181,7 +181,8 @@ def test_a_launch_that_started_no_rank_names_the_node_ssh_cannot_reach(wheel_mpi
         named = [line for line in proc.stderr.splitlines()
                  if line.startswith("netbench.launch: the launcher started no rank")]
         assert len(named) == 1, proc.stderr[-3000:]
-        assert f"ssh to {dead['address']} fails: " in named[0], named
+        # by its address and, for a virtual cluster, its name
+        assert f"ssh to {dead['address']} (node {dead['name']}) fails: " in named[0], named
         assert "Connection refused" in named[0], named
         assert survivors(state) == []
 

@@ -321,9 +321,38 @@ def test_a_node_without_sshd_fails_with_the_launchers_word():
     with cluster("tsshd", nodes=3, rate="1gbit", mtu=9000) as state:
         os.kill(state["nodes"][2]["sshd_pid"], signal.SIGKILL)
         proc, _ = sweep(state["system"])
-        assert proc.returncode == 2, proc.stdout[-4000:]  # did not run to the end
-        address = state["nodes"][2]["address"]
+        # the node is named unreachable (#36): a loss shown, not a run that
+        # gave no answer
+        assert proc.returncode == 1, proc.stdout[-4000:]
+        name = state["nodes"][2]["name"]
         for tc in sweep_cases(session.latest_report()):
-            assert tc["result"] == "fail"
-            assert address in tc["fail_reason"] or state["nodes"][2]["name"] in \
-                tc["fail_reason"], tc["fail_reason"]
+            assert tc["result"] == "fail" and tc["record"]["verdict"] == "fail"
+            first = tc["record"]["fleet"]["suspects"][0]
+            assert (first["names"], first["direction"]) == ([name], "unreachable"), \
+                tc["fail_reason"]
+            assert "Connection refused" in first["reason"], first
+
+
+def test_a_node_whose_link_is_down_before_the_sweep_is_named_unreachable():
+    """#36: the sweep failed with ssh's "No route to host" for an address,
+    suspects.json named nobody and the case's record said "pass".  Now the
+    node is the suspect, unreachable, by its name with ssh's words, and the
+    record's verdict is the case's result."""
+    with cluster("drdown", nodes=3, rate="1gbit", mtu=9000) as state:
+        victim = state["nodes"][2]
+        vcluster.set_fault(state["name"], "3", link_down=True)
+        proc = session.run_reframe(state["system"], "-t", "sweep", "-p", "^mpich$", *SHORT,
+                                   timeout=600)
+        assert proc.returncode != 0, proc.stdout[-4000:]
+        (tc,) = sweep_cases(session.latest_report())
+        assert tc["result"] == "fail" and tc["record"]["verdict"] == "fail", tc["fail_reason"]
+        first = tc["record"]["fleet"]["suspects"][0]
+        assert (first["kind"], first["names"], first["direction"]) == \
+            ("node", [victim["name"]], "unreachable"), tc["fail_reason"]
+        assert "No route to host" in first["reason"], first
+        assert f"node {victim['name']} (unreachable)" in tc["fail_reason"]
+        sweeps = json.loads((paths.REPORTS / "latest" / "suspects.json").read_text())["sweeps"]
+        (named_there,) = [s["names"] for s in sweeps[0]["suspects"]]
+        assert named_there == [victim["name"]]
+        # every node of the job, though no rank started to name the others
+        assert sweeps[0]["nodes"] == [n["name"] for n in state["nodes"]]

@@ -326,7 +326,8 @@ def test_a_fabric_sweep_shows_its_heat_maps_and_suspects(tmp_path):
                              "value": 300.0, "bound": 712.5}]}
     page = report.render_report([session_from(sweep_report([suspect]), tmp_path)])
     section = page[page.index('id="sweep"'):]
-    assert "3 nodes, 6 directed pairs, 12 s" in section    # 12.5 s, rounded half to even
+    # 12.5 s, rounded half to even; the rounds and how they ran (#36)
+    assert "3 nodes, 6 directed pairs, 12 s in 3 rounds, each round's pairs at once" in section
     assert "1 suspect" in section and ">n3<" in section and "n1→n3 300" in section
     assert "Re-measured before naming: n1→n3" in section
     assert section.count("<svg") == 1 and "bandwidth at 8 MiB" in section

@@ -106,7 +106,8 @@ def sweep(bench, nranks, *args):
 
 def test_four_ranks_report_every_pair_both_ways_at_every_size(bench):
     result = sweep(bench, 4, *QUICK)
-    assert (result.rounds, result.pairs, result.order) == (3, 6, "sequential")
+    # a round's pairs at once by default: N-1 rounds
+    assert (result.rounds, result.pairs, result.order) == (3, 6, "concurrent")
     assert result.schedule == scheduled(4)
     for src in range(4):
         for dst in set(range(4)) - {src}:
@@ -139,9 +140,10 @@ def test_a_pair_list_naming_no_pair_of_the_job_is_a_usage_error(bench):
     assert "-L" in proc.stderr
 
 
-def test_concurrent_order_measures_a_rounds_pairs_together(bench):
-    result = sweep(bench, 4, "-C", "-s", "64k", *QUICK)
-    assert result.order == "concurrent"
+@pytest.mark.parametrize("flag,order", [("-C", "concurrent"), ("-O", "sequential")])
+def test_either_order_measures_every_pair_in_its_round(bench, flag, order):
+    result = sweep(bench, 4, flag, "-s", "64k", *QUICK)
+    assert result.order == order
     assert result.schedule == scheduled(4)
     assert len(result.by_rank) == 12
 
@@ -154,7 +156,7 @@ def test_ranks_waiting_their_turn_sleep(bench):
     gets while measuring, when it polls: a spinning wait shows the same
     share (measured: 0.22 and 0.22 here), a sleeping one a small part of it
     (0.02 against 0.30)."""
-    result = sweep(bench, 4, "-s", "1M", "-t", "0.05")
+    result = sweep(bench, 4, "-O", "-s", "1M", "-t", "0.05")
     cpu = result.cpu.values()
     waited = sum(c.wait_seconds for c in cpu)
     measured = sum(c.wall_seconds - c.wait_seconds for c in cpu)

@@ -1,8 +1,15 @@
-"""drain.sh: what an operator might run after reading suspects.json.
+"""What to drain after a sweep: drain.sh, and the plan `netbench drain`
+carries out (netbench.slurmdrain runs scontrol; this module decides).
 
-netbench never drains a node: the script's every scontrol line is a
-comment, one per suspect *node*; a suspect link gets a comment naming it
-(draining either end would hide, not fix, a cable).  An administrator runs
+`drain_plan`: from a session's suspects.json and the Slurm nodes, each
+suspect node to drain with netbench's reason (``netbench: <session>: ...``,
+the prefix `netbench resume` recognises its own drains by), each node left
+alone because someone else drained it, each link named and not drained,
+and the names the cluster does not have (then nothing is drained).
+
+drain.sh, for sites that review by hand: the script's every scontrol line
+is a comment, one per suspect *node*; a suspect link gets a comment naming
+it (draining either end would hide, not fix, a cable).  An administrator runs
 this file as root, and its text comes from a run report anyone could have
 written, so every byte of it is netbench's own or comes from a closed
 vocabulary or is escaped:
@@ -19,6 +26,7 @@ vocabulary or is escaped:
   uncommenting it cannot run anything but scontrol.
 """
 
+import dataclasses
 import math
 import re
 import shlex
@@ -37,6 +45,9 @@ HEADER = """\
 # out; uncomment only the nodes you have checked (re-measure them first).
 # Suspect links (a cable, a switch port) are listed as comments only:
 # draining either end would hide the fault, not fix it.
+# `netbench drain REPORT` does the same with Slurm's own state checked
+# first (a node someone else drained is left alone; --dry-run shows it),
+# and `netbench resume` re-tests and returns the nodes it drained.
 """
 
 
@@ -79,7 +90,10 @@ def pair_direction(suspect, ends):
 
 
 def drain_reason(suspect, reason_prefix):
-    """The scontrol Reason: netbench's words and figures only."""
+    """The scontrol Reason: netbench's words and figures only (and an
+    unreachable node's reason, ssh's words, made one printable line)."""
+    if suspect.direction == UNREACHABLE and suspect.reason:
+        return f"{reason_prefix}: unreachable: {comment_text(suspect.reason)}"
     if suspect.direction == UNREACHABLE:
         return (f"{reason_prefix}: stopped answering mid-sweep after "
                 f"{figure(suspect.value)} of its pairs (the others: "
@@ -145,3 +159,87 @@ def drain_script(suspects, reason_prefix="netbench"):
     if not suspects:
         lines += ["", "# no suspects: nothing to drain"]
     return "\n".join(lines) + "\n"
+
+
+# -- netbench drain: the plan ------------------------------------------------
+
+#: the start of every Reason netbench gives a node it drains: `netbench
+#: resume` touches only nodes drained with it
+REASON_PREFIX = "netbench: "
+#: Slurm keeps a node's reason short; netbench's stays well within it
+REASON_MAX = 200
+
+
+@dataclasses.dataclass(frozen=True)
+class SlurmNode:
+    name: str
+    state: str                # sinfo's long state: idle, drained, draining, down, ...
+    reason: str = ""          # "" without one
+
+    @property
+    def drained(self):
+        """Drained or draining: no new job starts on it."""
+        return self.state.startswith("drain")
+
+    @property
+    def drained_by_netbench(self):
+        return self.drained and is_netbench_reason(self.reason)
+
+    @property
+    def in_service(self):
+        """Up and taking jobs, idle: a partner a re-test may use."""
+        return self.state == "idle"
+
+
+def is_netbench_reason(reason):
+    return isinstance(reason, str) and reason.startswith(REASON_PREFIX)
+
+
+@dataclasses.dataclass
+class DrainPlan:
+    drain: list = dataclasses.field(default_factory=list)        # (node, reason)
+    already: list = dataclasses.field(default_factory=list)      # drained by netbench
+    left_alone: list = dataclasses.field(default_factory=list)   # SlurmNode someone drained
+    links: list = dataclasses.field(default_factory=list)        # text, not drained
+    unknown: list = dataclasses.field(default_factory=list)      # names Slurm does not have
+    refused: list = dataclasses.field(default_factory=list)      # text: no host name
+
+
+def session_reason(session, suspect):
+    """netbench's Reason for draining `suspect`'s node after `session`."""
+    reason = drain_reason(suspect, f"{REASON_PREFIX}{comment_text(session)}")
+    return reason[:REASON_MAX]
+
+
+def drain_plan(session, suspects, nodes):
+    """What `netbench drain` does for `suspects` (results.suspects.Suspect,
+    every sweep's of the session) on a cluster whose Slurm nodes are
+    `nodes` ({name: SlurmNode}).  A suspect naming a node the cluster does
+    not have makes the plan drain nothing (plan.unknown says which): the
+    report is another cluster's."""
+    plan = DrainPlan()
+    wanted = {}
+    for suspect in suspects:
+        if suspect.kind == "pair":
+            plan.links.append(pair_lines(suspect)[0].lstrip("# "))
+            continue
+        name = suspect.names[0] if suspect.kind == "node" and suspect.names else None
+        host = safe_host(name)
+        if host is None:
+            plan.refused.append(f"suspect {refused_name(name)} of kind "
+                                f"{comment_text(repr(suspect.kind))}: not a node's host name")
+            continue
+        wanted.setdefault(host, session_reason(session, suspect))
+    plan.unknown = sorted(set(wanted) - set(nodes))
+    if plan.unknown:
+        return plan
+    for host, reason in wanted.items():
+        node = nodes[host]
+        if node.drained_by_netbench:
+            plan.already.append(node)
+        elif node.drained or node.reason:
+            # drained, or down, with someone else's reason: theirs to undo
+            plan.left_alone.append(node)
+        else:
+            plan.drain.append((host, reason))
+    return plan

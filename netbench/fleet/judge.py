@@ -545,14 +545,15 @@ def answered_metric(by_metric):
     return max(sizes, key=metric_size) if sizes else (LATENCY if by_metric else None)
 
 
-def lost_suspect(host, lost, hosts, partners, by_metric, stats, rule):
-    """The suspect of a node that went silent mid-sweep: how many pairs
-    answered with it against the others' median (`partners`:
-    measured_partners), and their figures."""
+def lost_suspect(host, lost, hosts, partners, by_metric, stats, rule, reason=None):
+    """The suspect of a node that went silent mid-sweep (or was never
+    reached: `reason`, the launch's words): how many pairs answered with
+    it against the others' median (`partners`: measured_partners), and
+    their figures."""
     others = [partners.get(h, 0) for h in hosts if h not in lost]
     metric = answered_metric(by_metric)
     evidence = ()
-    if metric and host in by_metric[metric].hosts:
+    if metric and host in by_metric[metric].hosts and metric in stats:
         figures = by_metric[metric]
         i = figures.hosts.index(host)
         bound = pair_bound(stats[metric], rule)
@@ -560,7 +561,7 @@ def lost_suspect(host, lost, hosts, partners, by_metric, stats, rule):
                          for k in np.flatnonzero((figures.src == i) | (figures.dst == i)))
     return Suspect("node", (host,), ANSWERED, float(partners.get(host, 0)),
                    float(statistics.median(others)) if others else 0.0, None, UNREACHABLE,
-                   evidence, host)
+                   evidence, host, reason)
 
 
 # -- the entry points ----------------------------------------------------------
@@ -569,9 +570,10 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
           line_rate_mbps=None, rule=None, lost=(), topology=None):
     """The FleetVerdict of one sweep; `rule`: references.SweepThresholds
     (default: thresholds.yaml's); `lost`: hosts that stopped answering
-    mid-sweep, the first suspects, whatever their pairs measured;
-    `topology` (netbench.fleet.topology): the fabric's switches, whose
-    nodes, switch links and switches netbench.fleet.components names."""
+    mid-sweep, the first suspects, whatever their pairs measured; a
+    mapping {host: why} names why each could not be reached; `topology`
+    (netbench.fleet.topology): the fabric's switches, whose nodes, switch
+    links and switches netbench.fleet.components names."""
     rule = rule or references.sweep_thresholds()
     hosts = hosts_of(measurements)
     codes = pair_codes(measurements, hosts)
@@ -583,7 +585,9 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
                             line_rate_mbps, rule)
     partners = measured_partners(codes, hosts)
     every_host = sorted(set(hosts) | set(lost))
-    suspects = [lost_suspect(host, set(lost), every_host, partners, by_metric, stats, rule)
+    why = lost if isinstance(lost, dict) else {}
+    suspects = [lost_suspect(host, set(lost), every_host, partners, by_metric, stats, rule,
+                             why.get(host))
                 for host in sorted(set(lost))]
     if topology is None:
         def named(pairs):

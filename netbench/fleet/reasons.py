@@ -31,7 +31,10 @@ def describe_within_noise(suspect, stat, bound, mad_multiple):
 
 
 def describe_lost(suspect):
-    """A node that stopped answering, with what its pairs measured before."""
+    """A node that stopped answering, with what its pairs measured before;
+    one the launch could not reach, with why (ssh's words)."""
+    if suspect.reason:
+        return printable(f"node {suspect.names[0]} ({UNREACHABLE}): {suspect.reason}")
     measured = ", ".join(f"{e.src}->{e.dst} {e.value:.4g}" for e in suspect.evidence[:6])
     metric = suspect.evidence[0].metric if suspect.evidence else None
     before = f"; before it, {metric}: {measured}" if measured else "; none of its pairs was measured"
@@ -42,11 +45,12 @@ def describe_lost(suspect):
 
 #: lines of the job's stderr that netbench's own tools wrote: no cause
 OURS = ("# launch:", "netbench.fleet.remeasure:", "netbench: sweeping again",
+        "netbench.launch: ssh reaches",
         LAUNCH_LEFT_BEHIND)
 #: ssh, the launchers' agent, saying why it reached no node, in its own
 #: words or as netbench's launch asked it again (rfm/supervise.py)
 SSH = ("ssh: ", "Connection to ", "Permission denied",
-       "netbench.launch: the launcher started no rank")
+       "netbench.launch: the launcher started no rank", "netbench.launch: the launch lost")
 
 
 def benchmark_message(stderr_text):
@@ -72,6 +76,7 @@ def unfinished(lost, launcher_failure, stderr_text):
     cause = launcher_failure or benchmark_message(stderr_text)
     head = "the sweep lost a node: " if lost else "the benchmark did not finish its sweep"
     text = head + "; ".join(parts)
-    if cause:
+    # an unreachable node's reason is ssh's line already: not twice
+    if cause and not any(s.reason and s.reason in cause for s in lost):
         text += f"{'; ' if lost else ': '}{cause}"
     return printable(text)

@@ -145,6 +145,7 @@ def sweep_sections(sessions):
             "findings": fleet.get("findings") or [],
             "remeasured": fleet.get("remeasured") or [],
             "sweep_seconds": fleet.get("sweep_seconds"),
+            "rounds": fleet.get("rounds"), "order": fleet.get("order"),
             "size": plots.byte_label(size) if size else None,
             "heat_map": heat_map(fleet, grids, size),
             "node_table": node_table(fleet, grids) if large else []})

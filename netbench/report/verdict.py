@@ -361,7 +361,12 @@ def shows_a_loss(tc):
     """A failed case that failed on its evidence: ReFrame's performance
     check, or the case's own judgement (record `verdict`: a sweep's
     suspects, a container's parity), not a run that did not finish."""
-    return tc.get("fail_phase") == "performance" or case_record(tc).get("verdict") == "fail"
+    record = case_record(tc)
+    return tc.get("fail_phase") == "performance" or (
+        record.get("verdict") == "fail"
+        # a sweep that did not measure every pair and named nobody failed
+        # without an answer (LinkSweep's record says why)
+        and not (record.get("fleet") or {}).get("no_answer"))
 
 
 def last_runs(run_report):

@@ -150,6 +150,12 @@ SCHEMA = {
             # node -> its leaf switch, in the topology's order (a partition
             # with extras `topology`)
             "leaves": {"type": "object", "additionalProperties": _STRING},
+            # the rounds it measured and how: concurrent (a round's pairs
+            # at once) or sequential (one pair at a time)
+            "rounds": {"type": "integer"},
+            "order": {"enum": ["concurrent", "sequential", None]},
+            # why a sweep that named nobody is not whole (verdict fail, no answer)
+            "no_answer": _STRING_OR_NULL,
         }},
         # variable -> [first sweep, re-measurement]: a judged figure out of
         # bounds is swept again before it fails (checks/netbench_run.py)

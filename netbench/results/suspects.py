@@ -25,9 +25,11 @@ A switch link's names are the switch and its parent, its direction
 only what enters it (netbench.fleet.components).  A node's direction: ``egress`` when only the directions from it are bad,
 ``ingress`` only those to it; a pair's ``a->b`` when only that direction is.
 
-A lost node (the rank or sshd of a node that went silent mid-sweep) is a
-suspect of kind ``node``, direction ``unreachable``, metric
-``answered_pairs``.
+A lost node (the rank or sshd of a node that went silent mid-sweep, or a
+node the launch could not reach at all) is a suspect of kind ``node``,
+direction ``unreachable``, metric ``answered_pairs``; with ``reason``, why
+it could not be reached (ssh's words, e.g. "No route to host"), where the
+launch said.
 
 Every value is finite: suspects.json is strict JSON (no NaN, no Infinity).
 """
@@ -74,6 +76,7 @@ class Suspect:
     #: what to replace: the host, `switch<->parent`, the switch, `a<->b`
     #: (default_component when the judgement had no topology)
     component: str = None
+    reason: str = None        # an unreachable node's: why (the launch's words)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,6 +126,8 @@ def _suspect_json(suspect):
     out["names"] = list(suspect.names)
     out["component"] = suspect.component or default_component(suspect)
     out["evidence"] = [dataclasses.asdict(e) for e in suspect.evidence]
+    if suspect.reason is None:
+        del out["reason"]
     return out
 
 
@@ -173,6 +178,7 @@ SUSPECT_SCHEMA = {
         "evidence": {"type": "array", "items": _EVIDENCE},
         # absent in the records of a netbench before issue 36
         "component": {"type": "string"},
+        "reason": {"type": "string"},
     },
     "if": {"properties": {"direction": {"const": UNREACHABLE}}},
     "else": {"properties": {"evidence": {"minItems": 1}}},
@@ -213,3 +219,4 @@ def suspect_from_json(s):
     return Suspect(s["kind"], tuple(s["names"]), s["metric"], s["value"], s["fleet_median"],
                    s["reference"], s["direction"], tuple(Evidence(**e) for e in s["evidence"]),
                    s.get("component"))
+                   s.get("reason"))

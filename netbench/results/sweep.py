@@ -200,3 +200,47 @@ def lost_hosts(sweep, launcher_text):
             if host is not None:
                 found.append((match.start(), host))
     return [min(found)[1]] if found else []
+
+
+#: netbench's launch naming a node ssh cannot reach once the launcher failed
+#: (netbench.rfm.supervise): the host as the hostfile names it and, on a
+#: virtual cluster, the node's name; then ssh's own words
+UNREACHED = re.compile(r"^netbench\.launch: [^;\n]*; ssh to (?P<host>\S+)"
+                       r"(?: \(node (?P<name>[^)\s]+)\))? fails: (?P<said>.*)$", re.MULTILINE)
+
+
+#: netbench's launch, stopping a job that made no progress: a node whose
+#: link is not up (netbench.rfm.supervise.Watch.reason)
+LINK_DOWN = re.compile(r"the link to node (?P<name>[^\s;]+) stopped carrying traffic "
+                       r"(?P<ago>\d+) s ago \(it is (?P<state>[^)\s]+)\)")
+
+
+def unreachable_nodes(launcher_text):
+    """{node: why} of the nodes the job's launch could not reach by ssh,
+    before any rank started (a link down before the sweep) or after one
+    dropped out: by the node's name where the launch knew it, else as the
+    hostfile names it; why in ssh's words ("... No route to host").  And
+    a node whose link went down mid-sweep, which the launch saw when it
+    stopped the stalled job."""
+    text = launcher_text or ""
+    found = {}
+    for match in UNREACHED.finditer(text):
+        found.setdefault(match["name"] or match["host"], match["said"].strip())
+    for match in LINK_DOWN.finditer(text):
+        found.setdefault(match["name"], f"its link is {match['state']}: it stopped carrying "
+                                        f"traffic {match['ago']} s before the launch ended")
+    return found
+
+
+#: netbench's launch naming the nodes it could reach, beside those it could not
+REACHED = re.compile(r"^netbench\.launch: ssh reaches (?P<nodes>.*)$", re.MULTILINE)
+
+
+def reached_nodes(launcher_text):
+    """The nodes the launch reached by ssh when it could not reach some
+    (netbench.rfm.supervise): the job's other nodes, by name."""
+    found = []
+    for match in REACHED.finditer(launcher_text or ""):
+        if match["nodes"].strip() != "no node":
+            found += match["nodes"].split()
+    return sorted(set(found))

@@ -71,6 +71,9 @@ SITE_SCHEMA = {
                         "interconnect": _STRING,
                         "nodes": {"type": "integer", "minimum": 1},
                         "line_rate_mbps": {"type": "number", "exclusiveMinimum": 0},
+                        # a fabric where a sweep's round of pairs at once would
+                        # contend: LinkSweep measures one pair at a time there
+                        "sweep_rounds_contend": {"type": "boolean"},
                         # the link whose rate the job reads (netbench/probe/linerate.py):
                         # a net device, or an HCA port such as mlx5_0:1
                         "interface": {"type": "string", "pattern": r"^[\w.:@-]+$",

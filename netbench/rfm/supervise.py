@@ -170,6 +170,28 @@ def _alive(pid):
 
 # ---- what was seen ----------------------------------------------------------
 
+def cluster_json(hostfile):
+    """The state of the virtual cluster whose hostfile this is (its
+    cluster.json beside it); {} for any other hostfile."""
+    if not hostfile:
+        return {}
+    try:
+        state = json.loads((Path(hostfile).parent / "cluster.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return state if isinstance(state, dict) else {}
+
+
+def node_names(hostfile):
+    """{address: node name} of the virtual cluster whose hostfile this is;
+    {} for any other hostfile (whose entries are what the site calls its
+    hosts)."""
+    try:
+        return {n["address"]: n["name"] for n in cluster_json(hostfile).get("nodes", [])}
+    except (KeyError, TypeError):
+        return {}
+
+
 def cluster_links(hostfile):
     """{node name: sysfs folder of its link's host end} of the virtual
     cluster whose hostfile this is (its cluster.json beside it); {} for
@@ -348,10 +370,22 @@ def supervise(argv, env, time_limit=None, hostfile=None, out=None, err=None):
         # first: what outlived the launcher may hold its stdout open
         end_leftovers(tag, err)
         relay.join(5)
-        if proc.returncode and hostfile and not watch.header:
-            for host, said in unreachable_hosts(hostfile, env):
-                err.write(f"netbench.launch: the launcher started no rank; ssh to {host} "
-                          f"fails: {said}\n")
+        if proc.returncode and hostfile:
+            # before any rank (a node down before the job) or during the
+            # run (a node that dropped out): the node by its name, with
+            # ssh's words (netbench.results.sweep.unreachable_nodes)
+            what = "the launch lost a node" if watch.header else "the launcher started no rank"
+            names = node_names(hostfile)
+            unreached = unreachable_hosts(hostfile, env)
+            for host, said in unreached:
+                named = f" (node {names[host]})" if host in names else ""
+                err.write(f"netbench.launch: {what}; ssh to {host}{named} fails: {said}\n")
+            if unreached:
+                # the job's other nodes, so that a report names every node
+                # even when no rank started to say where it ran
+                others = [names.get(h, h) for h in dict.fromkeys(hostfile_hosts(hostfile))
+                          if h not in dict(unreached)]
+                err.write(f"netbench.launch: ssh reaches {' '.join(others) or 'no node'}\n")
         err.flush()
         return proc.returncode
     watch.sample()

@@ -1,11 +1,16 @@
 """`make bench-sweep`: what the fabric sweep (LinkSweep) costs, measured on
-virtual clusters of 3 to 8 nodes at 1 Gbit/s, and what the measured cost
-per pair predicts for fleets of 256 and 1024 nodes (docs/howto/find-bad-node.md, "What it costs": the cost
-model); and what its analysis costs for fleets of 192 to 1024 nodes, on
-synthetic measurements with one slow node: judging them (netbench.fleet)
+virtual clusters of 8 and 16 nodes at 100 Mbit/s, each round's pairs at
+once (the default) against one pair at a time side by side, and the quick
+health check (the first few rounds only, each node against that many
+partners), and the check's default sizes round by round at 100 Mbit/s and
+on unshaped links (a fast fabric: each batch bound by the benchmark's time
+budget); what the measured time per round predicts for fleets of 128,
+1024 and 4096 nodes (docs/howto/find-bad-node.md, "What it costs": the
+cost model); and what its analysis costs for fleets of 192 to 1024 nodes,
+on synthetic measurements with one slow node: judging them (netbench.fleet)
 and the page's sweep section (heat maps, per-node table); and judging 1024
 nodes with their topology (netbench.fleet.components).  The clusters
-need root; each is taken down after its sweep, even on failure
+need root; each is taken down after its sweeps, even on failure
 (`--analysis-only` skips them).  Prints figures; asserts nothing.
 """
 
@@ -22,28 +27,74 @@ from ..rfm import session
 
 CLUSTER = "bsweep"
 #: the fleets the model predicts for, and the partners of a partial sweep
-FLEETS = (256, 1024)
+FLEETS = (128, 1024, 4096)
 PARTNERS = 4
+#: the rounds of the quick health check: each node against 3 partners, so a
+#: node bad with most of them is named, not only a pair
+QUICK_ROUNDS = 3
+#: the rate the clusters' links are shaped to: slow enough that 16 nodes'
+#: rounds (8 pairs at once) stay within what 2 shared cores can move
+RATE = "100mbit"
+#: the message sizes of the side-by-side runs (1 MiB keeps one pair at a
+#: time on 16 nodes, 120 pairs, within a few minutes); the check's default
+#: sizes are timed round by round once, on the largest cluster
+BENCH_SIZES = "1048576"
+#: the model's fast fabric: unshaped namespace links, the fastest this host
+#: emulates; each timed batch of the check's default sizes is then bound by
+#: the benchmark's time budget, not by the link, as on a fabric of 10
+#: Gbit/s or more (an 8 MiB message takes 7 ms there, the budget 50 ms).
+#: A shaped 1 Gbit/s is not that: 4 pairs at once starve 2 shared cores
+FAST = "none"
+DEFAULT_SIZES = "rounds at once, 1+8 MiB"
 
 
-def one_sweep(nodes, concurrent=False):
-    """(wall seconds of the ReFrame session, the sweep's own seconds, pairs)."""
-    state, created = vcluster.up(CLUSTER, nodes=nodes, rate="1gbit", mtu=9000)
-    try:
-        extra = ["-S", "LinkSweep.concurrent=true"] if concurrent else []
-        started = time.monotonic()
-        proc = session.run_reframe(state["system"], "-t", "sweep", "-p", "^mpich$", *extra,
-                                   timeout=1800)
-        wall = time.monotonic() - started
-        cases = [tc for run in session.latest_report()["runs"][-1:]
-                 for tc in run["testcases"] if tc["name"].startswith("LinkSweep")]
-        if proc.returncode != 0 or not cases:
-            return wall, None, 0
-        fleet = cases[0]["record"]["fleet"]
-        return wall, fleet["sweep_seconds"], len(fleet["pairs"]) // 2
-    finally:
-        if created:
-            vcluster.down(CLUSTER)
+def one_sweep(cluster, concurrent=True, rounds=0, sizes=BENCH_SIZES):
+    """(wall seconds of the ReFrame session, the sweep's own seconds, its
+    rounds, pairs) of one sweep of the running `cluster`; sweep seconds
+    None when it did not finish (a sweep that finished but whose figures
+    fell short, the host's CPUs starving a fast emulated link, still took
+    its time)."""
+    extra = ["-S", f"LinkSweep.concurrent={'true' if concurrent else 'false'}"]
+    if rounds:
+        extra += ["-S", f"LinkSweep.rounds={rounds}"]
+    if sizes:
+        extra += ["-S", f"LinkSweep.sizes={sizes}"]
+    started = time.monotonic()
+    proc = session.run_reframe(cluster["system"], "-t", "sweep", "-p", "^mpich$", *extra,
+                               timeout=1800)
+    wall = time.monotonic() - started
+    cases = [tc for run in session.latest_report()["runs"][-1:]
+             for tc in run["testcases"] if tc["name"].startswith("LinkSweep")]
+    fleet = (cases[0].get("record") or {}).get("fleet") if cases else None
+    if not fleet or fleet.get("sweep_seconds") is None:
+        return wall, None, 0, proc.returncode
+    return wall, fleet["sweep_seconds"], fleet.get("rounds", 0), len(fleet["pairs"]) // 2
+
+
+def measured(nodes, quick_rounds, name=CLUSTER):
+    """{(nodes, rate): {how: (wall, sweep seconds, rounds, pairs)}}: at
+    RATE, rounds at once and one pair at a time on each cluster size, and
+    on the largest the quick check; on the smallest, the check's default
+    sizes round by round at RATE and on FAST links, the model's time per
+    round on a slow and on a fast fabric."""
+    plan = [(n, RATE) for n in nodes] + [(min(nodes), FAST)]
+    results = {}
+    for n, rate in plan:
+        state, created = vcluster.up(name, nodes=n, rate=rate, mtu=1500)
+        try:
+            runs = {}
+            if rate == RATE:
+                runs["rounds at once"] = one_sweep(state)
+                runs["one pair at a time"] = one_sweep(state, concurrent=False)
+            if rate == RATE and n == max(nodes):
+                runs[f"quick ({quick_rounds} rounds)"] = one_sweep(state, rounds=quick_rounds)
+            if n == min(nodes):
+                runs[DEFAULT_SIZES] = one_sweep(state, sizes=None)
+            results[(n, rate)] = runs
+        finally:
+            if created:
+                vcluster.down(name)
+    return results
 
 
 #: the fleets the analysis is timed on (#23: 192 nodes took 7.8 s to judge)
@@ -157,32 +208,69 @@ def rounds(n):
     return n - 1 if n % 2 == 0 else n
 
 
-def predictions(per_pair, per_round):
-    """Lines of the model: sequential n(n-1)/2 pairs x per-pair time;
-    concurrent rounds x per-round time (a non-blocking switch); a partial
-    sweep of K partners per node, nK/2 pairs."""
+def predictions(per_pair, per_round, quick_round, default_rounds, quick_rounds):
+    """Lines of the model: one pair at a time, n(n-1)/2 pairs x per-pair
+    time; round by round, rounds x per-round time (a switch that does not
+    block: a round's pairs share no link), with the check's default sizes
+    at each measured rate (`default_rounds`: {rate: seconds per round}); the
+    quick check, its rounds x per-round time; K partners each one pair at a
+    time, nK/2 pairs."""
     lines = []
     for n in FLEETS:
         full = n * (n - 1) // 2
         partial = len(partner_pairs(n, PARTNERS))
+        at = ", ".join(f"{shown(rate)} {duration(rounds(n) * t)}"
+                       for rate, t in default_rounds.items())
         lines.append(
-            f"{n:5} nodes: every pair one at a time {hours(full * per_pair)}, "
-            f"rounds concurrently {hours(rounds(n) * per_round)}, "
-            f"{PARTNERS} partners each ({partial} pairs) {hours(partial * per_pair)}")
+            f"{n:5} nodes, {rounds(n)} rounds at once: 1 MiB at {RATE} "
+            f"{duration(rounds(n) * per_round)}; 1+8 MiB at {at}; "
+            f"quick ({quick_rounds} rounds) {duration(quick_rounds * quick_round)}; "
+            f"every pair one at a time {duration(full * per_pair)}; "
+            f"{PARTNERS} partners each one at a time {duration(partial * per_pair)}")
     return lines
 
 
-def hours(seconds):
+def shown(rate):
+    return "a fast fabric (unshaped)" if rate == FAST else rate
+
+
+def duration(seconds):
     if seconds >= 86400:
         return f"{seconds / 86400:.1f} d"
     if seconds >= 3600:
         return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 60:.1f} min"
+    if seconds >= 120:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.0f} s"
+
+
+def print_measured(results):
+    print(f"{'nodes':>5} {'rate':>7} {'how':<26} {'pairs':>5} {'rounds':>6} "
+          f"{'session (s)':>11} {'sweep (s)':>9} {'per pair':>8} {'per round':>9}")
+    for (n, rate), runs in results.items():
+        for how, (wall, swept, nrounds, pairs) in runs.items():
+            if swept is None:
+                print(f"{n:5} {rate:>7} {how:<26} the sweep failed ({wall:.0f} s): see "
+                      f"reports/latest")
+                continue
+            print(f"{n:5} {'unshaped' if rate == FAST else rate:>7} {how:<26} {pairs:5} "
+                  f"{nrounds:6} {wall:11.0f} "
+                  f"{swept:9.1f} {swept / pairs:8.2f} {swept / max(nrounds, 1):9.2f}")
+
+
+def per(run, unit):
+    """A run's sweep seconds per pair (unit 3) or per round (2); None when
+    it failed."""
+    if not run or run[1] is None or not run[unit]:
+        return None
+    return run[1] / run[unit]
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--nodes", type=int, nargs="+", default=[3, 4, 5, 6, 7, 8])
+    parser.add_argument("--nodes", type=int, nargs="+", default=[8, 16])
+    parser.add_argument("--quick-rounds", type=int, default=QUICK_ROUNDS)
+    parser.add_argument("--cluster", default=CLUSTER, help="the virtual cluster's name")
     parser.add_argument("--analysed", type=int, nargs="+", default=list(ANALYSED),
                         help="fleet sizes whose judging and page are timed")
     parser.add_argument("--analysis-only", action="store_true",
@@ -193,26 +281,23 @@ def main(argv=None):
     topology_costs()
     if args.analysis_only:
         return 0
-    print()
-    print(f"{'nodes':>5} {'pairs':>5} {'session (s)':>11} {'sweep (s)':>9} {'per pair (s)':>12}")
-    per_pair = []
-    for n in args.nodes:
-        wall, swept, pairs = one_sweep(n)
-        if swept is None:
-            print(f"{n:5} {'':5} {wall:11.0f} the sweep failed: see reports/latest")
-            continue
-        per_pair.append(swept / pairs)
-        print(f"{n:5} {pairs:5} {wall:11.0f} {swept:9.1f} {swept / pairs:12.2f}")
-    if not per_pair:
+    print(f"\nmeasured with MPICH, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}:")
+    results = measured(args.nodes, args.quick_rounds, args.cluster)
+    print_measured(results)
+    largest, smallest = results[(max(args.nodes), RATE)], min(args.nodes)
+    per_pair = per(largest["one pair at a time"], 3)
+    per_round = per(largest["rounds at once"], 2)
+    quick = per(largest[f"quick ({args.quick_rounds} rounds)"], 2)
+    slow = per(results[(smallest, RATE)][DEFAULT_SIZES], 2)
+    fast = per(results[(smallest, FAST)][DEFAULT_SIZES], 2)
+    if None in (per_pair, per_round, quick, slow, fast):
         return 1
-    largest = max(args.nodes)
-    _, swept, _ = one_sweep(largest, concurrent=True)
-    per_round = swept / rounds(largest) if swept else max(per_pair)
-    print(f"{largest} nodes, each round's pairs at once: "
-          f"{swept:.1f} s, {per_round:.2f} s per round" if swept else "concurrent sweep failed")
-    typical = sorted(per_pair)[len(per_pair) // 2]
-    print(f"\nmodel, {typical:.2f} s per pair (median above), {per_round:.2f} s per round:")
-    print("\n".join(predictions(typical, per_round)))
+    print(f"\nmodel: {max(args.nodes)} nodes at {RATE}, 1 MiB: {per_pair:.2f} s per pair one "
+          f"at a time, {per_round:.2f} s per round, quick {quick:.2f} s per round; "
+          f"1+8 MiB per round on {smallest} nodes: {slow:.2f} s at {RATE}, {fast:.2f} s at "
+          f"{shown(FAST)}")
+    print("\n".join(predictions(per_pair, per_round, quick, {RATE: slow, FAST: fast},
+                                 args.quick_rounds)))
     return 0
 
 

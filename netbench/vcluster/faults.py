@@ -1,8 +1,9 @@
 """Faults on one node of a running cluster, the kinds a fabric sweep must
 find on a real one: a link at the wrong rate (a cable that negotiated
-100 Mbit/s, a port at a third of its speed), in one direction or both, and
+100 Mbit/s, a port at a third of its speed), in one direction or both,
 a node whose interface MTU is smaller than the switch's (a node left
-untuned among jumbo-frame nodes).  `netbench vcluster fault` sets one,
+untuned among jumbo-frame nodes), and a node whose link is down (a cable
+pulled, a switch port shut: the node cannot be reached at all).  `netbench vcluster fault` sets one,
 `--clear` restores the node to the cluster's link settings; the cluster's
 state records them, so `status` shows a degraded cluster as such.
 
@@ -30,14 +31,18 @@ def node_of(state, node):
     raise VclusterError(f"no node {node!r} in cluster {state['name']} (nodes: {names})")
 
 
-def fault_of(state, node, rate=None, direction="both", mtu=None):
+def fault_of(state, node, rate=None, direction="both", mtu=None, link_down=False):
     """The fault as recorded: `node`'s link at `rate` in `direction`
-    and/or its interface at `mtu`.  Every option is checked here, before
-    anything changes."""
+    and/or its interface at `mtu`, or its link down.  Every option is
+    checked here, before anything changes."""
     if direction not in DIRECTIONS:
         raise VclusterError(f"--direction {direction}: one of {', '.join(DIRECTIONS)}")
+    if link_down:
+        if rate is not None or mtu is not None:
+            raise VclusterError("--link-down: a link that is down has no --rate or --mtu")
+        return {"node": node["name"], "link": "down"}
     if rate is None and mtu is None:
-        raise VclusterError("a fault needs --rate, --mtu or both")
+        raise VclusterError("a fault needs --rate, --mtu, both, or --link-down")
     fault = {"node": node["name"]}
     if rate is not None:
         if parse_rate(rate, "--rate") is None:
@@ -53,7 +58,7 @@ def fault_of(state, node, rate=None, direction="both", mtu=None):
 
 
 def set_fault(name, node, rate=None, direction="both", mtu=None, clear_fault=False,
-              force=False):
+              force=False, link_down=False):
     """Set (or with `clear_fault` remove) a fault on one node of cluster
     `name`; returns the cluster's state with its `faults`.  A cluster
     another checkout owns is refused unless `force`."""
@@ -65,7 +70,7 @@ def set_fault(name, node, rate=None, direction="both", mtu=None, clear_fault=Fal
         target = node_of(state, str(node))
         faults = [f for f in state.get("faults", []) if f.get("node") != target["name"]]
         if not clear_fault:
-            faults.append(fault_of(state, target, rate, direction, mtu))
+            faults.append(fault_of(state, target, rate, direction, mtu, link_down))
         new = {**state, "faults": faults}
         commit_links(state, new, [target])
         return new

@@ -78,7 +78,8 @@ def node_settings(state, node):
     return {"out": slow if slow and direction in ("out", "both") else link,
             "in": slow if slow and direction in ("in", "both") else link,
             "mtu": int(fault.get("mtu", link["mtu"])),
-            "switch_mtu": int(link.get("switch_mtu", link["mtu"]))}
+            "switch_mtu": int(link.get("switch_mtu", link["mtu"])),
+            "up": fault.get("link") != "down"}
 
 
 def shape_or_unshape(argv_prefix, dev, link):
@@ -97,6 +98,8 @@ def put_node(state, node):
     run(["ip", "-n", node["namespace"], "link", "set", "eth0", "mtu", str(want["mtu"])])
     shape_or_unshape(in_ns, "eth0", want["out"])
     shape_or_unshape([], node["veth"], want["in"])
+    # the switch's end: down, the node has no carrier and nothing reaches it
+    run(["ip", "link", "set", node["veth"], "up" if want["up"] else "down"])
 
 
 def put_switch(state):
@@ -168,7 +171,16 @@ def observed(state, node, host_rates=None):
     return {"out": inside.get("eth0"), "in": host_rates.get(node["veth"]),
             "mtu": link_mtu(["ip", "-j", "-n", node["namespace"], "link", "show", "dev",
                              "eth0"]),
-            "switch_mtu": link_mtu(["ip", "-j", "link", "show", "dev", node["veth"]])}
+            "switch_mtu": link_mtu(["ip", "-j", "link", "show", "dev", node["veth"]]),
+            "up": link_is_up(["ip", "-j", "link", "show", "dev", node["veth"]])}
+
+
+def link_is_up(argv):
+    """Whether the link is administratively up (None when unreadable)."""
+    try:
+        return "UP" in json.loads(run(argv, check=False).stdout or "[]")[0]["flags"]
+    except (ValueError, IndexError, KeyError):
+        return None
 
 
 def same_rate(seen, wanted):
@@ -196,6 +208,9 @@ def drift(state, present_namespaces):
         for key, what in (("mtu", "interface MTU"), ("switch_mtu", "switch port MTU")):
             if seen[key] != want[key]:
                 found.append(f"{node['name']}: {what} {seen[key]}, recorded {want[key]}")
+        if seen["up"] != want["up"]:
+            found.append(f"{node['name']}: link {'up' if seen['up'] else 'down'}, recorded "
+                         f"{'up' if want['up'] else 'down'}")
     return found + uplink_drift(state, host_rates)
 
 

@@ -29,7 +29,13 @@ def reframe_system(state):
               "set_mtu": [sys.executable, "-m", "netbench.cli", "vcluster", "mtu",
                           "--name", state["name"], "--owner", state["owner"]],
               # held by a job that needs every node to itself (the sweep)
-              "partition_lock": str(cluster_folder(state["name"]) / LOCK_NAME)}
+              "partition_lock": str(cluster_folder(state["name"]) / LOCK_NAME),
+              # the nodes share the host's cores: a round's pairs at once
+              # contend for them (a healthy 5-node 1 Gbit/s sweep came out
+              # inconclusive), so the sweep measures one pair at a time
+              # unless asked (-S LinkSweep.concurrent=true), as its line-rate
+              # fraction was calibrated
+              "sweep_rounds_contend": True}
     if state.get("fabric"):
         # the sweep names the switch link or switch that explains its slow
         # pairs (netbench.fleet.components); the cluster's own copy

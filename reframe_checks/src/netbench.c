@@ -74,7 +74,7 @@ struct options {
     const char *tcp_addr;
     /* sweep */
     const char *pair_list;  /* -L "0:1,2:3": measure only these pairs */
-    int concurrent;         /* measure a round's pairs at the same time */
+    int concurrent;         /* measure a round's pairs at the same time (default) */
     size_t latency_bytes;   /* message size of the latency ping-pong */
     /* explicit sizes (-s) */
     size_t *sizes;
@@ -154,7 +154,8 @@ static void usage(void)
             "sweep mode (one rank per node; every pair of ranks in round-robin rounds):\n"
             "  -s LIST    bandwidth message sizes (default 1M,8M; -n, -x, -f unused)\n"
             "  -l BYTES   latency ping-pong message size (default 8)\n"
-            "  -C         measure a round's pairs concurrently (default: one at a time)\n"
+            "  -C         measure a round's pairs concurrently (the default)\n"
+            "  -O         measure one pair at a time (each link alone)\n"
             "  -L PAIRS   measure only these pairs of ranks, e.g. 0:1,2:3\n");
 }
 
@@ -209,6 +210,8 @@ static void parse_options(struct options *o, int argc, char **argv)
         .precision = 0.01, .budget = 0.05, .min_samples = 5,
         .max_samples = 50, .connections = 1, .runs = 5,
         .stream_bytes = 64 << 20, .latency_bytes = 8,
+        /* a round's pairs at once: N-1 rounds instead of N(N-1)/2 pairs */
+        .concurrent = 1,
     };
     if (argc < 2) {
         usage();
@@ -226,7 +229,7 @@ static void parse_options(struct options *o, int argc, char **argv)
     }
     optind = 2;
     int c;
-    while ((c = getopt(argc, argv, "n:x:s:f:p:ar:t:m:M:V1b:SPc:R:T:A:l:CL:h")) != -1) {
+    while ((c = getopt(argc, argv, "n:x:s:f:p:ar:t:m:M:V1b:SPc:R:T:A:l:COL:h")) != -1) {
         switch (c) {
         case 'n': o->min_bytes = parse_size(optarg, "-n"); break;
         case 'x': o->max_bytes = parse_size(optarg, "-x"); break;
@@ -249,6 +252,7 @@ static void parse_options(struct options *o, int argc, char **argv)
         case 'A': o->tcp_addr = optarg; break;
         case 'l': o->latency_bytes = parse_size(optarg, "-l"); break;
         case 'C': o->concurrent = 1; break;
+        case 'O': o->concurrent = 0; break;
         case 'L': o->pair_list = optarg; break;
         default: usage(); usage_error("%s", "bad option");
         }

@@ -73,7 +73,8 @@ def sweep_report(suspects):
     record = results_record.make("sweep", "mpich tcp", [], {"mpi_family": "mpich",
                                                             "placement": "internode"})
     record["fleet"] = {"hosts": hosts, "pairs": pairs, "suspects": suspects,
-                       "findings": [], "remeasured": [["n1", "n3"]], "sweep_seconds": 12.5}
+                       "findings": [], "remeasured": [["n1", "n3"]], "sweep_seconds": 12.5,
+                       "rounds": 3, "order": "concurrent"}
     data = minimal_report(reason="sanity error: suspects: node n3" if suspects else None)
     case = data["runs"][0]["testcases"][0]
     case.update(name="LinkSweep_1", unique_name="LinkSweep_1", display_name="LinkSweep",
