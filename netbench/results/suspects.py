@@ -218,5 +218,4 @@ def suspect_from_json(s):
     that form: publish makes drain.sh from it)."""
     return Suspect(s["kind"], tuple(s["names"]), s["metric"], s["value"], s["fleet_median"],
                    s["reference"], s["direction"], tuple(Evidence(**e) for e in s["evidence"]),
-                   s.get("component"))
-                   s.get("reason"))
+                   s.get("component"), s.get("reason"))
