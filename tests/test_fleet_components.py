@@ -11,7 +11,7 @@ import random
 import pytest
 
 from helpers.fleet import LATENCY_US, LINE_MBPS, NOISE, SIZES
-from netbench import paths
+from netbench import paths, references
 from netbench.fleet import judge, topology
 from netbench.results import suspects as suspects_format
 
@@ -50,12 +50,15 @@ def leaves_fleet(leaves, per_leaf, seed, slow_nodes=(), slow_uplinks=(), directi
     return out, lines
 
 
-def judged(measurements, lines, tmp_path):
+def judged(measurements, lines, tmp_path, profile=None):
+    """The verdict with the fabric's topology; `profile`: a judging profile
+    (the synthetic fleets' noise up to +-10 % is the virtual cluster's)."""
     path = tmp_path / "topology.conf"
     path.write_text("\n".join(lines) + "\n")
     topo = topology.load_topology(path)
     return judge.judge(measurements, reference_bw_mbps=LINE_MBPS,
-                       reference_latency_us=LATENCY_US, topology=topo)
+                       reference_latency_us=LATENCY_US, topology=topo,
+                       rule=references.sweep_thresholds(profile=profile))
 
 
 def named(verdict):
@@ -105,7 +108,7 @@ def test_two_faults_are_two_components(tmp_path):
 def test_a_healthy_fleet_names_nothing(tmp_path):
     for seed in range(50):
         fleet, lines = leaves_fleet(3, 3, seed, noise=0.10)
-        verdict = judged(fleet, lines, tmp_path)
+        verdict = judged(fleet, lines, tmp_path, profile="virtual-cluster")
         assert verdict.suspects == [] and verdict.within_noise == [], seed
 
 

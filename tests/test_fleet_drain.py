@@ -19,7 +19,7 @@ SESSION = "20261127T160000-abcd1234"
 
 def node_suspect(name, direction="both", reason=None):
     return Suspect("node", (name,), "bw_Mbps@1048576", 31.5, 94.0, None, direction,
-                   (Evidence("n1", name, "bw_Mbps@1048576", 31.5, 70.5),), reason)
+                   (Evidence("n1", name, "bw_Mbps@1048576", 31.5, 70.5),), reason=reason)
 
 
 def cluster(**states):
