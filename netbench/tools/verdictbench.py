@@ -29,6 +29,7 @@ after, even on failure.  Prints figures; asserts nothing.
 """
 import argparse
 import contextlib
+import json
 import math
 import os
 import shlex
@@ -107,18 +108,38 @@ def names_a_condition(record):
                for entry in (record.get("verdicts") or {}).values() if isinstance(entry, dict))
 
 
+def own_report(cmdline, started):
+    """(folder name, run report) of the session started at `started`
+    (time.time()) with `cmdline`: reports/latest may be another session's,
+    one this checkout's tests ran meanwhile."""
+    found = []
+    for folder in paths.REPORTS.iterdir():
+        path = folder / "run-report.json"
+        if folder.is_symlink() or not path.is_file() or path.stat().st_mtime < started:
+            continue
+        report = json.loads(path.read_text())
+        info = report.get("session_info") or {}
+        if info.get("cmdline") == cmdline and info.get("time_start_unix", 0) >= started:
+            found.append((info["time_start_unix"], folder.name, report))
+    if not found:
+        raise SystemExit(f"verdictbench: no run report of `{cmdline}` in {paths.REPORTS}")
+    return max(found, key=lambda found: found[0])[1:]
+
+
 def one_session(system, selection=(), env=None):
-    """{exit, seconds, cases} of one session; each case {name, result,
-    verdict, record, fail_reason}."""
-    start = time.monotonic()
+    """{exit, seconds, cases, folder} of one session (folder: its own in
+    reports/); each case {name, result, verdict, record, fail_reason}."""
+    started, start = time.time(), time.monotonic()
     proc = session.run_reframe(system, *selection, env=env, timeout=3600)
     elapsed = time.monotonic() - start
+    folder, report = own_report(" ".join(proc.args), started)
     cases = [{"name": case_name(tc), "result": tc.get("result"),
               "verdict": (tc.get("record") or {}).get("verdict"),
               "record": tc.get("record") or {}, "fail_reason": tc.get("fail_reason") or ""}
-             for run in session.latest_report()["runs"][-1:] for tc in run["testcases"]
+             for run in report["runs"] for tc in run["testcases"]
              if tc.get("result") != "skip" and not tc["name"].startswith("NetbenchBuild")]
-    return {"exit": proc.returncode, "seconds": elapsed, "cases": cases}
+    return {"exit": proc.returncode, "seconds": elapsed, "cases": cases,
+            "folder": folder}
 
 
 def sessions(runs, system, selection=(), env=None, busy=False):
@@ -134,19 +155,24 @@ def tally(label, results):
     """Runs, failed and inconclusive cases, the inconclusive ones that
     name no condition, exit codes and wall time."""
     cases = [tc for r in results for tc in r["cases"]]
-    failed = [tc for tc in cases if tc["result"] == "fail"]
+    # a loss called (the record's verdict), apart from a case that failed
+    # to run (a job's time limit, a launcher's error: no verdict)
+    failed = [tc for tc in cases if tc["verdict"] == "fail"]
+    broken = [tc for tc in cases if tc["result"] == "fail" and tc["verdict"] != "fail"]
     unsure = [tc for tc in cases if tc["verdict"] == "inconclusive"]
     unnamed = [tc for tc in unsure if not names_a_condition(tc["record"])]
     walls = [r["seconds"] for r in results]
     print(f"{label}: {len(results)} runs; wall median {statistics.median(walls):.0f} s, "
           f"max {max(walls):.0f} s; exit codes {sorted({r['exit'] for r in results})}")
-    alarmed = sum(1 for r in results if any(tc["result"] == "fail" for tc in r["cases"]))
+    alarmed = sum(1 for r in results if any(tc["verdict"] == "fail" for tc in r["cases"]))
     print(f"    runs with a failed case: {share(alarmed, len(results))}")
     print(f"    failed cases: {share(len(failed), len(cases))}")
+    print(f"    cases that failed to run (no verdict): {share(len(broken), len(cases))}")
     print(f"    inconclusive cases: {share(len(unsure), len(cases))}")
     print(f"    inconclusive cases naming no condition: {share(len(unnamed), len(unsure))}")
-    for tc in failed:
-        print(f"      failed: {tc['name']}: {first_line(tc['fail_reason'])}")
+    for tc in failed + broken:
+        print(f"      {'failed' if tc in failed else 'did not run'}: {tc['name']}: "
+              f"{first_line(tc['fail_reason'])}")
     for tc in unnamed:
         reasons = "; ".join(f"{var}: {first_line(entry.get('reason'))}"
                             for var, entry in (tc["record"].get("verdicts") or {}).items()
@@ -192,8 +218,7 @@ def accept_baseline(system, selection, references):
     from ..report import baselines
     accepted = []
     for _ in range(3):
-        one_session(system, selection)
-        accepted.append((paths.REPORTS / "latest").resolve().name)
+        accepted.append(one_session(system, selection)["folder"])
     baselines.accept(accepted, folder=f"{references}/baselines")
     print(f"baseline of 3 quiet runs accepted: {', '.join(accepted)}")
 
@@ -225,12 +250,12 @@ def detect(runs):
         slowed = sessions(n, system, selection)
         cases = tally("2-node 1gbit cluster, links at 900mbit (-10 %), quiet", slowed)
         print(f"    MUST fail in {n} of {n}: failed "
-              f"{share(sum(tc['result'] == 'fail' for tc in cases), len(cases))}")
+              f"{share(sum(tc['verdict'] == 'fail' for tc in cases), len(cases))}")
         set_links(DETECT_CLUSTER, (1, 2), None)
         cases = tally("2-node 1gbit cluster, healthy links, one core busy",
                       sessions(n, system, selection, busy=True))
         print(f"    MUST fail no case: failed "
-              f"{share(sum(tc['result'] == 'fail' for tc in cases), len(cases))}")
+              f"{share(sum(tc['verdict'] == 'fail' for tc in cases), len(cases))}")
         set_links(DETECT_CLUSTER, (1, 2), "800mbit")
         slowed = sessions(n, system, selection, busy=True)
         cases = tally("2-node 1gbit cluster, links at 800mbit (-20 %), one core busy", slowed)
@@ -292,13 +317,13 @@ def parity(runs):
     cases = tally("container parity, healthy, quiet",
                   sessions(runs["parity_healthy"], "local-container:container", PARITY))
     print(f"    MUST fail no case: failed "
-          f"{share(sum(tc['result'] == 'fail' for tc in cases), len(cases))}")
+          f"{share(sum(tc['verdict'] == 'fail' for tc in cases), len(cases))}")
     env = {container.RUN_FLAGS_ENV: flags_lacking(LACKED_CAPABILITY)}
     cases = tally(f"container parity, Open MPI shm, without {LACKED_CAPABILITY}, quiet",
                   sessions(runs["parity_slowed"], "local-container:container",
                            PARITY_SLOWED, env=env))
     print(f"    MUST fail in every run: failed "
-          f"{share(sum(tc['result'] == 'fail' for tc in cases), len(cases))}")
+          f"{share(sum(tc['verdict'] == 'fail' for tc in cases), len(cases))}")
     for tc in cases:
         print(f"      {tc['name']}: {slowdowns(tc)}")
 
