@@ -108,9 +108,9 @@ def names_a_condition(record):
                for entry in (record.get("verdicts") or {}).values() if isinstance(entry, dict))
 
 
-def own_report(cmdline, started):
+def own_report(argv, started):
     """(folder name, run report) of the session started at `started`
-    (time.time()) with `cmdline`: reports/latest may be another session's,
+    (time.time()) with the command line `argv`: reports/latest may be another session's,
     one this checkout's tests ran meanwhile."""
     found = []
     for folder in paths.REPORTS.iterdir():
@@ -119,10 +119,13 @@ def own_report(cmdline, started):
             continue
         report = json.loads(path.read_text())
         info = report.get("session_info") or {}
-        if info.get("cmdline") == cmdline and info.get("time_start_unix", 0) >= started:
+        # ReFrame keeps its command line shell-quoted
+        if shlex.split(info.get("cmdline", "")) == argv and \
+                info.get("time_start_unix", 0) >= started:
             found.append((info["time_start_unix"], folder.name, report))
     if not found:
-        raise SystemExit(f"verdictbench: no run report of `{cmdline}` in {paths.REPORTS}")
+        raise SystemExit(f"verdictbench: no run report of `{shlex.join(argv)}` in "
+                         f"{paths.REPORTS}")
     return max(found, key=lambda found: found[0])[1:]
 
 
@@ -132,7 +135,7 @@ def one_session(system, selection=(), env=None):
     started, start = time.time(), time.monotonic()
     proc = session.run_reframe(system, *selection, env=env, timeout=3600)
     elapsed = time.monotonic() - start
-    folder, report = own_report(" ".join(proc.args), started)
+    folder, report = own_report(list(proc.args), started)
     cases = [{"name": case_name(tc), "result": tc.get("result"),
               "verdict": (tc.get("record") or {}).get("verdict"),
               "record": tc.get("record") or {}, "fail_reason": tc.get("fail_reason") or ""}
