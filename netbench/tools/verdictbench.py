@@ -243,6 +243,17 @@ def verdicts_of(results):
     return counts
 
 
+def against_baseline(results):
+    """Each case's verdict against the baseline: the curve's figure (the
+    deciding size over its band's end) and its reason code."""
+    for tc in (tc for r in results for tc in r["cases"]):
+        entry = (tc["record"].get("verdicts") or {}).get("vs_baseline") or {}
+        failed = [int(s["bytes"]) for s in entry.get("sizes", []) if s.get("verdict") == "fail"]
+        print(f"      {tc['name']}: vs_baseline {entry.get('verdict')} ({entry.get('code')}), "
+              f"{entry.get('value', math.nan):.2f}x the band's end; failed sizes "
+              f"{failed or 'none'}")
+
+
 def detect(runs):
     n = runs["detect"]
     with references_copy() as references, cluster(DETECT_CLUSTER, 2, "1gbit") as state:
@@ -252,16 +263,19 @@ def detect(runs):
         set_links(DETECT_CLUSTER, (1, 2), "900mbit")
         slowed = sessions(n, system, selection)
         cases = tally("2-node 1gbit cluster, links at 900mbit (-10 %), quiet", slowed)
+        against_baseline(slowed)
         print(f"    MUST fail in {n} of {n}: failed "
               f"{share(sum(tc['verdict'] == 'fail' for tc in cases), len(cases))}")
         set_links(DETECT_CLUSTER, (1, 2), None)
-        cases = tally("2-node 1gbit cluster, healthy links, one core busy",
-                      sessions(n, system, selection, busy=True))
+        healthy = sessions(n, system, selection, busy=True)
+        cases = tally("2-node 1gbit cluster, healthy links, one core busy", healthy)
+        against_baseline(healthy)
         print(f"    MUST fail no case: failed "
               f"{share(sum(tc['verdict'] == 'fail' for tc in cases), len(cases))}")
         set_links(DETECT_CLUSTER, (1, 2), "800mbit")
         slowed = sessions(n, system, selection, busy=True)
         cases = tally("2-node 1gbit cluster, links at 800mbit (-20 %), one core busy", slowed)
+        against_baseline(slowed)
         print(f"    MUST never pass: passed "
               f"{share(sum(tc['verdict'] == 'pass' for tc in cases), len(cases))}; "
               f"verdicts {verdicts_of(slowed)}")
