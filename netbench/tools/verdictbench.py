@@ -296,6 +296,23 @@ def sweep_tally(label, results):
     return cases
 
 
+def node_rate(tc, node):
+    """The median bandwidth of `node`'s pairs over the other pairs' median,
+    at the sweep's largest size (None without pairs)."""
+    pairs = (tc["record"].get("fleet") or {}).get("pairs") or []
+    sizes = {size for p in pairs for size in p.get("bw_Mbps", {})}
+    if not sizes:
+        return None
+    size = max(sizes, key=float)
+    mine = [p["bw_Mbps"][size] for p in pairs if size in p["bw_Mbps"] and
+            node in (p["src"], p["dst"])]
+    others = [p["bw_Mbps"][size] for p in pairs if size in p["bw_Mbps"] and
+              node not in (p["src"], p["dst"])]
+    if not mine or not others:
+        return None
+    return statistics.median(mine) / statistics.median(others)
+
+
 def sweep(runs):
     with cluster(SWEEP_CLUSTER, 5, "1gbit", mtu=9000) as state:
         system = state["system"]
@@ -308,6 +325,10 @@ def sweep(runs):
                                 sessions(runs["sweep_fault"], system, SWEEP))
         finally:
             set_links(SWEEP_CLUSTER, (3,), None)
+        for tc in cases:
+            ratio = node_rate(tc, victim)
+            print(f"      {tc['name']}: {victim}'s pairs at "
+                  f"{'?' if ratio is None else f'{ratio:.2f}'} of the others' median")
         print(f"    MUST name {victim}: named it alone "
               f"{share(sum(suspects_of(tc) == [(victim,)] for tc in cases), len(cases))}")
         sweep_tally("sweep, healthy 5-node 1gbit cluster, one core busy",
