@@ -1,34 +1,38 @@
-"""`make bench-verdict`: can the verdicts be trusted?  False alarms and
-detected losses, counted over repeated real sessions (issue #25).  Every
-part keeps one core busy with a spinning process it starts and stops (a
-login node's normal state), except where it says quiet.
+"""`make bench-verdict`: can the verdicts be trusted?  Issue #33's "Must
+show", counted over repeated real sessions, each figure a count and its
+95 % Wilson score interval.  "One core busy" is a spinning process this
+tool starts and stops (a login node's normal state); every quiet part runs
+before its busy one, since CPU pressure (PSI avg10) decays for tens of
+seconds after the spinner stops.
 
-1. `local`: N consecutive default runs of this machine: failed cases
-   (false alarms), inconclusive cases, exit codes, wall time.
-2. `cluster`: the same, 5 default runs on a 3-node virtual cluster with
-   unshaped links (`--link none`).
-3. `sweep`: 5 fabric sweeps (LinkSweep, `-t sweep`) of a healthy 5-node
-   1 Gbit/s virtual cluster: false alarms and suspects named.
-4. `parity`: 5 runs of container parity (ContainerParity, podman).
-5. `detect`: a 2-node 1 Gbit/s virtual cluster's internode ping-pong
-   against baselines of 3 accepted runs each (in a copy of the
-   references): one accepted on a quiet host, one under the load.  Quiet:
-   links lowered by 10 % (900mbit on both ends) must fail, healthy links
-   must not.  Loaded, against the loaded baseline: lowered by 20 %
-   (800mbit) must fail, healthy must not.  Loaded, against the quiet
-   baseline: healthy links, which the load alone cannot fail, and links
-   lowered by 20 %, which the load can hide (one core's load cost healthy
-   links up to 1.3x the quiet band) but must never pass.
-6. `shm`: locally, Open MPI's shared memory against a baseline of 3
-   accepted runs: slowed (single copy off, 256-byte fragments) must fail,
-   healthy must not.
+1. `local`: N default runs of this machine quiet, then N with one core
+   busy (N=20): failed cases, inconclusive cases, and every inconclusive
+   case whose record names no condition that kept it from a verdict (no
+   verdict with numbers.conditions, no code conditions_differ), listed.
+2. `detect`: a 2-node 1 Gbit/s virtual cluster's internode ping-pong
+   against a baseline of 3 quiet runs (in a copy of the references): links
+   at 900mbit (-10 %), quiet, must fail in N of N (N=10); with one core
+   busy, healthy links must fail no case and links at 800mbit (-20 %) must
+   never pass.
+3. `sweep`: fabric sweeps (LinkSweep, `-t sweep`) of a 5-node 1 Gbit/s
+   cluster, healthy, quiet and with one core busy (N=10 each): suspects
+   named; one node's link at 850mbit (0.85 of the others'), quiet: named
+   in N of N (N=5).
+4. `parity`: container parity (ContainerParity, podman): N healthy runs,
+   no failed case (N=10); Open MPI's shared memory in a container started
+   without CAP_SYS_PTRACE (the shipped run flags less that capability:
+   single copy off): failed in N of N (N=5).
 
-The cluster parts need root; each cluster is brought up here and taken
-down after, even on failure.  Prints figures; asserts nothing.
+`--runs N` sets every N.  The cluster and container parts need root;
+each cluster is brought up here under a name of its own and taken down
+after, even on failure.  Prints figures; asserts nothing.
 """
 import argparse
 import contextlib
+import json
+import math
 import os
+import shlex
 import shutil
 import signal
 import statistics
@@ -38,18 +42,52 @@ import tempfile
 import time
 
 from .. import paths
-from ..rfm import session
+from ..datafiles import load_yaml
+from ..rfm import container, session
+from ..textsafe import printable
 
-BENCH_CLUSTER = "vbench"
+#: the two-sided 95 % normal quantile of the Wilson score intervals
+Z95 = 1.959964
+#: clusters of this tool (a name of its own per part: 1-6 letters or digits)
+DETECT_CLUSTER, SWEEP_CLUSTER = "vbdet", "vbswp"
 #: the internode ping-pong judged against the baseline on the 2-node cluster
 INTERNODE = ("-n", "^PingPong%variant=blocking%transport=tcp%placement=internode$",
              "-p", "^openmpi$")
+SWEEP = ("-t", "sweep", "-p", "^(mpich|openmpi)$")
+PARITY = ("-n", "^ContainerParity")
+#: the path the missing capability touches: Open MPI's single copy (smsc/cma)
+PARITY_SLOWED = ("-n", "^ContainerParity%transport=shm", "-p", "^openmpi$")
+#: the capability the slowed container lacks (container_run.yaml says why)
+LACKED_CAPABILITY = "--cap-add=SYS_PTRACE"
+#: runs per measurement, each part's (`--runs` sets them all)
+DEFAULT_RUNS = {"local": 20, "detect": 10, "sweep_healthy": 10, "sweep_fault": 5,
+                "parity_healthy": 10, "parity_slowed": 5}
+
+
+def wilson(k, n, z=Z95):
+    """The Wilson score interval (lo, hi) of a rate of k in n."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def share(k, n):
+    """'k of n (p %, 95 % CI lo-hi %)'."""
+    lo, hi = wilson(k, n)
+    rate = f"{100 * k / n:.1f} %, " if n else ""
+    return f"{k} of {n} ({rate}95 % CI {100 * lo:.1f}-{100 * hi:.1f} %)"
 
 
 @contextlib.contextmanager
-def busy_core():
+def busy_core(busy=True):
     """One core kept busy by a spinning process (a login node's normal
-    state), stopped when the block ends."""
+    state) while the block runs; nothing when not `busy`."""
+    if not busy:
+        yield None
+        return
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         yield spinner.pid
@@ -58,92 +96,111 @@ def busy_core():
         spinner.wait()
 
 
+def case_name(tc):
+    return f"{tc['display_name'].split(' /')[0]} @ {tc['environ']}"
+
+
+def names_a_condition(record):
+    """Whether a record says which difference in the host's conditions kept
+    a figure from a verdict (judgement.conditions)."""
+    return any(entry.get("code") == "conditions_differ"
+               or (entry.get("numbers") or {}).get("conditions")
+               for entry in (record.get("verdicts") or {}).values() if isinstance(entry, dict))
+
+
+def own_report(argv, started):
+    """(folder name, run report) of the session started at `started`
+    (time.time()) with the command line `argv`: reports/latest may be another session's,
+    one this checkout's tests ran meanwhile."""
+    found = []
+    for folder in paths.REPORTS.iterdir():
+        path = folder / "run-report.json"
+        if folder.is_symlink() or not path.is_file() or path.stat().st_mtime < started:
+            continue
+        report = json.loads(path.read_text())
+        info = report.get("session_info") or {}
+        # ReFrame keeps its command line shell-quoted
+        if shlex.split(info.get("cmdline", "")) == argv and \
+                info.get("time_start_unix", 0) >= started:
+            found.append((info["time_start_unix"], folder.name, report))
+    if not found:
+        raise SystemExit(f"verdictbench: no run report of `{shlex.join(argv)}` in "
+                         f"{paths.REPORTS}")
+    return max(found, key=lambda found: found[0])[1:]
+
+
 def one_session(system, selection=(), env=None):
-    """{exit, seconds, failed, inconclusive, cases, reasons} of one session."""
-    start = time.monotonic()
+    """{exit, seconds, cases, folder} of one session (folder: its own in
+    reports/); each case {name, result, verdict, record, fail_reason}."""
+    started, start = time.time(), time.monotonic()
     proc = session.run_reframe(system, *selection, env=env, timeout=3600)
     elapsed = time.monotonic() - start
-    cases = [tc for run in session.latest_report()["runs"] for tc in run["testcases"]
+    folder, report = own_report(list(proc.args), started)
+    cases = [{"name": case_name(tc), "result": tc.get("result"),
+              "verdict": (tc.get("record") or {}).get("verdict"),
+              "record": tc.get("record") or {}, "fail_reason": tc.get("fail_reason") or ""}
+             for run in report["runs"] for tc in run["testcases"]
              if tc.get("result") != "skip" and not tc["name"].startswith("NetbenchBuild")]
-    failed = [tc for tc in cases if tc.get("result") == "fail"]
-    unsure = [tc for tc in cases if (tc.get("record") or {}).get("verdict") == "inconclusive"]
-    return {"exit": proc.returncode, "seconds": elapsed, "cases": len(cases),
-            "failed": len(failed), "inconclusive": len(unsure),
-            "reasons": [f"{tc['display_name'].split(' /')[0]} @ {tc['environ']}: "
-                        f"{(tc.get('fail_reason') or '').splitlines()[0][:200]}"
-                        for tc in failed],
-            "record": [tc.get("record") or {} for tc in cases]}
+    return {"exit": proc.returncode, "seconds": elapsed, "cases": cases,
+            "folder": folder}
+
+
+def sessions(runs, system, selection=(), env=None, busy=False):
+    with busy_core(busy):
+        return [one_session(system, selection, env=env) for _ in range(runs)]
+
+
+def first_line(text):
+    return printable((text or "").strip().splitlines()[0][:200]) if (text or "").strip() else ""
 
 
 def tally(label, results):
-    runs = len(results)
-    alarmed = sum(1 for r in results if r["failed"])
-    print(f"{label}: {runs} runs, {alarmed} with a failed case "
-          f"({sum(r['failed'] for r in results)} of {sum(r['cases'] for r in results)} cases), "
-          f"{sum(1 for r in results if r['inconclusive'])} with an inconclusive case "
-          f"({sum(r['inconclusive'] for r in results)} cases); exit codes "
-          f"{sorted({r['exit'] for r in results})}; wall median "
-          f"{statistics.median(r['seconds'] for r in results):.0f} s, max "
-          f"{max(r['seconds'] for r in results):.0f} s")
-    for r in results:
-        for reason in r["reasons"]:
-            print(f"    failed: {reason}")
+    """Runs, failed and inconclusive cases, the inconclusive ones that
+    name no condition, exit codes and wall time."""
+    cases = [tc for r in results for tc in r["cases"]]
+    # a loss called (the record's verdict), apart from a case that failed
+    # to run (a job's time limit, a launcher's error: no verdict)
+    failed = [tc for tc in cases if tc["verdict"] == "fail"]
+    broken = [tc for tc in cases if tc["result"] == "fail" and tc["verdict"] != "fail"]
+    unsure = [tc for tc in cases if tc["verdict"] == "inconclusive"]
+    unnamed = [tc for tc in unsure if not names_a_condition(tc["record"])]
+    walls = [r["seconds"] for r in results]
+    print(f"{label}: {len(results)} runs; wall median {statistics.median(walls):.0f} s, "
+          f"max {max(walls):.0f} s; exit codes {sorted({r['exit'] for r in results})}")
+    alarmed = sum(1 for r in results if any(tc["verdict"] == "fail" for tc in r["cases"]))
+    print(f"    runs with a failed case: {share(alarmed, len(results))}")
+    print(f"    failed cases: {share(len(failed), len(cases))}")
+    print(f"    cases that failed to run (no verdict): {share(len(broken), len(cases))}")
+    print(f"    inconclusive cases: {share(len(unsure), len(cases))}")
+    print(f"    inconclusive cases naming no condition: {share(len(unnamed), len(unsure))}")
+    for tc in failed + broken:
+        print(f"      {'failed' if tc in failed else 'did not run'}: {tc['name']}: "
+              f"{first_line(tc['fail_reason'])}")
+    for tc in unnamed:
+        reasons = "; ".join(f"{var}: {first_line(entry.get('reason'))}"
+                            for var, entry in (tc["record"].get("verdicts") or {}).items()
+                            if isinstance(entry, dict) and entry.get("verdict") == "inconclusive")
+        print(f"      inconclusive, no condition named: {tc['name']}: {reasons}")
     sys.stdout.flush()
+    return cases
 
 
-def local_false_alarms(runs):
-    results = []
-    with busy_core():
-        for _ in range(runs):
-            results.append(one_session("local"))
-    tally("local default run, one core busy", results)
+def local(runs):
+    for label, busy in (("quiet", False), ("one core busy", True)):
+        tally(f"local default run, {label}", sessions(runs["local"], "local", busy=busy))
 
 
 @contextlib.contextmanager
-def cluster(nodes, rate):
+def cluster(name, nodes, rate, **settings):
+    """A virtual cluster of this tool's for the block, taken down however
+    it ends (one of an earlier, killed run first)."""
     from .. import vcluster
-    state, created = vcluster.up(BENCH_CLUSTER, nodes=nodes, rate=rate)
+    vcluster.down(name)
+    state, _ = vcluster.up(name, nodes=nodes, rate=rate, **settings)
     try:
         yield state
     finally:
-        if created:
-            vcluster.down(BENCH_CLUSTER)
-
-
-def cluster_false_alarms(runs):
-    with cluster(3, "none") as state, busy_core():
-        results = [one_session(state["system"]) for _ in range(runs)]
-    tally("default run, 3-node --link none cluster, one core busy", results)
-
-
-def failed_sizes(result):
-    sizes = []
-    for record in result["record"]:
-        verdict = (record.get("verdicts") or {}).get("vs_baseline") or {}
-        sizes += [int(s["bytes"]) for s in verdict.get("sizes", []) if s["verdict"] == "fail"]
-    return sizes
-
-
-def sweep_false_alarms(runs):
-    with cluster(5, "1gbit") as state, busy_core():
-        results = [one_session(state["system"], ("-t", "sweep")) for _ in range(runs)]
-    tally("fabric sweep, healthy 5-node 1gbit cluster, one core busy", results)
-    for r in results:
-        named = {kind: [" ".join(s.get("names", [])) for rec in r["record"]
-                        for s in (rec.get("fleet") or {}).get(kind, [])]
-                 for kind in ("suspects", "unconfirmed")}
-        pressure = [(rec.get("host") or {}).get("cpu_pressure") for rec in r["record"]
-                    if rec.get("fleet")]
-        print(f"    suspects named: {named['suspects'] or 'none'}; unconfirmed (host "
-              f"contended, or within the fleet's own spread): {named['unconfirmed'] or 'none'}; "
-              f"cpu pressure {pressure}")
-
-
-def parity_false_alarms(runs):
-    with busy_core():
-        results = [one_session("local-container:container", ("-n", "^ContainerParity"))
-                   for _ in range(runs)]
-    tally("container parity (podman), one core busy", results)
+        vcluster.down(name)
 
 
 @contextlib.contextmanager
@@ -158,88 +215,160 @@ def references_copy():
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def accept_baseline(system, selection, references, label, loaded=False):
-    """3 runs of `selection` accepted as `system`'s baseline in
-    `references`; the name of the baseline's folder."""
+def accept_baseline(system, selection, references):
+    """3 quiet runs of `selection` accepted as `system`'s baseline in
+    `references`/baselines."""
     from ..report import baselines
-    folder = f"{references}/baselines-{label}"
     accepted = []
-    with busy_core() if loaded else contextlib.nullcontext():
-        for _ in range(3):
-            one_session(system, selection + ("-S", f"thresholds_folder={references}"))
-            accepted.append((paths.REPORTS / "latest").resolve().name)
-    baselines.accept(accepted, folder=folder)
-    print(f"baseline '{label}' of 3 accepted runs: {', '.join(accepted)}")
-    return folder
+    for _ in range(3):
+        accepted.append(one_session(system, selection)["folder"])
+    baselines.accept(accepted, folder=f"{references}/baselines")
+    print(f"baseline of 3 quiet runs accepted: {', '.join(accepted)}")
 
 
-def judged_against(system, selection, references, folder, runs, label, loaded, env=None):
-    """`runs` sessions judged against the baseline in `folder` (swapped in
-    as the references' baselines/), tallied under `label`."""
-    target = f"{references}/baselines"
-    if os.path.islink(target):
-        os.unlink(target)
-    os.symlink(folder, target)
-    with busy_core() if loaded else contextlib.nullcontext():
-        results = [one_session(system, selection + ("-S", f"thresholds_folder={references}"),
-                               env=env) for _ in range(runs)]
-    tally(label, results)
-    for r in results:
-        print(f"    failed sizes: {failed_sizes(r) or 'none'}")
-
-
-def set_links(rate):
+def set_links(cluster_name, nodes, rate):
     from .. import vcluster
-    for node in (1, 2):
+    for node in nodes:
         if rate:
-            vcluster.set_fault(BENCH_CLUSTER, str(node), rate=rate, direction="both")
+            vcluster.set_fault(cluster_name, str(node), rate=rate, direction="both")
         else:
-            vcluster.set_fault(BENCH_CLUSTER, str(node), clear_fault=True)
+            vcluster.set_fault(cluster_name, str(node), clear_fault=True)
 
 
-def detection(runs):
-    # the quiet part first: CPU pressure (PSI avg10) decays for tens of
-    # seconds after the spinning process stops, and a quiet run read right
-    # after the loaded baseline would carry it
-    with references_copy() as references, cluster(2, "1gbit") as state:
+def verdicts_of(results):
+    """How many cases ended in each verdict."""
+    counts = {}
+    for tc in (tc for r in results for tc in r["cases"]):
+        counts[tc["verdict"] or tc["result"]] = counts.get(tc["verdict"] or tc["result"], 0) + 1
+    return counts
+
+
+def against_baseline(results):
+    """Each case's verdict against the baseline: the curve's figure (the
+    deciding size over its band's end) and its reason code."""
+    for tc in (tc for r in results for tc in r["cases"]):
+        entry = (tc["record"].get("verdicts") or {}).get("vs_baseline") or {}
+        failed = [int(s["bytes"]) for s in entry.get("sizes", []) if s.get("verdict") == "fail"]
+        print(f"      {tc['name']}: vs_baseline {entry.get('verdict')} ({entry.get('code')}), "
+              f"{entry.get('value', math.nan):.2f}x the band's end; failed sizes "
+              f"{failed or 'none'}")
+
+
+def detect(runs):
+    n = runs["detect"]
+    with references_copy() as references, cluster(DETECT_CLUSTER, 2, "1gbit") as state:
+        selection = INTERNODE + ("-S", f"thresholds_folder={references}")
         system = state["system"]
-        quiet = accept_baseline(system, INTERNODE, references, "quiet")
-        for rate, label in (("900mbit", "links at 900mbit, quiet"),
-                            (None, "healthy links, quiet")):
-            set_links(rate)
-            judged_against(system, INTERNODE, references, quiet, runs,
-                           f"2-node 1gbit cluster against its baseline, {label}", False)
-        loaded = accept_baseline(system, INTERNODE, references, "loaded", loaded=True)
-        plan = (("800mbit", loaded, "links at 800mbit, one core busy, loaded baseline"),
-                (None, loaded, "healthy links, one core busy, loaded baseline"),
-                (None, quiet, "healthy links, one core busy, quiet baseline"),
-                ("800mbit", quiet, "links at 800mbit, one core busy, quiet baseline"))
-        for rate, folder, label in plan:
-            set_links(rate)
-            judged_against(system, INTERNODE, references, folder, runs,
-                           f"2-node 1gbit cluster against its baseline, {label}", True)
+        accept_baseline(system, selection, references)
+        set_links(DETECT_CLUSTER, (1, 2), "900mbit")
+        slowed = sessions(n, system, selection)
+        cases = tally("2-node 1gbit cluster, links at 900mbit (-10 %), quiet", slowed)
+        against_baseline(slowed)
+        print(f"    MUST fail in {n} of {n}: failed "
+              f"{share(sum(tc['verdict'] == 'fail' for tc in cases), len(cases))}")
+        set_links(DETECT_CLUSTER, (1, 2), None)
+        healthy = sessions(n, system, selection, busy=True)
+        cases = tally("2-node 1gbit cluster, healthy links, one core busy", healthy)
+        against_baseline(healthy)
+        print(f"    MUST fail no case: failed "
+              f"{share(sum(tc['verdict'] == 'fail' for tc in cases), len(cases))}")
+        set_links(DETECT_CLUSTER, (1, 2), "800mbit")
+        slowed = sessions(n, system, selection, busy=True)
+        cases = tally("2-node 1gbit cluster, links at 800mbit (-20 %), one core busy", slowed)
+        against_baseline(slowed)
+        print(f"    MUST never pass: passed "
+              f"{share(sum(tc['verdict'] == 'pass' for tc in cases), len(cases))}; "
+              f"verdicts {verdicts_of(slowed)}")
 
 
-#: Open MPI's shared memory crippled (tests/test_baselines.py says why)
-SLOWED_SHM = {"OMPI_MCA_smsc": "^cma", "OMPI_MCA_btl_sm_max_send_size": "256"}
-SHM = ("-n", "^PingPong%variant=blocking%transport=shm%placement=intranode$",
-       "-p", "^openmpi$")
+def suspects_of(tc, kind="suspects"):
+    return [tuple(s.get("names", [])) for s in (tc["record"].get("fleet") or {}).get(kind, [])]
 
 
-def shm_detection(runs):
-    with references_copy() as references:
-        folder = accept_baseline("local", SHM, references, "shm", loaded=True)
-        judged_against("local", SHM, references, folder, runs,
-                       "local Open MPI shm, slowed, one core busy", True, env=SLOWED_SHM)
-        judged_against("local", SHM, references, folder, runs,
-                       "local Open MPI shm, healthy, one core busy", True)
+def sweep_tally(label, results):
+    cases = tally(label, results)
+    naming = [tc for tc in cases if suspects_of(tc)]
+    print(f"    sweeps (a case per MPI) naming a suspect: {share(len(naming), len(cases))}")
+    for tc in cases:
+        if suspects_of(tc) or suspects_of(tc, "unconfirmed"):
+            print(f"      {tc['name']}: suspects {suspects_of(tc) or 'none'}; unconfirmed "
+                  f"{suspects_of(tc, 'unconfirmed') or 'none'}")
+    return cases
 
 
-PARTS = {"local": local_false_alarms, "cluster": cluster_false_alarms,
-         "sweep": sweep_false_alarms, "parity": parity_false_alarms, "detect": detection,
-         "shm": shm_detection}
+def node_rate(tc, node):
+    """The median bandwidth of `node`'s pairs over the other pairs' median,
+    at the sweep's largest size (None without pairs)."""
+    pairs = (tc["record"].get("fleet") or {}).get("pairs") or []
+    sizes = {size for p in pairs for size in p.get("bw_Mbps", {})}
+    if not sizes:
+        return None
+    size = max(sizes, key=float)
+    mine = [p["bw_Mbps"][size] for p in pairs if size in p["bw_Mbps"] and
+            node in (p["src"], p["dst"])]
+    others = [p["bw_Mbps"][size] for p in pairs if size in p["bw_Mbps"] and
+              node not in (p["src"], p["dst"])]
+    if not mine or not others:
+        return None
+    return statistics.median(mine) / statistics.median(others)
+
+
+def sweep(runs):
+    with cluster(SWEEP_CLUSTER, 5, "1gbit", mtu=9000) as state:
+        system = state["system"]
+        sweep_tally("sweep, healthy 5-node 1gbit cluster, quiet",
+                    sessions(runs["sweep_healthy"], system, SWEEP))
+        victim = state["nodes"][2]["name"]
+        set_links(SWEEP_CLUSTER, (3,), "850mbit")
+        try:
+            cases = sweep_tally(f"sweep, node {victim} at 850mbit (0.85), quiet",
+                                sessions(runs["sweep_fault"], system, SWEEP))
+        finally:
+            set_links(SWEEP_CLUSTER, (3,), None)
+        for tc in cases:
+            ratio = node_rate(tc, victim)
+            print(f"      {tc['name']}: {victim}'s pairs at "
+                  f"{'?' if ratio is None else f'{ratio:.2f}'} of the others' median")
+        print(f"    MUST name {victim}: named it alone "
+              f"{share(sum(suspects_of(tc) == [(victim,)] for tc in cases), len(cases))}")
+        sweep_tally("sweep, healthy 5-node 1gbit cluster, one core busy",
+                    sessions(runs["sweep_healthy"], system, SWEEP, busy=True))
+
+
+def flags_lacking(capability):
+    """The shipped container run flags (container_run.yaml) less `capability`,
+    as NETBENCH_CONTAINER_FLAGS words."""
+    entries = load_yaml(container.RUN_FLAGS_FILE)["run_flags"]
+    return shlex.join(flag for entry in entries for flag in entry["flags"]
+                      if flag != capability)
+
+
+def slowdowns(tc):
+    """The paired verdicts' figures of a parity case, in words."""
+    return "; ".join(f"{var} {entry.get('value', math.nan):.2f}x "
+                     f"({entry.get('lo', math.nan):.2f}-{entry.get('hi', math.nan):.2f}) "
+                     f"{entry.get('verdict')}"
+                     for var, entry in (tc["record"].get("verdicts") or {}).items())
+
+
+def parity(runs):
+    cases = tally("container parity, healthy, quiet",
+                  sessions(runs["parity_healthy"], "local-container:container", PARITY))
+    print(f"    MUST fail no case: failed "
+          f"{share(sum(tc['verdict'] == 'fail' for tc in cases), len(cases))}")
+    env = {container.RUN_FLAGS_ENV: flags_lacking(LACKED_CAPABILITY)}
+    cases = tally(f"container parity, Open MPI shm, without {LACKED_CAPABILITY}, quiet",
+                  sessions(runs["parity_slowed"], "local-container:container",
+                           PARITY_SLOWED, env=env))
+    print(f"    MUST fail in every run: failed "
+          f"{share(sum(tc['verdict'] == 'fail' for tc in cases), len(cases))}")
+    for tc in cases:
+        print(f"      {tc['name']}: {slowdowns(tc)}")
+
+
+PARTS = {"local": local, "detect": detect, "sweep": sweep, "parity": parity}
 #: parts that need root (a virtual cluster, podman's cgroup set-up)
-AS_ROOT = {"cluster", "sweep", "parity", "detect"}
+AS_ROOT = {"detect", "sweep", "parity"}
 
 
 def main(argv=None):
@@ -248,22 +377,25 @@ def main(argv=None):
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("parts", nargs="*", metavar="PART",
                         help=f"any of {', '.join(PARTS)} (default: all)")
-    parser.add_argument("--runs", type=int, help="runs per part (default: local 20, "
-                                                 "cluster, sweep and parity 5, detect and "
-                                                 "shm 3)")
+    parser.add_argument("--runs", type=int, help="runs of every measurement (default: the "
+                                                 "protocol's, above)")
     args = parser.parse_args(argv)
+    if args.runs is not None and args.runs < 1:
+        parser.error("--runs: at least 1")
     # a benchmark stopped with kill still takes its clusters down and stops
     # its spinning process (the finally blocks run on SystemExit)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    defaults = {"local": 20, "cluster": 5, "sweep": 5, "parity": 5, "detect": 3, "shm": 3}
     unknown = [p for p in args.parts if p not in PARTS]
     if unknown:
         parser.error(f"unknown part {unknown[0]!r} (parts: {', '.join(PARTS)})")
+    runs = {key: args.runs or n for key, n in DEFAULT_RUNS.items()}
     for part in args.parts or list(PARTS):
         if part in AS_ROOT and os.geteuid() != 0:
             print(f"{part}: not measured: it needs root (a virtual cluster or podman)")
             continue
-        PARTS[part](args.runs or defaults[part])
+        started = time.monotonic()
+        PARTS[part](runs)
+        print(f"{part}: {time.monotonic() - started:.0f} s in all", flush=True)
     return 0
 
 
