@@ -288,9 +288,13 @@ class LinkSweep(checks.NetbenchRun):
                         "inconclusive" if undecided else "pass"),
             "host": self.host_load()}
         if undecided and not self.verdict.suspects:
+            found = conditions.differences(conditions.of_launch(self.launches()[0]), None,
+                                           self.judging_knobs().conditions)
             self.record["verdicts"] = {"suspects": {
                 "verdict": "inconclusive", "value": None, "lo": None, "hi": None,
-                "launches": 1 + len(again),
+                "launches": 1 + len(again), "code": "suspects_unconfirmed",
+                "numbers": {"unconfirmed": len(unconfirmed), "noisy": len(noisy),
+                            **({"conditions": found} if found else {})},
                 "reason": self.undecided_reason(unconfirmed, noisy)}}
 
     def sweep_rule(self):
