@@ -21,8 +21,8 @@ import pytest
 
 from conftest import require
 from netbench import paths, vcluster
-from netbench.judgement import conditions, knobs
 from netbench.rfm import session
+from helpers import conditions_differed
 from helpers.browser import chromium, run_chromium
 from helpers.vcluster import cluster
 
@@ -57,9 +57,7 @@ def identified(tc):
     noise cannot turn red, which must still name the right node."""
     unconfirmed = tc["record"]["fleet"].get("unconfirmed", [])
     if unconfirmed:
-        host = tc["record"]["host"]
-        seen = {"nodes": {"job": {"cpu_pressure": host.get("cpu_pressure")}}}
-        assert conditions.differences(seen, None, knobs.load().conditions), host
+        assert conditions_differed(tc["record"]["host"]), tc["record"]["host"]
     return named(tc) | {(s["kind"], tuple(s["names"]), s["direction"]) for s in unconfirmed}
 
 

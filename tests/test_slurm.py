@@ -16,7 +16,7 @@ import pytest
 
 from conftest import require
 from netbench import checks, paths, vcluster
-from netbench.judgement.rule import contended, load_rule
+from helpers import conditions_differed
 from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
 from netbench.vcluster import netns, slurm
 from helpers.suite import cases_of, perf
@@ -356,7 +356,7 @@ def test_drain_and_resume_close_the_loop_and_leave_the_administrator_s_node(tmp_
             # drained: fleet.judge.unconfirmed), and its CPU load is the
             # other developers' to choose: the sweep's own measured
             # suspect, as a quiet host would have named it, is the report
-            assert contended(case["record"]["host"], load_rule()), case["record"]["host"]
+            assert conditions_differed(case["record"]["host"]), case["record"]["host"]
             report = tmp_path / session
             report.mkdir()
             (report / "suspects.json").write_text(json.dumps({"session": session, "sweeps": [

@@ -10,8 +10,8 @@ With a sweep (a 9-node cluster from a topology.conf of three leaves under
 one spine, 100mbit links): a healthy fabric names nothing, a slowed
 uplink of one leaf is named as that switch link alone, a slowed node as
 the node alone.  Each once here (about 6 minutes on this 2-core host).
-On a host this busy the suspects come as unconfirmed (judgement.rule
-.contended: named, not drained); they must still be the right component."""
+On a host this busy the suspects come as unconfirmed (judgement.conditions:
+named, not drained); they must still be the right component."""
 
 import json
 import subprocess
@@ -20,7 +20,7 @@ import pytest
 
 from helpers.vcluster import cluster, netbench_cli, require_root
 from netbench import vcluster
-from netbench.judgement.rule import contended, load_rule
+from helpers import conditions_differed
 from netbench.rfm import session
 
 
@@ -135,15 +135,15 @@ def nine(tmp_path_factory):
 
 def swept(state):
     """(the ReFrame process, what the sweep named, what it named or left
-    unconfirmed because the host was too busy to tell: judgement.rule
-    .contended), each {(kind, component, direction)}."""
+    unconfirmed because the host was too busy to tell: judgement
+    .conditions), each {(kind, component, direction)}."""
     proc = session.run_reframe(state["system"], *SWEEP, timeout=900)
     cases = [tc for run in session.latest_report()["runs"][-1:] for tc in run["testcases"]
              if tc["name"].startswith("LinkSweep")]
     assert len(cases) == 1, proc.stdout[-3000:]
     fleet = cases[0]["record"]["fleet"]
     if fleet.get("unconfirmed"):
-        assert contended(cases[0]["record"]["host"], load_rule()), cases[0]["record"]["host"]
+        assert conditions_differed(cases[0]["record"]["host"]), cases[0]["record"]["host"]
     assert list(fleet["leaves"]) == [n["name"] for n in state["nodes"]]
     def components(suspects):
         return {(s["kind"], s["component"], s["direction"]) for s in suspects}

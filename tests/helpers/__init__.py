@@ -30,3 +30,12 @@ def write_knobs(folder, **sections):
 #: verdict renders, not about the host's conditions
 IGNORE_CONDITIONS = {"conditions": {"cpu_pressure_points": 100, "cores_short_pressure": 100,
                                     "core_round_trip_factor": 1000, "time_slice_ns": 1e12}}
+
+
+def conditions_differed(host):
+    """Whether a record's `host` (the highest CPU pressure any node read)
+    differs from a quiet host's by the verdict model's conditions
+    (judgement.conditions): what lets a sweep leave a suspect unconfirmed."""
+    from netbench.judgement import conditions, knobs
+    seen = {"nodes": {"job": {"cpu_pressure": (host or {}).get("cpu_pressure")}}}
+    return bool(conditions.differences(seen, None, knobs.load().conditions))
