@@ -3,7 +3,6 @@ that did not run to the end (2) and inconclusive cases (3), and a real
 session ends inconclusive, reported as such, when its budget cannot
 decide."""
 
-import contextlib
 import copy
 import itertools
 import json
@@ -11,7 +10,6 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import pytest
 from netbench import paths, report
 from netbench.report import sessions, verdict
 from netbench.rfm import session
+from netbench.tools.load import busy_core
 
 from helpers import write_knobs
 
@@ -29,17 +28,6 @@ SHM = "^PingPong%variant=blocking%transport=shm%placement=intranode$"
 CASE_NUMBERS = itertools.count()
 #: seconds for PSI's "avg10" to show a newly busy core
 PSI_WINDOW_S = 8
-
-
-@contextlib.contextmanager
-def busy_core():
-    """One core kept busy by a spinning process, stopped when the block ends."""
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        yield
-    finally:
-        spinner.kill()
-        spinner.wait()
 
 
 def case(result, phase=None, record=None):

@@ -14,15 +14,13 @@ figures; asserts nothing.
 """
 
 import argparse
-import contextlib
 import os
 import statistics
-import subprocess
-import sys
 import time
 
 from .. import vcluster
 from ..rfm import session
+from .load import busy_core
 
 CLUSTER = "bcalib"
 MPIS = "^(mpich|openmpi)$"
@@ -45,21 +43,6 @@ def sweep_figures(report):
                          if k.endswith(":peak_bw")), None)
             out.append((tc["environ"], medians, peak))
     return out
-
-
-@contextlib.contextmanager
-def busy_core(busy):
-    """One process spinning on a core for the block (a login node's normal
-    state), started and stopped here."""
-    if not busy:
-        yield
-        return
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        yield
-    finally:
-        spinner.kill()
-        spinner.wait()
 
 
 def main(argv=None):

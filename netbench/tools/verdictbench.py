@@ -36,7 +36,6 @@ import shlex
 import shutil
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +44,7 @@ from .. import paths
 from ..datafiles import load_yaml
 from ..rfm import container, session
 from ..textsafe import printable
+from .load import busy_core
 
 #: the two-sided 95 % normal quantile of the Wilson score intervals
 Z95 = 1.959964
@@ -79,21 +79,6 @@ def share(k, n):
     lo, hi = wilson(k, n)
     rate = f"{100 * k / n:.1f} %, " if n else ""
     return f"{k} of {n} ({rate}95 % CI {100 * lo:.1f}-{100 * hi:.1f} %)"
-
-
-@contextlib.contextmanager
-def busy_core(busy=True):
-    """One core kept busy by a spinning process (a login node's normal
-    state) while the block runs; nothing when not `busy`."""
-    if not busy:
-        yield None
-        return
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        yield spinner.pid
-    finally:
-        spinner.kill()
-        spinner.wait()
 
 
 def case_name(tc):
