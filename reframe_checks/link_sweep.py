@@ -21,6 +21,7 @@ A sweep holds its partition for itself (netbench/checks/exclusive.py):
 two sweeps at once would each see the other's traffic as a slow node."""
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -159,8 +160,12 @@ class LinkSweep(checks.NetbenchRun):
             return
         launch = self.launch_prefix()
         bandwidth_only = " --bandwidth-only" if "latency" in self.unjudged_figures() else ""
+        profile = self.current_partition.extras.get("judging_profile")
+        # the job's band is the check's: its references and profile
+        band = f"--references {shlex.quote(str(self.thresholds_folder))}" + (
+            f" --profile {shlex.quote(str(profile))}" if profile else "")
         pairs = (f"{sys.executable} -m netbench.fleet.remeasure{bandwidth_only} "
-                 f"--passes-to-fail {knobs.min_to_fail} {self.job.stdout}")
+                 f"--passes-to-fail {knobs.min_to_fail} {band} {self.job.stdout}")
         self.postrun_cmds.append(
             f"for n in $(seq 2 {knobs.launches}); do "
             f'pairs=$({pairs}) || break; [ -n "$pairs" ] || break; '

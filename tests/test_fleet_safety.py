@@ -262,3 +262,42 @@ def test_the_benchmarks_own_message_is_the_reason():
     assert reasons.unfinished([], None, err) == (
         "the benchmark did not finish its sweep: ssh: connect to host 198.18.1.13 port 22: "
         "Connection refused")
+
+
+def test_remeasure_judges_by_the_checks_references_and_profile(tmp_path):
+    """The job's re-measurement holds pairs to the check's band: the
+    references folder and judging profile it is given are the ones read
+    (a broken one is named), never netbench's own in their place."""
+    import shutil
+    from netbench import paths
+    text = (Path(__file__).parent / "data" / "benchmark" / "sweep-4ranks.mpich-wheel.txt"
+            ).read_text()
+    # (recorded with every rank on this host: one node each, as a sweep runs)
+    for rank in range(4):
+        text = text.replace(f"# rank {rank} host vm ", f"# rank {rank} host n{rank} ")
+    path = sweep_output(tmp_path, text)
+    default = run_remeasure(str(path))
+    assert default.returncode == 0, default.stderr
+    site = tmp_path / "references"
+    shutil.copytree(paths.REFERENCES, site, ignore=shutil.ignore_patterns("baselines"))
+    same = run_remeasure("--references", str(site), "--profile", "virtual-cluster", str(path))
+    assert same.returncode == 0, same.stderr
+    knobs_file = site / "judging.yaml"
+    knobs_file.write_text(knobs_file.read_text().replace("launches: 4 ", "launches: many "))
+    broken = run_remeasure("--references", str(site), str(path))
+    assert broken.returncode == 2 and broken.stdout == ""
+    (line,) = broken.stderr.strip().splitlines()
+    assert f"{site / 'judging.yaml'}: replicates" in line, line
+    missing = run_remeasure("--profile", "no-such-profile", str(path))
+    assert missing.returncode == 2 and "no-such-profile" in missing.stderr
+
+
+def test_remeasure_refuses_ranks_that_share_a_host_with_one_line(tmp_path):
+    """A sweep's ranks one a node: ranks sharing a host measure no link
+    (the fleet's statistics once crashed on such output)."""
+    text = (Path(__file__).parent / "data" / "benchmark" / "sweep-4ranks.mpich-wheel.txt"
+            ).read_text()
+    proc = run_remeasure(str(sweep_output(tmp_path, text)))
+    assert proc.returncode == 2 and proc.stdout == ""
+    (line,) = proc.stderr.strip().splitlines()
+    assert "ranks 0, 1, 2, 3 ran on one host (vm)" in line, line

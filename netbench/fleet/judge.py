@@ -648,15 +648,17 @@ def merge_passes(passes):
     return merged
 
 
-def pairs_still_undecided(passes, knobs):
+def pairs_still_undecided(passes, knobs, rule=None):
     """The directions a sweep measures in its next pass, by the judging
-    knobs (judgement.knobs): a pair outside the band in every pass so far
-    is named only after `min_to_fail` passes, so until then it is
-    measured again; a pair within the band in any pass is decided (a
-    sweep's figures are points, never straddling a bound)."""
+    knobs (judgement.knobs) and the sweep's `rule` (the check's own:
+    references.SweepThresholds of its references and profile): a pair
+    outside the band in every pass so far is named only after
+    `min_to_fail` passes, so until then it is measured again; a pair
+    within the band in any pass is decided (a sweep's figures are points,
+    never straddling a bound)."""
     if len(passes) >= knobs.min_to_fail:
         return []
-    return pairs_to_remeasure(judge(merge_passes(passes)))
+    return pairs_to_remeasure(judge(merge_passes(passes), rule=rule))
 
 
 def unconfirmed(verdict, host_conditions, knobs, cpu_bound):

@@ -1,9 +1,10 @@
 """`python -m netbench.fleet.remeasure [--bandwidth-only] [--passes-to-fail N]
-SWEEP_OUTPUT`: the pairs a sweep must measure again before anything is named,
+[--references DIR] [--profile NAME] SWEEP_OUTPUT`: the pairs a sweep must measure again before anything is named,
 by the judging rule (netbench.judgement.model: a pair is named only when it is
 outside the band in every pass, at least N of them; judging.yaml's
-`min_launches_to_fail`, which the check passes), as the benchmark's `-L` list
-of rank pairs (`0:1,2:3`), or nothing when every pair is decided.
+`min_to_fail`, which the check passes), as the benchmark's `-L` list of rank
+pairs (`0:1,2:3`), or nothing when every pair is decided.  The band is the
+check's: its references folder and judging profile, which it passes too.
 
 The passes so far are SWEEP_OUTPUT and its later launches beside it,
 `sweep-2.out`, `sweep-3.out`, ... (netbench.judgement.remeasure's naming).
@@ -15,7 +16,10 @@ one launch per pass).  Pure: it reads the passes and prints one line.
 import dataclasses
 import os
 import sys
+from pathlib import Path
 
+from .. import paths, references
+from ..datafiles import DataError
 from ..judgement.remeasure import launch_files
 from ..judgement import knobs as judging_knobs
 from ..results.sweep import parse_sweep
@@ -24,7 +28,7 @@ from .judge import pairs_still_undecided
 #: the run name of a sweep's passes: its later launches are `sweep-N.out`
 RUN = "sweep"
 USAGE = ("usage: python -m netbench.fleet.remeasure [--bandwidth-only] [--passes-to-fail N] "
-         "SWEEP_OUTPUT")
+         "[--references DIR] [--profile NAME] SWEEP_OUTPUT")
 
 
 class Unusable(Exception):
@@ -44,34 +48,53 @@ def without_latency(measurements):
     return {pair: {**figs, "latency_us": None} for pair, figs in measurements.items()}
 
 
+@dataclasses.dataclass
+class Options:
+    bandwidth_only: bool = False
+    passes_to_fail: int = None
+    references: str = str(paths.REFERENCES)
+    profile: str = None
+    first: str = None
+
+
 def parse_args(argv):
-    """(bandwidth_only, passes_to_fail or None, the first pass's file);
-    ValueError on anything else."""
-    bandwidth_only, passes, files = False, None, []
+    """The Options; ValueError on anything else."""
+    options, files = Options(), []
     args = iter(argv)
     for arg in args:
         if arg == "--bandwidth-only":
-            bandwidth_only = True
+            options.bandwidth_only = True
         elif arg == "--passes-to-fail":
-            passes = int(next(args, ""))
-            if passes < 1:
+            options.passes_to_fail = int(next(args, ""))
+            if options.passes_to_fail < 1:
                 raise ValueError
+        elif arg in ("--references", "--profile"):
+            value = next(args, None)
+            if not value:
+                raise ValueError
+            setattr(options, arg[2:], value)
         else:
             files.append(arg)
     if len(files) != 1:
         raise ValueError
-    return bandwidth_only, passes, files[0]
+    options.first = files[0]
+    return options
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     try:
-        bandwidth_only, passes, first = parse_args(argv)
+        options = parse_args(argv)
     except ValueError:
         print(USAGE, file=sys.stderr)
         return 2
+    first = options.first
     try:
-        print(pairs_to_measure_again(first, bandwidth_only, passes))
+        print(pairs_to_measure_again(first, options.bandwidth_only, options.passes_to_fail,
+                                     options.references, options.profile))
+    except DataError as err:
+        print(f"netbench.fleet.remeasure: {err}", file=sys.stderr)
+        return 2
     except OSError as err:
         print(f"netbench.fleet.remeasure: {err.filename or first}: cannot read: "
               f"{err.strerror}", file=sys.stderr)
@@ -89,7 +112,8 @@ def passes_of(first):
                       for f in launch_files(folder, RUN, os.path.basename(first))[1:]]
 
 
-def pairs_to_measure_again(path, bandwidth_only=False, passes_to_fail=None):
+def pairs_to_measure_again(path, bandwidth_only=False, passes_to_fail=None,
+                           folder=paths.REFERENCES, profile=None):
     """The `-L` text for the sweep whose first pass is in `path`; empty when
     every pair is decided, or when the sweep did not finish (a node that
     went silent would fail the next launch too; the check names it).
@@ -104,16 +128,23 @@ def pairs_to_measure_again(path, bandwidth_only=False, passes_to_fail=None):
     if unplaced:
         raise Unusable(f"no '# rank R host H' line for rank {unplaced[0]}: the output's "
                        f"header is cut or edited")
+    shared = sorted({rank for rank, host in sweep.hosts.items()
+                     if list(sweep.hosts.values()).count(host) > 1})
+    if shared:
+        raise Unusable(f"ranks {', '.join(map(str, shared))} ran on one host "
+                       f"({sweep.hosts[shared[0]]}): a sweep measures the links between "
+                       f"nodes, one rank each")
     passes = [sweep.measurements()]
     for later in passes_of(path)[1:]:
         with open(later, errors="replace") as f:
             passes.append(parse_sweep(f.read()).measurements())
     if bandwidth_only:
         passes = [without_latency(m) for m in passes]
-    knobs = judging_knobs.load()
+    knobs = judging_knobs.load(folder, profile)
     if passes_to_fail is not None:
         knobs = dataclasses.replace(knobs, min_to_fail=passes_to_fail)
-    return rank_pairs(sweep, pairs_still_undecided(passes, knobs))
+    rule = references.sweep_thresholds(Path(folder), profile)
+    return rank_pairs(sweep, pairs_still_undecided(passes, knobs, rule))
 
 
 if __name__ == "__main__":
