@@ -129,7 +129,7 @@ def judge_against(launches, reference_launches, side, kind, knobs):
     launch is beyond (Bound.beyond), and a comparison of 10,000 cases asks
     about half a million sizes, most of them within noise."""
     bound = reference_bound(reference_launches, side, kind)
-    if not all(bound.beyond(e, knobs.min_change[kind]) for e in launches):
+    if not all(bound.beyond(e, model.smallest_change(kind, knobs)) for e in launches):
         return None, False
     reference = Reference(bound, kind=kind)
     return model.judge([Replicate(e) for e in launches], reference, knobs,
