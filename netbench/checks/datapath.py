@@ -33,8 +33,9 @@ class LibraryPath(rfm.RegressionTestPlugin):
 
     def path_verdict(self):
         """The PathVerdict of the case's launches; None for raw TCP (no MPI
-        library on the path)."""
-        if self.transport == RAW_TCP:
+        library on the path) and where no launch started (a dry run; a
+        launcher that never started a rank fails the case by itself)."""
+        if self.transport == RAW_TCP or not self.launched_paths():
             return None
         return judge_path(self.transport, self.launched_paths(),
                           across_nodes=self.placement == "internode",
