@@ -190,8 +190,10 @@ def views(tmp_path, wheel_mpis):
 def test_view_folders_are_environments_limited_to_their_fabric(views, families):
     found = {m.name: m for m in discovery.discover(views_dir=views, families=families)}
     assert found["mpich-ucx"].source == "view" and found["mpich-ucx"].fabric == "ucx"
-    assert set(found["mpich-ucx"].transports) == {"shm", "ucx-tcp"}
-    assert set(found["openmpi-ofi"].transports) == {"shm", "ofi-tcp"}
+    # no RDMA device here: the fabric's native transports are not offered;
+    # `native` (nothing forced) is
+    assert set(found["mpich-ucx"].transports) == {"shm", "ucx-tcp", "native"}
+    assert set(found["openmpi-ofi"].transports) == {"shm", "ofi-tcp", "native"}
     # the views win over the wheels they resolve to: one environment each
     assert "mpich" not in found and "openmpi" not in found
     assert "tools" not in found
