@@ -106,10 +106,12 @@ def jumbo_frames_win(by_mtu, gain=1.03):
 def test_internode_checks_run_through_slurm_on_both_mpis(slurm_cluster, path):
     state = slurm_cluster
     system = state["slurm"]["reframe"][path]
+    # (native is left out: on namespace nodes of one host the MPICH wheel's
+    # UCX takes shared memory, which test_provenance_live proves fails)
     proc = run_reframe(system, "-p", "^(mpich|openmpi)$",
                        "-n", "^PingPong%variant=blocking", "-n", "ThroughputPerNode%pattern=sendrecv",
                        "-n", "^MtuPingPong%mtu=(1500|9000)%variant=blocking",
-                       "-x", "intranode|shm", *SHORT)
+                       "-x", "intranode|shm|native", *SHORT)
     out = proc.stdout[-6000:] + proc.stderr[-2000:]
     assert proc.returncode in NO_FAILURE, out
     cases = [tc for tc in cases_of(latest_report()) if tc["result"] != "skip"]
@@ -138,7 +140,7 @@ def test_internode_checks_run_through_slurm_on_both_mpis(slurm_cluster, path):
         # third (Open MPI 591 Mbit/s at 9000 once, 1000 the next run)
         again = run_reframe(system, "-p", "^(mpich|openmpi)$",
                             "-n", "^MtuPingPong%mtu=(1500|9000)%variant=blocking",
-                            "-x", "intranode|shm", *SHORT)
+                            "-x", "intranode|shm|native", *SHORT)
         assert again.returncode in NO_FAILURE, again.stdout[-4000:]
         for tc in cases_of(latest_report()):
             key = (tc["environ"], tc["mtu"])
