@@ -76,7 +76,7 @@ def test_a_fault_degrades_one_node_one_way_and_clears():
 def test_a_fault_names_what_is_wrong_in_one_line():
     with cluster("tfault", nodes=2, rate="1gbit") as state:
         for args, message in ((["--node", "9", "--rate", "1mbit"], "no node '9'"),
-                              (["--node", "1"], "a fault needs --rate, --mtu or both"),
+                              (["--node", "1"], "a fault needs --rate, --mtu, both, or --link-down"),
                               (["--node", "1", "--rate", "none"], "a fault needs a rate"),
                               (["--node", "1", "--mtu", "9000"], "--mtu 9000: use 576"),
                               (["--node", "1", "--rate", "abc"], "--rate 'abc'")):
