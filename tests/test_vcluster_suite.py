@@ -36,7 +36,7 @@ def test_internode_checks_run_on_both_mpis_over_the_emulated_links():
         proc = run_reframe(state["system"], "-p", "^(mpich|openmpi)$",
                            "-n", "^(PingPong|MpiVsTcp|MtuPingPong)",
                            "-n", "ThroughputPerNode%pattern=exchange%layout=1ppn-3",
-                           "-x", "intranode|shm|nonblocking|mtu=(4000|7000)")
+                           "-x", "intranode|shm|native|nonblocking|mtu=(4000|7000)")
         out = proc.stdout[-6000:] + proc.stderr[-2000:]
         assert proc.returncode in session.NO_FAILURE, out
         report = session.latest_report()
