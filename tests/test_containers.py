@@ -309,7 +309,9 @@ def test_without_the_ptrace_capability_the_verdict_follows_the_evidence(image):
     decided = judgement_parity.parity_decisions(rounds, 5, 20, judging_knobs.load())
     failed = any(d.verdict == "fail" for d in decided.values())
     assert (tc["result"] == "fail") == failed, tc["fail_reason"]
-    assert {v: d["verdict"] for v, d in tc["record"]["verdicts"].items()} == {
+    # (the path the library said it used is a verdict of its own: test_provenance_live)
+    assert {v: d["verdict"] for v, d in tc["record"]["verdicts"].items()
+            if v.endswith("_slowdown")} == {
         "latency_slowdown": decided["latency"].verdict,
         "bw_slowdown": decided["bandwidth"].verdict}
     if decided["bandwidth"].verdict == "fail":
