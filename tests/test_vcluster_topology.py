@@ -159,22 +159,24 @@ def test_a_healthy_fabric_names_nothing(nine):
     assert not {kind for kind, _, _ in found} & {"switch-link", "switch"}, found
 
 
-def test_a_slowed_uplink_is_that_switch_link_alone(nine):
-    vcluster.set_switch_link_fault("tosw", "leaf2", rate="50mbit")
+def swept_with_fault(nine, set_fault, target):
+    """swept(nine) while `set_fault(cluster, target, ...)` slows `target`
+    to 50mbit, cleared after even on failure."""
+    set_fault("tosw", target, rate="50mbit")
     try:
-        proc, _, found = swept(nine)
+        return swept(nine)
     finally:
-        vcluster.set_switch_link_fault("tosw", "leaf2", clear_fault=True)
+        set_fault("tosw", target, clear_fault=True)
+
+
+def test_a_slowed_uplink_is_that_switch_link_alone(nine):
+    proc, _, found = swept_with_fault(nine, vcluster.set_switch_link_fault, "leaf2")
     assert proc.returncode in (1, 3), proc.stdout[-3000:]
     assert found == {("switch-link", "leaf2<->spine", "both")}
 
 
 def test_a_slowed_node_is_the_node_alone(nine):
-    vcluster.set_fault("tosw", "tosw-n5", rate="50mbit")
-    try:
-        proc, _, found = swept(nine)
-    finally:
-        vcluster.set_fault("tosw", "tosw-n5", clear_fault=True)
+    proc, _, found = swept_with_fault(nine, vcluster.set_fault, "tosw-n5")
     assert proc.returncode in (1, 3), proc.stdout[-3000:]
     assert found == {("node", "tosw-n5", "both")}
 

@@ -35,11 +35,12 @@ class LibraryPath(rfm.RegressionTestPlugin):
         """The PathVerdict of the case's launches; None for raw TCP (no MPI
         library on the path) and where no launch started (a dry run; a
         launcher that never started a rank fails the case by itself)."""
-        if self.transport == RAW_TCP or not self.launched_paths():
-            return None
-        return judge_path(self.transport, self.launched_paths(),
-                          across_nodes=self.placement == "internode",
-                          rdma=self.rdma_partition())
+        if "_path_verdict" not in self.__dict__:     # once: it reads the thresholds file
+            paths = self.launched_paths()
+            self._path_verdict = None if self.transport == RAW_TCP or not paths else \
+                judge_path(self.transport, paths, across_nodes=self.placement == "internode",
+                           rdma=self.rdma_partition())
+        return self._path_verdict
 
     def rdma_partition(self):
         """Whether the case's interconnect class (the partition's, declared
