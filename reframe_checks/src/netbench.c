@@ -1654,9 +1654,13 @@ int main(int argc, char **argv)
         }
         break;
     }
+    /* The node gather first and the cache-line round trip last, just
+     * before MPI_Finalize: with the gather last, Debian's MPICH 4.0.2 over
+     * UCX tcp hung in MPI_Finalize in a third of the runs of 2 ranks on one
+     * node (docs/explanation/platform-facts.md). */
+    print_node_conditions(&b);
     MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
     print_core_round_trip(&b);
-    print_node_conditions(&b);
     MPI_Finalize();
     return rc;
 }
