@@ -248,10 +248,16 @@ class LinkSweep(checks.NetbenchRun):
         latency_ref, bw_ref = self.fleet_references()
         lost = self.lost_nodes(first)
         topology = self.fabric_topology()
-        self.verdict = fleet.judge(
-            self.judged_figures(measurements), reference_latency_us=latency_ref,
-            reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,
-            rule=self.sweep_rule(), lost=lost, topology=topology)
+        try:
+            self.verdict = fleet.judge(
+                self.judged_figures(measurements), reference_latency_us=latency_ref,
+                reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,
+                rule=self.sweep_rule(), lost=lost, topology=topology)
+        except ValueError as err:
+            # figures the judgement refuses (ranks on one host, a figure that
+            # is no figure): the case fails with its one line, where ReFrame
+            # would print a ValueError with the source around it
+            raise sn.SanityError(str(err)) from None
         emulated = self.link_is_emulated()
         # the conditions of the sweep's first pass, every node's
         # (judgement.conditions), explain a CPU-bound miss up to the knobs';
