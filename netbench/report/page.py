@@ -9,7 +9,7 @@ import jinja2
 
 from .. import paths
 from . import findings, parity, plots, reasons, sweep, verdict
-from .compare import case_label
+from .sides import case_label
 from .sections import case_record
 
 TEMPLATES = paths.TEMPLATES
