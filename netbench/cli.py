@@ -88,7 +88,7 @@ def cmd_report(args):
 
 
 def cmd_compare(args):
-    from .report import compare, compare_page, store
+    from .report import compare, compare_page, sides, store
     if not (args.b or args.baseline):
         raise DataError(args.a, None, "compare it with a session B or with --baseline")
     if args.baseline:
@@ -96,7 +96,7 @@ def cmd_compare(args):
         comparison = compare.compare_with_baseline(a, baselines_of(a))
     else:
         # one whole session in memory at a time
-        a_name, a_side, b_name, b_side = compare.session_sides(
+        a_name, a_side, b_name, b_side = sides.session_sides(
             lambda: store.find_session(args.a), lambda: store.find_session(args.b))
         comparison = compare.compare(a_side, b_side, a_name, b_name)
     for line in compare_page.text(comparison, every_size=args.all,

@@ -248,15 +248,26 @@ class LinkSweep(checks.NetbenchRun):
         latency_ref, bw_ref = self.fleet_references()
         lost = self.lost_nodes(first)
         topology = self.fabric_topology()
-        self.verdict = fleet.judge(
-            self.judged_figures(measurements), reference_latency_us=latency_ref,
-            reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,
-            rule=self.sweep_rule(), lost=lost, topology=topology)
+        try:
+            self.verdict = fleet.judge(
+                self.judged_figures(measurements), reference_latency_us=latency_ref,
+                reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,
+                rule=self.sweep_rule(), lost=lost, topology=topology)
+        except ValueError as err:
+            # figures the judgement refuses (ranks on one host, a figure that
+            # is no figure): the case fails with its one line, where ReFrame
+            # would print a ValueError with the source around it
+            raise sn.SanityError(str(err)) from None
         emulated = self.link_is_emulated()
         # the conditions of the sweep's first pass, every node's
-        # (judgement.conditions), explain a CPU-bound miss up to the knobs'
+        # (judgement.conditions), explain a CPU-bound miss up to the knobs';
+        # read once here, and their differences from a quiet host's once,
+        # for the verdict, the record and its reason alike
+        knobs = self.judging_knobs()
+        first_pass = conditions.of_launch(self.launches()[0])
+        contention = conditions.differences(first_pass, None, knobs.conditions)
         self.verdict, unconfirmed = fleet.unconfirmed(
-            self.verdict, conditions.of_launch(self.launches()[0]), self.judging_knobs(),
+            self.verdict, first_pass, knobs,
             cpu_bound=lambda metric: emulated or metric == fleet.LATENCY)
         found = json.loads(self.verdict.to_json())
         swept = sorted(set(fleet.hosts_of(measurements)) | set(first.hosts.values())
@@ -293,14 +304,12 @@ class LinkSweep(checks.NetbenchRun):
                         "inconclusive" if undecided else "pass"),
             "host": self.host_load()}
         if undecided and not self.verdict.suspects:
-            found = conditions.differences(conditions.of_launch(self.launches()[0]), None,
-                                           self.judging_knobs().conditions)
             self.record["verdicts"] = {"suspects": {
                 "verdict": "inconclusive", "value": None, "lo": None, "hi": None,
                 "launches": 1 + len(again), "code": "suspects_unconfirmed",
                 "numbers": {"unconfirmed": len(unconfirmed), "noisy": len(noisy),
-                            **({"conditions": found} if found else {})},
-                "reason": self.undecided_reason(unconfirmed, noisy)}}
+                            **({"conditions": contention} if contention else {})},
+                "reason": self.undecided_reason(unconfirmed, noisy, contention)}}
 
     def sweep_rule(self):
         """The sweep's rule, with the pair floor of the partition's knobs."""
@@ -329,13 +338,12 @@ class LinkSweep(checks.NetbenchRun):
             return "pairs not measured"
         return None
 
-    def undecided_reason(self, unconfirmed, noisy):
+    def undecided_reason(self, unconfirmed, noisy, found):
         """Why the suspects left unconfirmed are not named: the host's
-        contention, or the fleet's own spread, which widened the band
-        (and the contention that spread it, when the host was busy)."""
+        contention (`found`, the first pass's differences from a quiet
+        host's), or the fleet's own spread, which widened the band (and the
+        contention that spread it, when the host was busy)."""
         parts = []
-        found = conditions.differences(conditions.of_launch(self.launches()[0]), None,
-                                       self.judging_knobs().conditions)
         contention = reason_words.conditions_words(found)
         if unconfirmed:
             parts.append(f"outside the band in every pass, but {contention}: "

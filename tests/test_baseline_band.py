@@ -133,3 +133,14 @@ def test_recorded_curves_of_a_link_20_percent_slower_under_load():
     assert {k: v for k, v in verdicts.items() if k.startswith("healthy")} == {
         "healthy-1": INCONCLUSIVE, "healthy-2": INCONCLUSIVE, "healthy-3": INCONCLUSIVE}
     assert all(v != PASS for k, v in verdicts.items() if k.startswith("slower")), verdicts
+
+
+def test_judging_renders_no_sizes_in_words():
+    """The judgement gives numbers and the report names them: a message
+    size in words has one definition, report/reasons.py's, which also
+    names the emulated link's unjudged baseline sizes (checks/judging.py)."""
+    from netbench.report import reasons
+    judgement = Path(baseline.__file__).parents[1]
+    renderers = [str(p) for p in judgement.rglob("*.py") if "def size_words" in p.read_text()]
+    assert renderers == [] and not hasattr(baseline, "size_words"), renderers
+    assert reasons.size_words(4096) == "4 KiB"

@@ -10,7 +10,7 @@ import pytest
 
 from netbench import cli
 from netbench.judgement import knobs as judging_knobs
-from netbench.report import compare, compare_page, sessions, verdict
+from netbench.report import change, compare, compare_page, sessions, sides, verdict
 from netbench.tools import reportbench
 
 RECORDED = Path(__file__).parent / "data" / "compare" / "pingpong-shm-openmpi.json"
@@ -113,9 +113,9 @@ def test_a_slower_session_is_worse_where_the_model_fails_every_launch(tmp_path):
             n = c.decision.numbers
             assert (c.decision.code, n["launches"], n["kind"]) == ("beyond", 4, "session")
             assert n["min_change"] == knobs.min_change["session"] and n["ratio"] > 1
-            assert n["bound"] == pytest.approx(compare.worst(c.a_launches, "lower").value
+            assert n["bound"] == pytest.approx(change.worst(c.a_launches, "lower").value
                                                if c.unit == "us" else
-                                               compare.worst(c.a_launches, "higher").value)
+                                               change.worst(c.a_launches, "higher").value)
         else:
             assert c.decision is None
     assert sum(c.call == compare.WORSE for c in sizes) >= 8
@@ -361,7 +361,7 @@ def test_a_session_against_a_baseline_is_held_to_its_bands_far_end(tmp_path):
     sizes = sorted({row["bytes"] for launch in launches for row in launch["rows"]})
     slowest = {size: max(row["usec"] for launch in launches for row in launch["rows"]
                          if row["bytes"] == size) for size in sizes}
-    case = compare.case_label(tc)
+    case = sides.case_label(tc)
     knobs = judging_knobs.load()
 
     def baseline(upper_at_1mib):

@@ -12,7 +12,7 @@ import pytest
 
 from helpers.curves import with_time
 from netbench.report import sessions
-from netbench.report.compare import case_key
+from netbench.report.sides import case_key
 from netbench.report import diagnosis
 from netbench.judgement.model import Estimate
 from netbench.tuning import loop

@@ -12,6 +12,7 @@ import shutil
 import stat
 import statistics
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ from netbench import paths, references
 from netbench.datafiles import DataError
 from netbench.fleet import drain, judge, reasons
 from netbench.results import suspects as suspects_format
+from netbench.results.sweep import parse_sweep
 
 def named(verdict):
     return sorted((s.kind, s.names) for s in verdict.suspects)
@@ -331,6 +333,23 @@ def test_a_figure_that_is_no_figure_is_refused_naming_its_pair(value):
     measurements = make_fleet(3, 1)
     measurements[("node01", "node02")]["bw_Mbps"][SIZES[0]] = value
     with pytest.raises(ValueError, match=f"node01->node02: bw_Mbps@{SIZES[0]}: expected"):
+        judge.judge(measurements)
+
+
+def test_a_sweep_whose_ranks_share_a_host_is_refused_in_one_line():
+    """Ranks on one host measure no link between nodes: the judgement
+    refuses such a sweep, naming the host, as fleet.remeasure does (its
+    statistics once crashed with an IndexError on this recorded output,
+    four ranks on one VM, and misjudged a fleet where one node held two)."""
+    text = (Path(__file__).parent / "data" / "benchmark" / "sweep-4ranks.mpich-wheel.txt"
+            ).read_text()
+    with pytest.raises(ValueError) as err:
+        judge.judge(parse_sweep(text).measurements())
+    assert str(err.value) == ("ranks ran on one host (vm): a sweep measures the links "
+                              "between nodes, one rank each")
+    measurements = make_fleet(4, 1)
+    measurements[("node01", "node01")] = dict(measurements[("node01", "node02")])
+    with pytest.raises(ValueError, match=r"^ranks ran on one host \(node01\): [^\n]*$"):
         judge.judge(measurements)
 
 

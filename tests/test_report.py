@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import os
+from pathlib import Path
 
 import html5lib
 import numpy as np
@@ -312,7 +313,7 @@ def test_skipped_cases_collapse_into_one_line_per_reason(tmp_path):
 
 
 def test_figures_read_as_a_person_reads_them():
-    from netbench.report.verdict import readable
+    from netbench.report.reasons import readable
     assert readable(224027.6, "Mbit/s") == "224 Gbit/s"
     assert readable(940.0, "Mbit/s") == "940 Mbit/s"
     assert readable(41236, "B") == "40.3 KiB"
@@ -396,3 +397,28 @@ def test_the_headline_shows_the_path_the_library_said_it_used(tmp_path):
     page = report.render_report([session_from(data, tmp_path, "u.json")])
     assert "Could not tell: 1 of 1 cases inconclusive" in page
     assert "could not tell which path the library used: asked shm" in page
+
+
+def report_imports():
+    """{module: the report modules it imports}, function-local imports too
+    (a deferred import hides a circle; it does not break it)."""
+    import ast
+    folder = Path(report.__file__).parent
+    modules = {p.stem for p in folder.glob("*.py")} - {"__init__"}
+    found = {}
+    for name in modules:
+        tree = ast.parse((folder / f"{name}.py").read_text())
+        names = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                names |= {node.module} if node.module else {a.name for a in node.names}
+        found[name] = {n.split(".")[0] for n in names} & modules
+    return found
+
+
+def test_the_report_modules_import_each_other_in_no_circle():
+    import graphlib
+    try:
+        tuple(graphlib.TopologicalSorter(report_imports()).static_order())
+    except graphlib.CycleError as err:
+        pytest.fail(f"report/ modules import each other in a circle: {err.args[1]}")

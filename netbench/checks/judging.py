@@ -216,7 +216,7 @@ class Judging(rfm.RegressionTestPlugin):
         unjudged = {var: self.EMULATED_LATENCY for var in self.perf_variables
                     if var == "latency" or var.endswith("_latency")}
         if baseline.case_bounds(self.baseline_case()):
-            unjudged[f"vs_baseline up to {baseline.size_words(CPU_BOUND_BYTES)}"] = \
+            unjudged[f"vs_baseline up to {reasons.size_words(CPU_BOUND_BYTES)}"] = \
                 self.EMULATED_LATENCY
         return unjudged
 

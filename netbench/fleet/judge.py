@@ -70,6 +70,7 @@ from .. import references
 from ..judgement import conditions
 from ..results.suspects import (ANSWERED, BANDWIDTH, LATENCY, UNREACHABLE, Evidence, Finding,
                                 FleetStat, Suspect, suspects_json)
+from ..textsafe import printable
 
 #: MAD times this estimates a normal distribution's standard deviation
 MAD_TO_SIGMA = 1.4826
@@ -566,6 +567,18 @@ def lost_suspect(host, lost, hosts, partners, by_metric, stats, rule, reason=Non
 
 # -- the entry points ----------------------------------------------------------
 
+def refuse_shared_hosts(measurements):
+    """ValueError, one line naming the host, when a pair's two ends are one
+    host: its ranks shared it, so what they measured is no link between
+    nodes (and the fleet's statistics, which hold each host to its
+    partners, would crash or misjudge; fleet.remeasure refuses the same
+    output by its ranks)."""
+    shared = sorted({src for src, dst in measurements if src == dst})
+    if shared:
+        raise ValueError(printable(f"ranks ran on one host ({', '.join(shared)}): a sweep "
+                                   f"measures the links between nodes, one rank each"))
+
+
 def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
           line_rate_mbps=None, rule=None, lost=(), topology=None):
     """The FleetVerdict of one sweep; `rule`: references.SweepThresholds
@@ -574,6 +587,7 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
     mapping {host: why} names why each could not be reached; `topology`
     (netbench.fleet.topology): the fabric's switches, whose nodes, switch
     links and switches netbench.fleet.components names."""
+    refuse_shared_hosts(measurements)
     rule = rule or references.sweep_thresholds()
     hosts = hosts_of(measurements)
     codes = pair_codes(measurements, hosts)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import paths
 from ..datafiles import DataError
-from . import compare, page, reasons, verdict
+from . import compare, page, reasons
 from ..safefile import atomic_write
 from ..textsafe import printable
 from .publish import check_output_folder
@@ -17,12 +17,12 @@ from .publish import check_output_folder
 #: the ANSI colour of each call in a terminal (NO_COLOR: none)
 COLOURS = {compare.WORSE: "\033[31m", compare.BETTER: "\033[32m"}
 RESET = "\033[0m"
-#: the factor of each unit verdict.readable shows a figure in
+#: the factor of each unit reasons.readable shows a figure in
 SHOWN_AS = {("Mbit/s", "Gbit/s"): 1e-3, ("B", "KiB"): 1 / 1024, ("B", "MiB"): 1 / (1 << 20)}
 
 
 def size_text(nbytes):
-    return "" if nbytes is None else verdict.readable(nbytes, "B").replace(".0 ", " ")
+    return "" if nbytes is None else reasons.readable(nbytes, "B").replace(".0 ", " ")
 
 
 def css_class(change):
@@ -45,8 +45,8 @@ def why(change):
 
 def interval_text(e, unit):
     """"0.35 us (0.349-0.363)": the figure and its interval in the unit a
-    person reads it in (verdict.readable)."""
-    shown = verdict.readable(e.value, unit)
+    person reads it in (reasons.readable)."""
+    shown = reasons.readable(e.value, unit)
     if compare.is_point(e):
         return shown
     number, _, shown_unit = shown.partition(" ")

@@ -5,7 +5,7 @@ The rules are data (netbench/data/diagnosis.yaml): each states its
 signature, its threshold, the setting to change and its source; this
 module holds one function per rule id that reads the signature from a
 case's curve (each size's best launch with its interval, as
-report.compare reads it) and, where the record carries it, the nodes'
+report.sides reads it) and, where the record carries it, the nodes'
 tuning state (`node_state`, netbench/probe/nodestate.py: per node its sysctls,
 and per interface its MTU, offloads, coalescing, rings and addresses).
 A rule that needs the node state and finds none says nothing; a setting
@@ -20,7 +20,7 @@ from .. import paths
 from ..datafiles import load_yaml, validate
 from ..judgement.figures import row_estimate
 from . import reasons
-from .compare import size_figures
+from .sides import size_figures
 
 RULES_FILE = paths.REPO / "netbench" / "data" / "diagnosis.yaml"
 RULES_SCHEMA = {
@@ -494,7 +494,7 @@ def diagnose_cases(cases, rules=None):
 
 def diagnose(session):
     """[Diagnosis] of a session (report.sessions.Session)."""
-    from ..report.compare import case_key
+    from ..report.sides import case_key
     from ..report.sections import case_record
     cases = []
     for tc in session.testcases:

@@ -29,8 +29,8 @@ from pathlib import Path
 from .. import paths
 from ..datafiles import DataError, load_json, load_yaml, validate
 from ..results import record as results_record
+from .reasons import readable
 from .sections import case_record
-from .verdict import readable
 
 HOLDS, FAILS, UNMEASURED = "holds", "does not hold", "not measured here"
 #: the page's classes for the verdicts (base.css.j2: pass, fail, skip)

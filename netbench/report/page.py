@@ -9,7 +9,7 @@ import jinja2
 
 from .. import paths
 from . import findings, parity, plots, reasons, sweep, verdict
-from .compare import case_label
+from .sides import case_label
 from .sections import case_record
 
 TEMPLATES = paths.TEMPLATES
@@ -123,7 +123,7 @@ def environment():
                              lstrip_blocks=True)
     env.filters["num"] = lambda v, digits=4: "" if v is None else f"{v:.{digits}g}"
     env.filters["sparkline"] = sparkline
-    env.filters["readable"] = lambda figure: verdict.readable(figure["value"], figure["unit"])
+    env.filters["readable"] = lambda figure: reasons.readable(figure["value"], figure["unit"])
     env.filters["bounds"] = verdict.bounds_text
     return env
 

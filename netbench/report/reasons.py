@@ -161,6 +161,21 @@ def _paired(n):
             f"rounds")
 
 
+def readable(value, unit):
+    """A figure as a person reads it: 3 significant digits, bandwidth in
+    Gbit/s from 1000 Mbit/s up, sizes in KiB and MiB."""
+    if value is None:
+        return ""
+    if unit == "Mbit/s" and abs(value) >= 1000:
+        value, unit = value / 1000, "Gbit/s"
+    elif unit == "B":
+        for factor, name in ((1 << 20, "MiB"), (1 << 10, "KiB")):
+            if abs(value) >= factor:
+                value, unit = value / factor, name
+                break
+    return f"{value:.3g} {unit}"
+
+
 def size_words(nbytes):
     """8 B, 64 KiB, 1 MiB: a message size as the report names it."""
     for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):

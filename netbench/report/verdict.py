@@ -17,7 +17,9 @@ from pathlib import Path
 from .. import exitcodes, paths
 from ..datafiles import DataError
 from .datapath import cell as path_cell
+from .reasons import readable
 from .sections import case_record
+from .sessions import Session
 
 #: headline columns: (perf variable, heading); judged ones show their reference
 HEADLINE = [("latency", "latency"), ("bw_1MiB", "1 MiB"), ("bw_8MiB", "8 MiB"),
@@ -69,21 +71,6 @@ def inconclusive_reason(tc):
     return "; ".join(f"{var}: {d['reason']}"
                      for var, d in (case_record(tc).get("verdicts") or {}).items()
                      if d.get("verdict") == "inconclusive")
-
-
-def readable(value, unit):
-    """A figure as a person reads it: 3 significant digits, bandwidth in
-    Gbit/s from 1000 Mbit/s up, sizes in KiB and MiB."""
-    if value is None:
-        return ""
-    if unit == "Mbit/s" and abs(value) >= 1000:
-        value, unit = value / 1000, "Gbit/s"
-    elif unit == "B":
-        for factor, name in ((1 << 20, "MiB"), (1 << 10, "KiB")):
-            if abs(value) >= factor:
-                value, unit = value / factor, name
-                break
-    return f"{value:.3g} {unit}"
 
 
 def bounds_text(figure):
@@ -373,7 +360,6 @@ def last_runs(run_report):
     """Each case's last run: ReFrame's `--max-retries` runs a failed case
     again, in a further entry of `runs`, and the retry's result is the
     case's (as ReFrame's own exit and the page, sessions.Session, take it)."""
-    from .sessions import Session
     return Session(run_report, {}, "").testcases
 
 

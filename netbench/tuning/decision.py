@@ -42,7 +42,7 @@ from ..judgement import model
 from ..judgement.curve import curve_span, runs_of
 from ..judgement.figures import row_estimate
 from ..judgement.model import Estimate
-from ..report import compare
+from ..report import compare, sides
 
 KEPT, REVERTED = "kept", "reverted"
 #: the decision's codes (report/reasons.py renders them with their numbers)
@@ -113,12 +113,12 @@ def launch_values(session):
     for tc in session.testcases:
         record = case_record(tc)
         figures = {var: (unit, list(es)) for var, (unit, es) in
-                   compare.variable_figures(tc, record).items()}
+                   sides.variable_figures(tc, record).items()}
         sizes = {}
         for series in record.get("series", []):
             sizes.update(series_launches(series, record.get("runs") or {}))
         if figures or sizes:
-            found[compare.case_key(tc)] = Launches(figures, sizes)
+            found[sides.case_key(tc)] = Launches(figures, sizes)
     return found
 
 
@@ -134,13 +134,13 @@ def series_launches(series, runs):
     found = {}
     for col in series["y"]:
         column = col["column"]
-        if compare.REPEATS.get(column) in shown:
+        if sides.REPEATS.get(column) in shown:
             continue
         per_size = {}
         for row in (row for rows in launches for row in rows):
             if column in row and "bytes" in row:
                 e = row_estimate(row, column) if launched else Estimate.point(row[column])
-                if compare.finite(e):
+                if sides.finite(e):
                     per_size.setdefault(row["bytes"], []).append(e)
         found[(series["name"], column)] = (col["unit"], per_size)
     return found
@@ -182,7 +182,7 @@ def pooled_side(sessions):
                      for var, (unit, es) in launches.figures.items() if es}
         sizes = {series: (unit, {b: tuple(es) for b, es in sorted(per_size.items()) if es})
                  for series, (unit, per_size) in launches.sizes.items()}
-        side[key] = compare.CaseFigures(variables, sizes)
+        side[key] = sides.CaseFigures(variables, sizes)
     return side
 
 

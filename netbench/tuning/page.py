@@ -8,7 +8,7 @@ import datetime
 import json
 from pathlib import Path
 
-from ..report import compare, compare_page, page, plots, reasons, sessions
+from ..report import compare, compare_page, page, plots, reasons, sessions, sides
 from ..safefile import atomic_write
 from ..report.sections import case_record
 from .record import side_of
@@ -24,7 +24,7 @@ def case_curves(runs, style, side):
     for n, session in enumerate(runs, 1):
         for tc in session.testcases:
             record = case_record(tc)
-            key = compare.case_key(tc)
+            key = sides.case_key(tc)
             for series in record.get("series", []):
                 xcol = series["x"]["column"]
                 for column, _ in DRAWN:

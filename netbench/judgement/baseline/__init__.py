@@ -35,7 +35,7 @@ The package: the file (`files`), the sessions it is learned from
 (`sessions`), the band and the curve judged against it (`band`)."""
 
 from .band import (NOISE_NEIGHBOURS, RATIO, band, build, combine, estimates_at, figure_spec,
-                   judged_curve, measured, pooled_noise, size_entry, size_words, variable)
+                   judged_curve, measured, pooled_noise, size_entry, variable)
 from .files import (BASELINES, COLUMN, NAME, SCHEMA, SIZE_SCHEMA, UNIT, VERSION, Unfit,
                     case_bounds, case_name, case_of, check, check_partition_name, dumped,
                     file_for, for_partition, load, partition_of, show, write)
@@ -44,7 +44,7 @@ from .sessions import (Accepted, CaseRun, accepted_pressure, accepted_runs, best
 
 __all__ = ["NOISE_NEIGHBOURS", "RATIO", "band", "build", "combine", "estimates_at",
            "figure_spec", "judged_curve", "measured", "pooled_noise", "size_entry",
-           "size_words", "variable", "BASELINES", "COLUMN", "NAME", "SCHEMA", "SIZE_SCHEMA",
+           "variable", "BASELINES", "COLUMN", "NAME", "SCHEMA", "SIZE_SCHEMA",
            "UNIT", "VERSION", "Unfit", "case_bounds", "case_name", "case_of", "check",
            "check_partition_name", "dumped", "file_for", "for_partition", "load",
            "partition_of", "show", "write", "Accepted", "CaseRun", "accepted_pressure",

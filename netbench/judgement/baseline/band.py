@@ -98,13 +98,6 @@ def estimates_at(launch_rows, nbytes):
 RATIO = "vs_baseline"
 
 
-def size_words(nbytes):
-    for factor, unit in ((1 << 20, "MiB"), (1 << 10, "KiB")):
-        if nbytes >= factor:
-            return f"{nbytes / factor:g} {unit}"
-    return f"{nbytes:g} B"
-
-
 def combine(size_decisions, bounds, source, min_span):
     """One Decision on a case's curve from its per-size ones ({`usec@N`:
     Decision}, with their Bounds): the curve's verdict by judgement.curve
