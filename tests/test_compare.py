@@ -386,3 +386,51 @@ def test_a_session_against_a_baseline_is_held_to_its_bands_far_end(tmp_path):
     comparison = compare.compare_with_baseline(now, [baseline(fastest * 1.5)])
     (at_1mib,) = [c for c in comparison.changes() if c.bytes == 1 << 20]
     assert at_1mib.call != compare.WORSE
+
+
+def under_pressure(report, pressure, link_emulated):
+    """The report with every launch's node reading at `pressure` % and
+    its link said to be emulated or not (the record's provenance)."""
+    for tc in report["runs"][0]["testcases"]:
+        record = tc["record"]
+        record["provenance"]["link_emulated"] = link_emulated
+        for launches in record["runs"].values():
+            for launch in launches:
+                launch["nodes"] = {"n1": {"cpu_pressure": pressure}}
+    return report
+
+
+def slowed_on_a_busy_host(tmp_path, link_emulated):
+    a = session(under_pressure(launched(), 5.0, link_emulated), tmp_path, "a.json")
+    b = session(under_pressure(scaled(launched(), 3.0), 99.0, link_emulated), tmp_path, "b.json")
+    return compare.compare_sessions(a, b)
+
+
+def test_a_loss_the_busy_host_explains_is_inconclusive_as_in_the_check(tmp_path):
+    """B x3 slower in every launch, each with its node's CPUs short (PSI
+    99 % against A's 5 %): over an emulated link every figure is the CPUs',
+    so no size is called worse; each is "worse, hosts differed", the
+    model's conditions_differ naming the node, and compare exits 3 as the
+    check would say inconclusive.  Over a real link the sizes above 4 KiB
+    are the link's, and stay worse."""
+    quiet = {c.bytes: c.call for c in by_figure(slowed_threefold(tmp_path), "usec")}
+    worse_quiet = {size for size, call in quiet.items() if call == compare.WORSE}
+    assert worse_quiet
+    emulated = slowed_on_a_busy_host(tmp_path, link_emulated=True)
+    calls = {c.bytes: c for c in by_figure(emulated, "usec")}
+    assert compare.WORSE not in {c.call for c in calls.values()}
+    for size in worse_quiet:
+        c = calls[size]
+        assert c.call == compare.HOSTS_DIFFERED_CALLS[compare.WORSE], (size, c.call)
+        assert c.decision.code == "conditions_differ"
+        (difference,) = c.decision.numbers["conditions"]
+        assert (difference["code"], difference["node"], difference["now"],
+                difference["then"]) == ("cores_short", "n1", 99.0, 5.0)
+    assert compare.exit_code(emulated) == verdict.EXIT_INCONCLUSIVE
+    real = slowed_on_a_busy_host(tmp_path, link_emulated=False)
+    calls = {c.bytes: c.call for c in by_figure(real, "usec")}
+    assert {s for s in worse_quiet if s > 4096} == \
+        {s for s, call in calls.items() if call == compare.WORSE}
+    assert all(calls[s] == compare.HOSTS_DIFFERED_CALLS[compare.WORSE]
+               for s in worse_quiet if s <= 4096)
+    assert compare.exit_code(real) == verdict.EXIT_LOSS

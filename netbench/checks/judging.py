@@ -13,15 +13,12 @@ from reframe.core.builtins import run_before, variable
 from .. import judgement, paths, references
 from ..probe import linerate
 from ..judgement import baseline, knobs
+from ..judgement.conditions import CPU_BOUND_BYTES
 from ..report import reasons
 from ..results import record as results_record
 
 #: the thresholds class of cases whose ranks share one node
 INTRANODE_CLASS = "intranode"
-#: across nodes, messages up to this size are latency: the CPUs, not the
-#: link, bound them (the benchmark's latency takes sizes under 64 bytes;
-#: 4 KiB is one page, within the eager limit of the TCP transports)
-CPU_BOUND_BYTES = 4096
 
 
 class Judging(rfm.RegressionTestPlugin):

@@ -13,7 +13,7 @@ from reframe.core.builtins import (fixture, performance_function, run_after, run
 from .. import benchspec, paths
 from ..judgement import baseline, conditions, remeasure
 from ..judgement.model import Reference, after_the_job, judge
-from .judging import CPU_BOUND_BYTES
+from ..judgement.conditions import cpu_bound
 from ..results import benchmark
 from ..textsafe import printable
 from .base import KiB, MiB, RAW_TCP
@@ -265,14 +265,10 @@ class NetbenchRun(Launches, LibraryPath, MpiRun):
         return decisions
 
     def cpu_bound(self, var):
-        """Whether the host's CPUs bound the figure: every figure between
-        ranks of one node or across emulated links, and latency (small
-        messages) across nodes; a link bounds bandwidth across nodes."""
-        if getattr(self, "placement", "") != "internode" or self.link_is_emulated():
-            return True
-        if "@" in var:
-            return float(var.split("@", 1)[1]) <= CPU_BOUND_BYTES
-        return var.endswith("latency")
+        """Whether the host's CPUs bound the figure (conditions.cpu_bound)."""
+        nbytes = float(var.split("@", 1)[1]) if "@" in var else None
+        return cpu_bound(getattr(self, "placement", ""), self.link_is_emulated(), nbytes,
+                         var.endswith("latency"))
 
 
 class PingPongBase(NetbenchRun):

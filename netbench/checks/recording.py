@@ -118,6 +118,7 @@ class Recording(rfm.RegressionTestPlugin):
                 "netbench_commit": checkout.commit(),
                 "spack_lock_sha256": checkout.spack_lock_sha256(),
                 "interconnect": self.interconnect_class(),
+                "link_emulated": bool(self.link_is_emulated()),
                 **self.line_rate_provenance()}
 
     def line_rate_provenance(self):

@@ -29,6 +29,36 @@ A difference is one of (each with its node and both readings):
 import math
 
 UNBOUNDED = ("cores_short", "time_sliced")
+#: the largest message whose time the host's CPUs, not a real link, bound
+#: (the benchmark's latency takes sizes under 64 bytes; 4 KiB is one page,
+#: within the eager limit of the TCP transports)
+CPU_BOUND_BYTES = 4096
+
+
+def cpu_bound(placement, link_emulated, nbytes=None, latency=False):
+    """Whether the host's CPUs bound a figure: every figure between ranks
+    of one node or across emulated links (forwarded by the host's CPUs),
+    and across real links latency and messages up to CPU_BOUND_BYTES; a
+    link bounds bandwidth."""
+    if placement != "internode" or link_emulated:
+        return True
+    if nbytes is not None:
+        return nbytes <= CPU_BOUND_BYTES
+    return latency
+
+
+def as_reference(conditions):
+    """A launch's conditions ({"nodes": ..., "core_round_trip_ns": ...}) in
+    the form of a reference's ({"cpu_pressure": the busiest node's,
+    "core_round_trip_ns": ...}): what another session's launch ran under,
+    when it is the bound."""
+    if not conditions:
+        return None
+    if "nodes" not in conditions:
+        return conditions       # a reference's already (a learned baseline's)
+    pressures = node_readings(conditions).values()
+    return {"cpu_pressure": max(pressures, default=None),
+            "core_round_trip_ns": _reading(conditions, "core_round_trip_ns")}
 
 
 def _reading(conditions, key):

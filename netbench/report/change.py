@@ -23,6 +23,7 @@ its changes say "no interval".
 import dataclasses
 import functools
 
+from ..judgement import conditions as host_conditions
 from ..judgement import knobs as judging_knobs
 from ..judgement import model
 from ..judgement.model import Bound, Reference, Replicate
@@ -31,6 +32,9 @@ BETTER, WORSE, SAME, CHANGED = "better", "worse", "same", "changed"
 SIGNIFICANT, NOISE, NO_INTERVAL = "significant", "within noise", "no interval"
 #: beyond in every launch, but fewer launches than the model fails on
 FEW_LAUNCHES = "too few launches"
+#: beyond in every launch, each under host conditions that differ from the
+#: other side's and explain a miss that large (the check: inconclusive)
+HOSTS_DIFFERED = "hosts differed"
 #: the kinds of reference (judging.yaml's min_change) a side is to the other
 SESSION, BASELINE = "session", "baseline"
 
@@ -68,11 +72,15 @@ def best(estimates, side):
 NO_INTERVAL_CALLS = {d: f"{d}, {NO_INTERVAL}" for d in (BETTER, WORSE, CHANGED)}
 #: a change's call beyond in every launch, too few of them, by its direction
 FEW_LAUNCHES_CALLS = {d: f"{d}, {FEW_LAUNCHES}" for d in (BETTER, WORSE, CHANGED)}
+#: a change's call beyond in every launch while the hosts differed
+HOSTS_DIFFERED_CALLS = {d: f"{d}, {HOSTS_DIFFERED}" for d in (BETTER, WORSE, CHANGED)}
 #: the order of the calls, worst first (Comparison.worst): worse by the
 #: model, worse in every launch but too few of them, worse without an
 #: interval, the rest, the better last
 CALL_ORDER = {WORSE: 0, FEW_LAUNCHES_CALLS[WORSE]: 1, NO_INTERVAL_CALLS[WORSE]: 1,
-              BETTER: 3, FEW_LAUNCHES_CALLS[BETTER]: 3, NO_INTERVAL_CALLS[BETTER]: 3}
+              HOSTS_DIFFERED_CALLS[WORSE]: 1,
+              BETTER: 3, FEW_LAUNCHES_CALLS[BETTER]: 3, NO_INTERVAL_CALLS[BETTER]: 3,
+              HOSTS_DIFFERED_CALLS[BETTER]: 3}
 #: the bound's side of a unit's worse figure: above a time, below a rate
 WORSE_BEYOND = {"lower": "upper", "higher": "lower"}
 
@@ -95,18 +103,45 @@ def reference_bound(launches, side, kind):
     return Bound(bound_side, worst(launches, side).value)
 
 
-def judge_against(launches, reference_launches, side, kind, knobs):
+@dataclasses.dataclass(frozen=True)
+class Hosts:
+    """What the hosts did during a figure's launches on each side (each
+    launch's conditions, conditions.of_launch, in the order of its
+    launches; () where a side does not say), and whether the host's CPUs
+    bound the figure (conditions.cpu_bound): the model then weighs the
+    conditions as the check does."""
+    a: tuple = ()
+    b: tuple = ()
+    cpu_bound: bool = False
+
+
+NO_HOSTS = Hosts()
+
+
+def aligned(conditions, launches):
+    """Each launch's conditions, or None for each where the side's
+    conditions do not match its launches one to one (a launch that
+    measured no figure at a size)."""
+    return tuple(conditions) if len(conditions) == len(launches) else (None,) * len(launches)
+
+
+def judge_against(launches, reference_launches, side, kind, knobs, conditions=((), ()),
+                  cpu_bound=False):
     """model.judge of `launches` against the other side's reference_bound,
     with whether every launch lies beyond it; (None, False) without asking
     the model where one does not: the model fails a figure only when every
     launch is beyond (Bound.beyond), and a comparison of 10,000 cases asks
-    about half a million sizes, most of them within noise."""
+    about half a million sizes, most of them within noise.  `conditions`:
+    (the launches', the reference launches') as Hosts holds them."""
     bound = reference_bound(reference_launches, side, kind)
     if not all(bound.beyond(e, model.smallest_change(kind, knobs)) for e in launches):
         return None, False
-    reference = Reference(bound, kind=kind)
-    return model.judge([Replicate(e) for e in launches], reference, knobs,
-                       cpu_bound=False), True
+    mine, theirs = aligned(conditions[0], launches), aligned(conditions[1], reference_launches)
+    bound_launch = 0 if kind == BASELINE else reference_launches.index(
+        worst(reference_launches, side))
+    reference = Reference(bound, kind, host_conditions.as_reference(theirs[bound_launch]))
+    return model.judge([Replicate(e, c) for e, c in zip(launches, mine)], reference, knobs,
+                       cpu_bound=cpu_bound), True
 
 
 @functools.cache
@@ -115,14 +150,16 @@ def default_knobs():
     return judging_knobs.load()
 
 
-def judged(a, b, side, kind=SESSION, knobs=None):
+def judged(a, b, side, kind=SESSION, knobs=None, hosts=NO_HOSTS):
     """(direction, significance, call, model.Decision or None) of B's
     launches against A's (tuples of Estimates; A a reference of `kind`),
     for a unit whose `side` is better (better_side).  The direction by the best launches' figures;
     the call by the model (the module's docstring): worse (better) when B
     (A) fails against the other's reference, its direction and "too few
-    launches" when that fails only for want of launches, else within noise;
-    without intervals, its direction and "no interval"."""
+    launches" when that fails only for want of launches, its direction and
+    "hosts differed" when every launch ran under conditions (`hosts`) that
+    explain the miss, else within noise; without intervals, its direction
+    and "no interval"."""
     ba, bb = best(a, side), best(b, side)
     if bb.value == ba.value:
         direction = SAME
@@ -135,22 +172,34 @@ def judged(a, b, side, kind=SESSION, knobs=None):
             NO_INTERVAL_CALLS[direction], None
     knobs = knobs or default_knobs()
     sides = (side,) if side else ("lower", "higher")
-    few = None
+    pending = None
     for judged_side in sides:
         # B against A (worse), A against B (better); without a better side,
         # beyond either way is a change
         # (B is always a session: A's launches are held to B's best)
-        for launches, others, their_kind, call in ((b, a, kind, WORSE),
-                                                   (a, b, SESSION, BETTER)):
-            decision, beyond = judge_against(launches, others, judged_side, their_kind, knobs)
+        for launches, others, their_kind, call, conditions in (
+                (b, a, kind, WORSE, (hosts.b, hosts.a)),
+                (a, b, SESSION, BETTER, (hosts.a, hosts.b))):
+            decision, beyond = judge_against(launches, others, judged_side, their_kind, knobs,
+                                             conditions, hosts.cpu_bound)
             call = call if side else CHANGED
             if beyond and decision.verdict == model.FAIL:
                 return call, SIGNIFICANT, call, decision
-            # beyond in every launch, undecided only for want of launches
-            if beyond and few is None and decision.verdict == model.UNDECIDED and \
-                    len(launches) < knobs.min_to_fail:
-                few = (call, FEW_LAUNCHES, FEW_LAUNCHES_CALLS[call], decision)
-    return few or (direction, NOISE, NOISE, None)
+            if beyond and pending is None:
+                pending = unfinished(call, decision, len(launches), knobs)
+    return pending or (direction, NOISE, NOISE, None)
+
+
+def unfinished(call, decision, launches, knobs):
+    """The call of a figure beyond in every launch that the model did not
+    fail: too few launches for it (the check would launch again), or every
+    launch under host conditions that explain the miss (the check:
+    inconclusive); None otherwise."""
+    if decision.verdict == model.UNDECIDED and launches < knobs.min_to_fail:
+        return call, FEW_LAUNCHES, FEW_LAUNCHES_CALLS[call], decision
+    if decision.code == "conditions_differ":
+        return call, HOSTS_DIFFERED, HOSTS_DIFFERED_CALLS[call], decision
+    return None
 
 
 def factor_of(a, b, direction):
@@ -178,6 +227,7 @@ class Change:
     a_launches: tuple
     b_launches: tuple
     kind: str = SESSION
+    hosts: Hosts = NO_HOSTS
 
     @property
     def a(self):
@@ -196,7 +246,8 @@ class Change:
 
     @functools.cached_property
     def _judged(self):
-        return judged(self.a_launches, self.b_launches, better_side(self.unit), self.kind)
+        return judged(self.a_launches, self.b_launches, better_side(self.unit), self.kind,
+                      hosts=self.hosts)
 
     @property
     def direction(self):

@@ -13,16 +13,18 @@ import dataclasses
 import functools
 import heapq
 
+from ..judgement import conditions as host_conditions
 from .change import (BASELINE, BETTER, CHANGED, FEW_LAUNCHES, FEW_LAUNCHES_CALLS,
-                     NO_INTERVAL, NO_INTERVAL_CALLS, NOISE, SAME, SESSION, SIGNIFICANT, WORSE,
-                     Change, best, better_side, factor_of, is_point, judged, rank_of)
+                     HOSTS_DIFFERED, HOSTS_DIFFERED_CALLS, NO_INTERVAL, NO_INTERVAL_CALLS,
+                     NOISE, SAME, SESSION, SIGNIFICANT, WORSE, Change, Hosts, best,
+                     better_side, factor_of, is_point, judged, rank_of)
 from .sides import CaseFigures, PerSize, baseline_side, launches_of, session_side
 from .verdict import EXIT_INCONCLUSIVE, EXIT_LOSS, EXIT_PASS
 
 #: a comparison's words and its calls on one figure (change.py), named as
 #: its callers name them (compare.WORSE), beside what this module defines
 __all__ = ["BASELINE", "BETTER", "CHANGED", "FEW_LAUNCHES", "FEW_LAUNCHES_CALLS",
-           "NO_INTERVAL", "NO_INTERVAL_CALLS", "NOISE", "SAME", "SESSION", "SIGNIFICANT",
+           "HOSTS_DIFFERED", "HOSTS_DIFFERED_CALLS", "NO_INTERVAL", "NO_INTERVAL_CALLS", "NOISE", "SAME", "SESSION", "SIGNIFICANT",
            "WORSE", "Change", "best", "better_side", "is_point", "judged", "session_side",
            "CaseComparison", "Comparison", "EXIT_NOTHING_IN_COMMON", "Tally", "common_sizes",
            "compare", "compare_cases", "compare_sessions", "compare_with_baseline",
@@ -46,15 +48,24 @@ class CaseComparison:
 
     @property
     def sizes(self):
-        return [Change(label, unit, size, ea, eb, self.a.kind)
-                for label, unit, pairs in common_sizes(self.a, self.b)
+        return [Change(label, unit, size, ea, eb, self.a.kind, hosts(self.a, self.b, series, size))
+                for label, unit, pairs, series in common_sizes(self.a, self.b)
                 for size, ea, eb in pairs]
 
 
+def hosts(a, b, series, size):
+    """The Hosts of a size of `series` in two sides' CaseFigures: each
+    side's launch conditions, and whether the CPUs bound the size on B's
+    placement and link (A's where B does not say)."""
+    placement = b.placement or a.placement
+    return Hosts(a.hosts.get(series, ()), b.hosts.get(series, ()),
+                 host_conditions.cpu_bound(placement, b.link_emulated or a.link_emulated, size))
+
+
 def common_sizes(a, b):
-    """[(figure label, unit, [(bytes, A's launches, B's)])] of the sizes two
-    sides' CaseFigures both have, in the order of `a`; the label the
-    column's name, with its series' when two series have that column."""
+    """[(figure label, unit, [(bytes, A's launches, B's)], series)] of the
+    sizes two sides' CaseFigures both have, in the order of `a`; the label
+    the column's name, with its series' when two series have that column."""
     found = []
     plain = len(a.sizes) == len({k[1] for k in a.sizes})
     for key, (unit, per_size) in a.sizes.items():
@@ -64,7 +75,7 @@ def common_sizes(a, b):
         pairs = per_size.common(other) if isinstance(per_size, PerSize) else \
             [(size, launches_of(e), launches_of(other[size])) for size, e in per_size.items()
              if size in other]
-        found.append((key[1] if plain else f"{key[0]} {key[1]}", unit, pairs))
+        found.append((key[1] if plain else f"{key[0]} {key[1]}", unit, pairs, key[0]))
     return found
 
 
@@ -90,21 +101,22 @@ def tally(cases, kept):
         kind = case.a.kind
         candidates = [(c.call, c.factor, c.figure, c.unit, None, c.a_launches, c.b_launches)
                       for c in figures]
-        for label, unit, pairs in common_sizes(case.a, case.b):
+        for label, unit, pairs, series in common_sizes(case.a, case.b):
             side = better_side(unit)
             for size, ea, eb in pairs:
-                direction, _, call, _ = judged(ea, eb, side, kind)
+                size_hosts = hosts(case.a, case.b, series, size)
+                direction, _, call, _ = judged(ea, eb, side, kind, hosts=size_hosts)
                 sizes[call] = sizes.get(call, 0) + 1
                 candidates.append((call, factor_of(best(ea, side), best(eb, side), direction),
-                                   label, unit, size, ea, eb))
-        for call, factor, label, unit, size, ea, eb in candidates:
+                                   label, unit, size, ea, eb, size_hosts))
+        for call, factor, label, unit, size, ea, eb, *rest in candidates:
             counts[call] = counts.get(call, 0) + 1
             key = (*rank_of(call, factor), seq)
             seq += 1
             if case_worst is None or key < case_worst[0]:
-                case_worst = (key, (label, unit, size, ea, eb, kind))
+                case_worst = (key, (label, unit, size, ea, eb, kind, *rest))
             # the `kept` smallest keys, in a heap of the largest first
-            entry = (tuple(-k for k in key), case.key, (label, unit, size, ea, eb, kind))
+            entry = (tuple(-k for k in key), case.key, (label, unit, size, ea, eb, kind, *rest))
             if len(heap) < kept:
                 heapq.heappush(heap, entry)
             elif entry[0] > heap[0][0]:
@@ -160,15 +172,19 @@ EXIT_NOTHING_IN_COMMON = EXIT_INCONCLUSIVE
 def exit_code(comparison):
     """`netbench compare`'s exit code from its own per-figure calls (the
     model's): 1 (a loss shown) when some figure of B is worse than A's, 3
-    (EXIT_NOTHING_IN_COMMON) when A and B have no figure in common to
-    compare, else 0.  A change worse in too few launches for the model to
-    call, or without an interval (a record of version 1), is not a loss
-    the comparison can show: it does not count."""
+    (inconclusive) when A and B have no figure in common to compare or
+    when a figure worse in every launch ran each under host conditions
+    that explain it (as the check would say), else 0.  A change worse in
+    too few launches for the model to call, or without an interval (a
+    record of version 1), is not a loss the comparison can show: it does
+    not count."""
     counts = comparison.counts()
     if not counts:
         return EXIT_NOTHING_IN_COMMON
     if counts.get(WORSE):
         return EXIT_LOSS
+    if counts.get(HOSTS_DIFFERED_CALLS[WORSE]):
+        return EXIT_INCONCLUSIVE
     return EXIT_PASS
 
 

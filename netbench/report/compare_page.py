@@ -30,7 +30,8 @@ def css_class(change):
     call = change.call
     if call in (compare.WORSE, compare.BETTER):
         return call
-    if change.significance in (compare.NO_INTERVAL, compare.FEW_LAUNCHES) and \
+    if change.significance in (compare.NO_INTERVAL, compare.FEW_LAUNCHES,
+                               compare.HOSTS_DIFFERED) and \
             change.direction in (compare.WORSE, compare.BETTER):
         return f"{change.direction}-maybe"
     return "noise"

@@ -23,6 +23,7 @@ import pickle
 import re
 from array import array
 
+from ..judgement import conditions as host_conditions
 from ..judgement.figures import row_estimate
 from ..judgement.model import Estimate
 from .change import BASELINE, SESSION, best, better_side
@@ -101,10 +102,15 @@ class CaseFigures:
     """A case's figures on one side: {variable: (unit, launches)} and
     {(series, column): (unit, {bytes: launches})}, each launches a tuple of
     Estimates; `kind` the reference it is to another side (SESSION,
-    BASELINE)."""
+    BASELINE); `hosts` {series: what the hosts did during each of its
+    launches, in order (conditions.of_launch)}, and what bounds its figures
+    (`placement`, `link_emulated`: conditions.cpu_bound)."""
     figures: dict
     sizes: dict
     kind: str = SESSION
+    hosts: dict = dataclasses.field(default_factory=dict)
+    placement: str = ""
+    link_emulated: bool = False
 
 
 
@@ -176,6 +182,19 @@ def variable_figures(tc, record):
     return found
 
 
+def placement_of(case_name):
+    """The placement parameter of a case's name (`... %placement=intranode`)."""
+    found = re.search(r"%placement=(\S+)", case_name)
+    return found.group(1) if found else ""
+
+
+def launch_conditions(record):
+    """{series: (conditions of each launch of its run)} of a record
+    (conditions.of_launch); a record without runs has none."""
+    return {name: tuple(host_conditions.of_launch(launch) for launch in launches)
+            for name, launches in (record.get("runs") or {}).items()}
+
+
 def case_label(tc):
     """Display name without ReFrame's hash suffix: stable across sessions."""
     return re.sub(r"\s+/[0-9a-f]{8}$", "", tc.get("display_name", tc.get("name", "")))
@@ -191,7 +210,10 @@ def session_side(session):
         record = case_record(tc)
         sizes = {key: (unit, PerSize(per_size))
                  for key, (unit, per_size) in size_launches(record).items()}
-        figures = CaseFigures(variable_figures(tc, record), sizes)
+        provenance = record.get("provenance") or {}
+        figures = CaseFigures(variable_figures(tc, record), sizes, SESSION,
+                              launch_conditions(record), provenance.get("placement", ""),
+                              bool(provenance.get("link_emulated")))
         if figures.figures or figures.sizes:
             side[case_key(tc)] = figures
     return side
@@ -227,6 +249,8 @@ def baseline_side(baselines):
             series = "tcp" if case.get("transport") == "raw" else "mpi"
             per_size = {s["bytes"]: (Estimate(s["centre"], s["low"], s["upper"]),)
                         for s in case["sizes"]}
+            learned_under = {k: case.get(k) for k in ("cpu_pressure", "core_round_trip_ns")}
             side[f"{case['case']} | {case['environ']} | {partition}"] = CaseFigures(
-                {}, {(series, case["column"]): (case["unit"], per_size)}, BASELINE)
+                {}, {(series, case["column"]): (case["unit"], per_size)}, BASELINE,
+                {series: (learned_under,)}, placement_of(case["case"]))
     return side

@@ -219,6 +219,9 @@ SCHEMA = {
             "netbench_commit": _STRING, "spack_lock_sha256": _STRING_OR_NULL,
             # where the line rate came from (netbench/probe/linerate.py SOURCES)
             "line_rate_source": _STRING,
+            # ranks across nodes joined by links that emulate only a rate
+            # (the host's CPUs forward them): every figure is CPU-bound
+            "link_emulated": {"type": "boolean"},
         }},
     },
 }
