@@ -3,8 +3,10 @@ launch (netbench.results.datapath, parsed with the launch), in the record
 and judged (netbench.judgement.path): a case whose library used another
 path than it asked for fails, one whose library's words name no known path
 is inconclusive.  A `native` case is judged, and named, by what its
-library chose.  Mixed into NetbenchRun before MpiRun (uses its launches,
-`transport`, `placement`, the record and thresholds_folder)."""
+library chose.  Mixed before MpiRun into NetbenchRun (its launches, parsed
+once by Launches with path_said) and into the OSU, IMB and NetPIPE checks
+(their one launch: launched_paths); uses `transport`, `placement`, the
+record and thresholds_folder."""
 
 import os
 from pathlib import Path
@@ -26,9 +28,17 @@ from .base import RAW_TCP
 class LibraryPath(rfm.RegressionTestPlugin):
     """The path each launch's library said it took, recorded and judged."""
 
+    def path_said(self, text):
+        """The path the launch output `text` says its library took
+        (results.datapath, by the rules of the environment's MPI family)."""
+        return datapath.library_path(
+            text, self.current_environ.extras.get("provenance"),
+            across_nodes=getattr(self, "placement", "") == "internode")
+
     def launched_paths(self):
         """The path each started launch of the case's own run says its
-        library took (results.datapath, parsed with the launch)."""
+        library took (path_said, parsed with the launch by Launches); a
+        check with one launch of another benchmark says it its own way."""
         return [launch["path"] for launch in self.launches() if benchmark.started(launch)]
 
     def path_verdict(self):
@@ -95,7 +105,8 @@ class LibraryPath(rfm.RegressionTestPlugin):
         kind, transport = super().judged_by()
         if transport != NATIVE:
             return kind, transport
-        if os.path.exists(os.path.join(self.stagedir, str(self.first_outputs()[self.main_run()]))):
+        # once the job has run: its stdout holds the library's words
+        if os.path.exists(os.path.join(self.stagedir, str(self.job.stdout))):
             used = (self.launched_paths() or [datapath.unknown_path()])[0]["transport"]
             if used != datapath.UNKNOWN:
                 return kind, used
