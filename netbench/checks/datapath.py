@@ -16,7 +16,6 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_before
 
 from .. import references
-from ..datafiles import load_yaml
 from ..judgement import FAIL, PASS, case_verdict
 from ..judgement.path import NATIVE, judge as judge_path, rdma_class
 from ..probe import discovery
@@ -55,14 +54,10 @@ class LibraryPath(rfm.RegressionTestPlugin):
     def rdma_partition(self):
         """Whether the case's interconnect class (the partition's, declared
         or matched from its discovered link) is an RDMA class
-        (judgement.path.rdma_class), as the case's thresholds file has it."""
-        declared = self.interconnect_class()
-        data = load_yaml(Path(self.thresholds_folder) / references.THRESHOLDS_FILE) or {}
-        spec = (data.get("classes") or {}).get(declared)
-        for family in (data.get("rate_classes") or {}).values():
-            if declared in (family.get("rates") or {}):
-                spec = {**family, "match": {"link_layer": [family.get("link_layer")]}}
-        return rdma_class(spec)
+        (judgement.path.rdma_class), as the case's thresholds file defines
+        it (netbench.references, its one reader)."""
+        return rdma_class(references.class_definition(self.interconnect_class(),
+                                                      Path(self.thresholds_folder)))
 
     @sn.deferrable
     def assert_path_as_asked(self):
