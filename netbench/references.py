@@ -11,6 +11,7 @@ by the rules ReFrame applies much later (a lower bound is a fraction from
 -1 to 0 of a positive figure, an upper bound at least 0).
 """
 
+import copy
 import dataclasses
 import functools
 from pathlib import Path
@@ -375,6 +376,15 @@ def transport_group(transport, folder=paths.REFERENCES):
     """`shm`, `network`, or the transport itself when unmapped (e.g. `raw`)."""
     _, groups = load_thresholds(folder)
     return groups.get(transport, transport)
+
+
+def class_definition(cname, folder=paths.REFERENCES):
+    """The definition of class `cname` as thresholds.yaml gives it, a rate
+    class expanded (expand_rate_classes: its `match` from its link layer
+    and rate), validated; None for a name the file does not define (a
+    partition that declares no class)."""
+    spec = _load_thresholds(folder)[3].get(cname)
+    return copy.deepcopy(spec) if spec is not None else None
 
 
 def rdma_classes(folder=paths.REFERENCES):

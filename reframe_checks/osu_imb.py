@@ -4,7 +4,9 @@ from each environment's Spack view (spack.yaml builds them against every
 MPI build), over every transport the MPI offers.  Every message size is parsed into the curve the reports draw;
 the documented references judge them like netbench's own checks.  Where a
 view has no such binary (the PyPI wheels, a system MPI) the case is skipped
-and says so."""
+and says so.  Every case records the path its MPI library said it took and
+fails when it is not the one asked for, as netbench's own ping-pong does
+(netbench/checks/datapath.py: the same switches, parser and verdict)."""
 
 import glob
 import os
@@ -36,8 +38,9 @@ def find_binary(prefix, name):
     return next((p for p in candidates if os.path.isfile(p) and os.access(p, os.X_OK)), None)
 
 
-class ViewBinaryRun(checks.MpiRun):
-    """A benchmark binary found in the environment's MPI prefix."""
+class ViewBinaryRun(checks.LibraryPath, checks.MpiRun):
+    """A benchmark binary found in the environment's MPI prefix; its one
+    launch's library says which path it took (LibraryPath)."""
 
     binary = ""
     package = ""
@@ -71,6 +74,16 @@ class ViewBinaryRun(checks.MpiRun):
         with open(os.path.join(self.stagedir, str(self.job.stdout)), errors="replace") as f:
             return f.read()
 
+    def launched_paths(self):
+        """The path the library of the case's one launch said it took: its
+        words are in the job's stdout, beside the benchmark's own output
+        (mpi_families.yaml `provenance.switches` are in every environment);
+        none where the benchmark measured nothing (a dry run, a launch that
+        never started)."""
+        if not any(s["rows"] for s in self.measured_series()):
+            return []
+        return [self.path_said(self.read_stage_file(self.job.stdout))]
+
     @sn.deferrable
     def assert_full_sweep(self):
         sizes = len(self.measured_rows())
@@ -81,7 +94,10 @@ class ViewBinaryRun(checks.MpiRun):
 
     @sanity_function
     def validate_run(self):
+        # the library's own word on its path before the link counters', as
+        # netbench's own runs (NetbenchRun.validate_run)
         return sn.all([self.assert_ranks_finished(), self.assert_full_sweep(),
+                       self.assert_path_as_asked(),
                        self.assert_traffic_crossed_links(self.expected_hosts()),
                        self.assert_judged()])
 

@@ -2,8 +2,10 @@
 hooks run in, which some of them depend on, and a check that forgets an
 attribute every MPI run needs fails naming it."""
 
+import json
 import os
 import subprocess
+import sys
 
 from netbench import checks, paths
 from netbench.rfm import session
@@ -79,3 +81,33 @@ def test_a_check_without_a_placement_fails_naming_it(tmp_path):
     # the case failed before it could measure: exit 2, not a loss shown (1)
     assert proc.returncode == 2, out[-3000:]
     assert "NoPlacement defines no placement (one of intranode, internode" in out, out[-3000:]
+
+
+HOOKS_OF_VIEW_BINARY_CHECKS = r"""
+import json, sys
+import reframe.core.config as config
+import reframe.core.runtime as runtime
+import reframe.utility as util
+site = config.load_config(sys.argv[1])
+site.select_subconfig("local")
+runtime.init_runtime(site)
+module = util.import_module_from_file(sys.argv[2])
+print(json.dumps({name: {stage: [fn.__name__ for fn in fns]
+                         for stage, fns in getattr(module, name).pipeline_hooks().items()}
+                  for name in ("OsuPt2Pt", "ImbMpi1", "NetpipeMpi")}))
+"""
+
+
+def test_osu_imb_and_netpipe_cases_record_and_judge_their_library_path():
+    """The OSU, IMB and NetPIPE checks launch an MPI as the ping-pong does:
+    LibraryPath's hooks come after MpiRun's (the record exists, the
+    references' verdicts are written), as in NetbenchRun."""
+    proc = subprocess.run([sys.executable, "-c", HOOKS_OF_VIEW_BINARY_CHECKS,
+                           str(paths.CONFIG), str(paths.CHECKS / "osu_imb.py")],
+                          cwd=paths.REPO, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name, hooks in json.loads(proc.stdout.strip().splitlines()[-1]).items():
+        assert hooks["pre_sanity"] == MPIRUN_HOOKS["pre_sanity"] + ["record_the_path"], name
+        assert hooks["pre_performance"][:len(MPIRUN_HOOKS["pre_performance"])] == \
+            MPIRUN_HOOKS["pre_performance"], name
+        assert hooks["pre_performance"][-1] == "keep_the_path_verdict", name

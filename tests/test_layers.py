@@ -87,24 +87,44 @@ def test_an_old_table_without_a_message_rate_column():
     assert "msg_rate" not in run.rows[-1]
 
 
-def test_a_latency_table_reads_the_median_as_the_one_way_time():
-    # constructed, not a capture: no public ib_send_lat output with rows
-    # whose source could be named was found (see the report of issue #34);
-    # the header is perftest's latency header as every capture prints it
-    text = ("---------------------------------------------------------------------------------------\n"
-            "                    Send Latency Test\n"
-            " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]"
-            "    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec]\n"
-            "Conflicting CPU frequency values detected: 2300.000000 != 2400.000000. CPU "
-            "Frequency is not max.\n"
-            " 2       1000          1.00           5.00         1.10               1.20"
-            "          0.10            1.50                    4.00\n"
-            "---------------------------------------------------------------------------------------\n")
-    run = perftest.parse(text)
-    assert run.kind == "latency" and run.title == "Send Latency Test"
-    (row,) = run.rows
-    assert row["usec"] == 1.10 and row["t_avg_usec"] == 1.20 and row["p99_9_usec"] == 4.00
-    assert row["MBps"] == pytest.approx(2 / 1.10)
+@pytest.mark.parametrize("name, title, inline_row, last", [
+    # (bytes, t_min, t_max, t_typical, t_avg, t_stdev, 99%, 99.9%) typed from the captures
+    ("ib_send_lat_mlx4_qdr_all_sizes", "Send Latency Test",
+     (2, 1.02, 11.76, 1.07, 1.11, 0.30, 1.68, 5.00),
+     (8388608, 2239.42, 4189.77, 2247.02, 2252.46, 65.03, 2287.38, 3761.26)),
+    ("ib_write_lat_mlx4_qdr_all_sizes", "RDMA_Write Latency Test",
+     (2, 0.88, 6.84, 0.98, 1.03, 0.20, 1.21, 5.42),
+     (8388608, 2296.01, 2345.48, 2302.01, 2304.98, 6.43, 2327.01, 2335.48)),
+])
+def test_a_latency_sweep_reads_the_median_as_the_one_way_time(name, title, inline_row, last):
+    """A real node's ib_send_lat and ib_write_lat -a (ConnectX-3, QDR
+    InfiniBand): every size 2 B to 8 MiB, t_typical (perftest's median) as
+    the one-way time, the other columns kept beside it."""
+    run = perftest.parse(capture(name))
+    assert (run.kind, run.title) == ("latency", title)
+    assert run.settings == {"Device": "mlx4_0", "Transport type": "IB",
+                            "Connection type": "RC", "Link type": "IB"}
+    sizes = [r["bytes"] for r in run.rows]
+    assert sizes == [2.0 ** k for k in range(1, 24)]
+    for nbytes, t_min, t_max, typical, avg, stdev, p99, p99_9 in (inline_row, last):
+        row = next(r for r in run.rows if r["bytes"] == nbytes)
+        assert row["usec"] == typical and row["MBps"] == pytest.approx(nbytes / typical)
+        assert (row["t_min_usec"], row["t_max_usec"], row["t_avg_usec"], row["p99_usec"],
+                row["p99_9_usec"]) == (t_min, t_max, avg, p99, p99_9)
+        assert "t_stdev_usec" not in row        # perftest's t_stdev is not kept
+
+
+def test_perftest_warnings_among_a_latency_table_are_passed_over():
+    """perftest prints "Conflicting CPU frequency values detected" between
+    the header and the first row when the cores' clocks differ: the file
+    ib_send_lat_mlx4_qdr_all_sizes.txt comes from shows two, word for word
+    as below, before the row of an 8-byte latency run on the same node."""
+    text = capture("ib_send_lat_mlx4_qdr_all_sizes")
+    warning = ("Conflicting CPU frequency values detected: 2299.921000 != 2397.578000. "
+               "CPU Frequency is not max.")
+    header_end = text.index("\n", text.index("#bytes")) + 1
+    warned = text[:header_end] + warning + "\n" + text[header_end:]
+    assert perftest.parse(warned).rows == perftest.parse(text).rows
 
 
 @pytest.mark.parametrize("cut,problem", [

@@ -9,12 +9,14 @@ import os
 import shutil
 import subprocess
 
+import pytest
 
 from helpers.suite import cases_of
 from helpers import write_knobs
 from helpers.vcluster import cluster
 from netbench import paths
 from netbench.probe import discovery
+from netbench.results.netpipe import NETPIPE_MPI
 from netbench.rfm import session
 
 #: one launch per case, each size swept briefly: these tests ask which
@@ -89,30 +91,37 @@ def checkout_with_families(folder, edit):
     return folder
 
 
-def run_in(checkout, *selection):
+def run_in(checkout, *selection, checks_file="pingpong.py"):
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("RFM_", "NETBENCH_", "PYTHONPATH"))}
     env["PYTHONPATH"] = str(checkout)
     proc = subprocess.run([str(paths.REPO / ".venv" / "bin" / "reframe"),
                            "-C", str(checkout / "reframe_checks" / "settings.py"),
-                           "-c", str(checkout / "reframe_checks" / "pingpong.py"),
+                           "-c", str(checkout / "reframe_checks" / checks_file),
                            *selection, "-r"], cwd=checkout, env=env, capture_output=True,
                           text=True, timeout=1200)
     report = json.loads((checkout / "reports" / "latest" / "run-report.json").read_text())
     return proc, report
 
 
-def test_a_case_asking_tcp_that_runs_over_shared_memory_fails_saying_so(tmp_path):
-    """MPICH's ofi-tcp without MPIR_CVAR_NOLOCAL and Open MPI's tcp with the
-    sm BTL allowed: both libraries move the bytes through shared memory,
-    and say so; the cases fail naming both paths, however fast they were."""
-    def shm_allowed(text):
+def shm_allowed(shared_btl="sm"):
+    """An edit of mpi_families.yaml: MPICH's ofi-tcp without
+    MPIR_CVAR_NOLOCAL and Open MPI's tcp with its shared-memory BTL allowed
+    (`sm` in Open MPI 5, `vader` in 4.1): both libraries then move the
+    bytes through shared memory on one node, and say so."""
+    def edit(text):
         nolocal = '{MPIR_CVAR_NOLOCAL: "1", MPICH_CH4_NETMOD: ofi, FI_PROVIDER: tcp}'
         btl = 'env: {OMPI_MCA_pml: ob1, OMPI_MCA_btl: "self,tcp"}'
         assert nolocal in text and btl in text
         return (text.replace(nolocal, "{MPICH_CH4_NETMOD: ofi, FI_PROVIDER: tcp}")
-                .replace(btl, 'env: {OMPI_MCA_pml: ob1, OMPI_MCA_btl: "self,sm,tcp"}'))
-    checkout = checkout_with_families(tmp_path / "checkout", shm_allowed)
+                .replace(btl, f'env: {{OMPI_MCA_pml: ob1, OMPI_MCA_btl: "self,{shared_btl},tcp"}}'))
+    return edit
+
+
+def test_a_case_asking_tcp_that_runs_over_shared_memory_fails_saying_so(tmp_path):
+    """MPICH's ofi-tcp and Open MPI's tcp with shared memory allowed: the
+    cases fail naming both paths, however fast they were."""
+    checkout = checkout_with_families(tmp_path / "checkout", shm_allowed())
     proc, report = run_in(checkout, "-p", "^(mpich|openmpi)$", "-n",
                           "^PingPong%variant=blocking%transport=(ofi-tcp|tcp)%placement=intranode$",
                           "-S", f"thresholds_folder={one_launch_references(tmp_path / 'r')}",
@@ -174,3 +183,74 @@ def test_native_over_tcp_on_an_rdma_partition_is_a_silent_fallback():
     path = tc["record"]["path"]
     assert tc["result"] == "pass" and path["verdict"]["verdict"] == "pass", path
     assert path["transport"] == "tcp" and "native:tcp" in tc["record"]["label"].split()
+
+
+# ---- NetPIPE's MPI runs (reframe_checks/osu_imb.py: the OSU and IMB
+# cases' path is the same code's, tested on their output in test_osu_imb.py)
+
+NETPIPE_MPIS = "^system-(mpich|openmpi)$"
+#: a short sweep: these tests ask which path the launch took
+NETPIPE_QUICK = ["-S", "NetpipeMpi.max_bytes=65536"]
+
+
+def netpipe_binaries():
+    """Debian's NetPIPE built against each Debian MPI (netpipe-mpich2,
+    netpipe-openmpi), beside its launcher; {environment: offered transports}."""
+    found = {}
+    for mpi in discovery.discover(families=discovery.load_families()):
+        binary = NETPIPE_MPI.get(mpi.family)
+        if mpi.source == "system" and binary and \
+                os.access(os.path.join(os.path.dirname(mpi.launcher), binary), os.X_OK):
+            found[mpi.name] = set(mpi.transports)
+    return found
+
+
+def test_netpipe_mpi_cases_record_the_path_their_library_named(tmp_path):
+    """Every NetpipeMpi case on one node, for each Debian MPI with its
+    NetPIPE and every transport it offers: the record names the path its
+    library said it took, with the line it said it in, and it is the one
+    asked for (`native`: shared memory)."""
+    offered = netpipe_binaries()
+    if not offered:
+        pytest.skip("no Debian NetPIPE beside a Debian MPI (netpipe-mpich2, netpipe-openmpi)")
+    folder = one_launch_references(tmp_path / "references")
+    proc = session.run_reframe("local", "-p", NETPIPE_MPIS, "-n",
+                               "^NetpipeMpi%.*%placement=intranode", "-t", "full",
+                               "-S", f"thresholds_folder={folder}", *NETPIPE_QUICK,
+                               timeout=1500)
+    out = proc.stdout[-4000:] + proc.stderr[-2000:]
+    hung = hung_at_exit(session.latest_report())
+    # a figure below its floor on this shared machine is not what this asks
+    assert proc.returncode in session.NO_FAILURE + (1,) or (proc.returncode == 2 and hung), out
+    found = set()
+    for tc, record in records(session.latest_report()):
+        asked = tc["display_name"].split("%transport=")[1].split()[0]
+        found.add((tc["environ"], asked))
+        if tc in hung:
+            continue
+        path = record["path"]
+        assert path["evidence"] and path["provider"] and path["device"], (tc["environ"], path)
+        assert path["verdict"]["verdict"] == "pass", (tc["environ"], asked, path)
+        assert path["transport"] == ("shm" if asked == "native" else asked), (asked, path)
+    assert found == {(env, t) for env, transports in offered.items() for t in transports}
+
+
+def test_a_netpipe_case_whose_library_used_shared_memory_fails_saying_so(tmp_path):
+    """Debian's Open MPI 4.1 (its NetPIPE, NPopenmpi) asked for its TCP BTL
+    with the shared-memory one (vader) allowed: the case fails as the
+    ping-pong does, naming both paths and the library's line."""
+    if "system-openmpi" not in netpipe_binaries():
+        pytest.skip("no Debian Open MPI with Debian's NetPIPE (netpipe-openmpi)")
+    checkout = checkout_with_families(tmp_path / "checkout", shm_allowed("vader"))
+    proc, report = run_in(checkout, "-p", "^system-openmpi$", "-n",
+                          "^NetpipeMpi%transport=tcp%placement=intranode$",
+                          "-S", f"thresholds_folder={one_launch_references(tmp_path / 'r')}",
+                          *NETPIPE_QUICK, checks_file="osu_imb.py")
+    assert proc.returncode == 1, proc.stdout[-4000:] + proc.stderr[-2000:]
+    (tc,) = cases_of(report)
+    assert tc["result"] == "fail" and tc["fail_phase"] == "sanity", tc
+    assert "asked tcp, the library used shm" in tc["fail_reason"], tc["fail_reason"]
+    record = tc["record"]
+    assert record["verdict"] == "fail" and record["verdicts"]["path"]["code"] == "asked_other"
+    assert record["path"]["transport"] == "shm"
+    assert "Using vader btl" in record["path"]["evidence"]

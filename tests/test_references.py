@@ -12,6 +12,7 @@ import pytest
 
 from conftest import numbers_in
 from netbench import paths, references
+from netbench.judgement.path import rdma_class
 
 #: the source documents themselves: not part of the repository (netbench cites
 #: them and keeps their figures, not their text); beside the checkout in
@@ -378,3 +379,36 @@ def test_a_tcp_case_on_an_rdma_class_without_tcp_class_cannot_be_judged(tmp_path
                                              folder=folder) is None
     finally:
         references.validate()
+
+
+def test_thresholds_yaml_has_one_reader():
+    """netbench/references.py reads, validates and expands thresholds.yaml;
+    every other module asks it (a second reader would judge by what the
+    file says without the checks references.py makes, and expand rate
+    classes its own way)."""
+    readers = [str(p.relative_to(paths.REPO)) for folder in ("netbench", "reframe_checks")
+               for p in sorted((paths.REPO / folder).rglob("*.py"))
+               if p != paths.REPO / "netbench" / "references.py"
+               and re.search(r"THRESHOLDS_FILE|[\"']thresholds\.yaml[\"']", p.read_text())]
+    assert readers == []
+
+
+@pytest.mark.parametrize("cname, rdma", [
+    ("ib-hdr-rdma", True), ("ib-hdr", True),        # its link layer is InfiniBand's
+    ("roce-200", True), ("efa-100", True),          # rate classes, expanded
+    ("100gbe", False), ("gige", False), ("intranode", False),
+])
+def test_an_rdma_partition_is_told_by_the_class_references_defines(cname, rdma):
+    """LibraryPath.rdma_partition's answer, from references.class_definition:
+    a rate class is its expanded definition (its rate's match)."""
+    spec = references.class_definition(cname)
+    assert spec is not None and rdma_class(spec) is rdma
+    if cname == "roce-200":
+        assert spec["judges"] == "rdma" and spec["tcp_class"] == "200gbe"
+    assert references.class_definition("no-such-class") is None
+
+
+def test_a_class_definition_is_a_copy():
+    """The caller cannot change what references.py judges by."""
+    references.class_definition("gige")["description"] = "changed"
+    assert references.class_definition("gige")["description"] != "changed"

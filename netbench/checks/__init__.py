@@ -15,12 +15,15 @@ parameterized on top of it).
   mpirun.py        MpiRun, all of the above, and their hooks' order
   launches.py      Launches: a run's launches parsed once, the first that
                    started, and its figures as sanity expressions
+  datapath.py      LibraryPath: the path each launch's MPI library said it
+                   took, recorded and judged (every MPI-launching check)
   netbench_run.py  netbench's own benchmark: NetbenchBuild, NetbenchRun,
                    PingPongBase, ThroughputBase
 """
 
 from .base import ANY_NETWORK, KiB, MiB, PLACEMENTS, RAW_TCP, MpiJob
 from .category import Categorized
+from .datapath import LibraryPath
 from .config import (LOAD_HINT, configured_environments, configured_placements,
                      configured_transports, max_nodes, max_ranks, require_netbench_config,
                      throughput_transports)
@@ -35,7 +38,7 @@ from .slurm import SLURM_CANCELLED, SRUN_ERRORS, JobOutcome, job_failure, slurm_
 __all__ = [
     "ANY_NETWORK", "Categorized", "INTRANODE_CLASS", "KiB", "LOAD_HINT", "MiB", "PLACEMENTS", "RAW_TCP",
     "SLURM_CANCELLED", "SRUN_ERRORS", "JobOutcome", "Judging", "LinkCounters", "MpiJob",
-    "Launches", "MpiRun", "NetbenchBuild", "NetbenchRun", "PingPongBase", "Recording", "ThroughputBase",
+    "Launches", "LibraryPath", "MpiRun", "NetbenchBuild", "NetbenchRun", "PingPongBase", "Recording", "ThroughputBase",
     "configured_environments", "configured_placements", "configured_transports",
     "job_failure", "max_nodes", "max_ranks", "require_netbench_config", "slurm_failure",
     "launch_summary", "launch_value", "throughput_transports",

@@ -3,8 +3,10 @@ launch (netbench.results.datapath, parsed with the launch), in the record
 and judged (netbench.judgement.path): a case whose library used another
 path than it asked for fails, one whose library's words name no known path
 is inconclusive.  A `native` case is judged, and named, by what its
-library chose.  Mixed into NetbenchRun before MpiRun (uses its launches,
-`transport`, `placement`, the record and thresholds_folder)."""
+library chose.  Mixed before MpiRun into NetbenchRun (its launches, parsed
+once by Launches with path_said) and into the OSU, IMB and NetPIPE checks
+(their one launch: launched_paths); uses `transport`, `placement`, the
+record and thresholds_folder."""
 
 import os
 from pathlib import Path
@@ -14,7 +16,6 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_before
 
 from .. import references
-from ..datafiles import load_yaml
 from ..judgement import FAIL, PASS, case_verdict
 from ..judgement.path import NATIVE, judge as judge_path, rdma_class
 from ..probe import discovery
@@ -26,9 +27,17 @@ from .base import RAW_TCP
 class LibraryPath(rfm.RegressionTestPlugin):
     """The path each launch's library said it took, recorded and judged."""
 
+    def path_said(self, text):
+        """The path the launch output `text` says its library took
+        (results.datapath, by the rules of the environment's MPI family)."""
+        return datapath.library_path(
+            text, self.current_environ.extras.get("provenance"),
+            across_nodes=getattr(self, "placement", "") == "internode")
+
     def launched_paths(self):
         """The path each started launch of the case's own run says its
-        library took (results.datapath, parsed with the launch)."""
+        library took (path_said, parsed with the launch by Launches); a
+        check with one launch of another benchmark says it its own way."""
         return [launch["path"] for launch in self.launches() if benchmark.started(launch)]
 
     def path_verdict(self):
@@ -45,14 +54,10 @@ class LibraryPath(rfm.RegressionTestPlugin):
     def rdma_partition(self):
         """Whether the case's interconnect class (the partition's, declared
         or matched from its discovered link) is an RDMA class
-        (judgement.path.rdma_class), as the case's thresholds file has it."""
-        declared = self.interconnect_class()
-        data = load_yaml(Path(self.thresholds_folder) / references.THRESHOLDS_FILE) or {}
-        spec = (data.get("classes") or {}).get(declared)
-        for family in (data.get("rate_classes") or {}).values():
-            if declared in (family.get("rates") or {}):
-                spec = {**family, "match": {"link_layer": [family.get("link_layer")]}}
-        return rdma_class(spec)
+        (judgement.path.rdma_class), as the case's thresholds file defines
+        it (netbench.references, its one reader)."""
+        return rdma_class(references.class_definition(self.interconnect_class(),
+                                                      Path(self.thresholds_folder)))
 
     @sn.deferrable
     def assert_path_as_asked(self):
@@ -95,7 +100,8 @@ class LibraryPath(rfm.RegressionTestPlugin):
         kind, transport = super().judged_by()
         if transport != NATIVE:
             return kind, transport
-        if os.path.exists(os.path.join(self.stagedir, str(self.first_outputs()[self.main_run()]))):
+        # once the job has run: its stdout holds the library's words
+        if os.path.exists(os.path.join(self.stagedir, str(self.job.stdout))):
             used = (self.launched_paths() or [datapath.unknown_path()])[0]["transport"]
             if used != datapath.UNKNOWN:
                 return kind, used

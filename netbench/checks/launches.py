@@ -2,13 +2,14 @@
 (results.benchmark.parse_run), and the figures of its first launch that
 started, as deferred sanity expressions that fail naming what is missing.
 Mixed into NetbenchRun, which says what the runs are (main_run,
-first_outputs) and reads its stage files (read_stage_file)."""
+first_outputs), reads its stage files (read_stage_file) and the path each
+launch's library said it took (LibraryPath.path_said)."""
 
 import reframe as rfm
 import reframe.utility.sanity as sn
 
 from ..judgement import figures, remeasure
-from ..results import benchmark, datapath
+from ..results import benchmark
 
 
 class Launches(rfm.RegressionTestPlugin):
@@ -31,12 +32,9 @@ class Launches(rfm.RegressionTestPlugin):
 
     def parse_launch(self, text):
         """One launch's output read once: the benchmark's (parse_run) and
-        the path its library said it took (`path`: results.datapath, by
-        the rules of the environment's MPI family)."""
+        the path its library said it took (`path`: LibraryPath.path_said)."""
         launch = benchmark.parse_run(text)
-        launch["path"] = datapath.library_path(
-            text, self.current_environ.extras.get("provenance"),
-            across_nodes=getattr(self, "placement", "") == "internode")
+        launch["path"] = self.path_said(text)
         return launch
 
     def first_launch(self, name=None):

@@ -66,13 +66,28 @@ def parse_osu(text):
     return name, rows
 
 
+def is_row(fields, columns):
+    """Whether a line's fields are one row of the table: a number for each
+    column.  The MPI library's own lines (its provenance switches) and
+    another rank's, forwarded by the launcher whenever they come, fall
+    among the rows and are passed over."""
+    if len(fields) != len(columns):
+        return False
+    try:
+        [float(f) for f in fields]
+    except ValueError:
+        return False
+    return True
+
+
 IMB_SECTION = re.compile(r"^# Benchmarking (\S+)\s*\n# #processes = (\d+)", re.M)
 
 
 def parse_imb(text):
     """{(benchmark, processes): rows} of an IMB-MPI1 run; `usec` is t_avg
     where IMB reports min/max/avg (Sendrecv, Exchange), `MBps` IMB's
-    Mbytes/sec (Sendrecv counts 2X bytes per call, Exchange 4X)."""
+    Mbytes/sec (Sendrecv counts 2X bytes per call, Exchange 4X); lines
+    among the rows that are no row (is_row) are passed over."""
     sections = list(IMB_SECTION.finditer(text))
     if not sections:
         raise ParseError("no '# Benchmarking ...' section")
@@ -83,7 +98,7 @@ def parse_imb(text):
         for line in text[sec.end():end].splitlines():
             if line.strip().startswith("#bytes"):
                 columns = line.split()
-            elif columns and line.strip() and not line.startswith("#"):
+            elif columns and is_row(line.split(), columns):
                 values = dict(zip(columns, map(float, line.split())))
                 usec = values.get("t_avg[usec]", values.get("t[usec]"))
                 rows.append(curve_row(int(values["#bytes"]), usec=usec,
