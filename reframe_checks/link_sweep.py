@@ -162,8 +162,10 @@ class LinkSweep(checks.NetbenchRun):
         bandwidth_only = " --bandwidth-only" if "latency" in self.unjudged_figures() else ""
         profile = self.current_partition.extras.get("judging_profile")
         # the job's band is the check's: its references and profile
+        topology = self.current_partition.extras.get("topology")
         band = f"--references {shlex.quote(str(self.thresholds_folder))}" + (
-            f" --profile {shlex.quote(str(profile))}" if profile else "")
+            f" --profile {shlex.quote(str(profile))}" if profile else "") + (
+            f" --topology {shlex.quote(str(topology))}" if topology else "")
         pairs = (f"{sys.executable} -m netbench.fleet.remeasure{bandwidth_only} "
                  f"--passes-to-fail {knobs.min_to_fail} {band} {self.job.stdout}")
         self.postrun_cmds.append(
@@ -251,7 +253,9 @@ class LinkSweep(checks.NetbenchRun):
         self.verdict = fleet.judge(
             self.judged_figures(measurements), reference_latency_us=latency_ref,
             reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,
-            rule=self.sweep_rule(), lost=lost, topology=topology)
+            rule=self.sweep_rule(), lost=lost, topology=topology,
+            # the pairs measured again: the suspects against healthy partners
+            remeasured={p for a in again for p in a.by_host} if again else None)
         emulated = self.link_is_emulated()
         # the conditions of the sweep's first pass, every node's
         # (judgement.conditions), explain a CPU-bound miss up to the knobs'
