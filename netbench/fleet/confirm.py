@@ -31,6 +31,8 @@ figures of its hosts against their healthy partners, and a code
 
 import dataclasses
 
+import numpy as np
+
 from ..results.suspects import (ENDS_FINE, END_SLOW, NO_HEALTHY_PARTNER, SLOW_WITH_HEALTHY,
                                 UNREACHABLE, Evidence)
 
@@ -108,17 +110,15 @@ def partner_figures(host, partners, metric, direction, figures, bound):
     index = {h: i for i, h in enumerate(figures.hosts)}
     if host not in index:
         return []
-    wanted = set()
-    for partner in partners:
-        if partner not in index:
-            continue
-        if direction != "ingress":
-            wanted.add((index[host], index[partner]))
-        if direction != "egress":
-            wanted.add((index[partner], index[host]))
+    them = np.array([index[p] for p in partners if p in index], dtype=np.int64)
+    me = index[host]
+    wanted = np.zeros(len(figures.values), dtype=bool)
+    if direction != "ingress":
+        wanted |= (figures.src == me) & np.isin(figures.dst, them)
+    if direction != "egress":
+        wanted |= (figures.dst == me) & np.isin(figures.src, them)
     return [Evidence(*figures.pair(i), metric, float(figures.values[i]), bound)
-            for i in range(len(figures.values))
-            if (int(figures.src[i]), int(figures.dst[i])) in wanted]
+            for i in np.flatnonzero(wanted)]
 
 
 def host_status(host, partners, family_of_suspect, bad, family):
