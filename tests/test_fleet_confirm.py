@@ -67,15 +67,29 @@ def test_each_end_of_a_suspect_pair_gets_k_healthy_partners(tmp_path):
 
 def test_a_slow_node_is_confirmed_against_the_hosts_it_slows(tmp_path):
     """A slow node makes every pair it is in a suspect: its partners are
-    the healthy ones (none is in no suspect pair), and the healthy ends
-    get healthy partners of their own, not the slow node."""
+    the healthy ones (none is in no suspect pair), its confirmation is
+    those pairs measured again, and nothing could clear it into links, so
+    the pass measures nothing more (its partners' own confirmations would
+    only lengthen it)."""
     pairs = listed(remeasure.pairs_to_measure_again(str(first_pass_alone(tmp_path,
                                                                          "slow-node"))))
-    assert {(a, b) for a, b in pairs if 3 in (a, b)} == {(0, 3), (1, 3), (2, 3), (3, 4),
-                                                          (3, 5)}
-    others = [p for p in pairs if 3 not in p]
-    for end in (0, 1, 2, 4, 5):
-        assert sum(end in p for p in others) >= RULE.confirm_partners, (end, pairs)
+    assert pairs == [(0, 3), (1, 3), (2, 3), (3, 4), (3, 5)]
+
+
+def test_a_suspect_node_in_a_partial_sweep_is_measured_against_new_partners():
+    """In a partial sweep (LinkSweep.partners) the slow node has healthy
+    hosts it never met: it meets K of them, and its partners meet K
+    healthy hosts too, so a node cleared by its new partners leaves links
+    whose ends each were measured against healthy partners."""
+    hosts = [f"n{i}" for i in range(8)]
+    rank_of = {h: i for i, h in enumerate(hosts)}
+    undecided = [(hosts[a], hosts[b]) for a, b in judge.partner_pairs(8, 2) if 3 in (a, b)]
+    chosen = confirm.confirmation_pairs(undecided, hosts, RULE, 2, rank_of)
+    suspect = {tuple(sorted(p)) for p in undecided}
+    for end in {h for p in suspect for h in p}:
+        fresh = {b if a == end else a for a, b in chosen if end in (a, b)}
+        assert len(fresh) == 2 and "n3" not in fresh - {end}, (end, chosen)
+        assert not {tuple(sorted((end, f))) for f in fresh} & suspect
 
 
 @pytest.mark.parametrize("case", ["slow-node", "three-cables"])

@@ -8,7 +8,8 @@ slow node makes every pair it is in undecided, so "in no undecided pair"
 would leave no healthy host at all; its partners are healthy, it is not.
 
 The re-measure step (fleet.remeasure) adds, for every end of an undecided
-pair, pairs with `confirm_partners` healthy hosts (thresholds.yaml
+pair (hosts_to_confirm: but the partners of a slow node that met every
+healthy host already), pairs with `confirm_partners` healthy hosts (thresholds.yaml
 `sweep:`), preferring, in order: a partner under another leaf switch than
 the host's (with a topology: a host fine across leaves clears its NIC and
 its leaf's uplink at once, so a node fault is told from a switch-link
@@ -61,6 +62,24 @@ def healthy_hosts(pairs, hosts, rule):
     return sorted(set(hosts) - suspect_hosts(pairs, hosts, rule))
 
 
+def hosts_to_confirm(suspect_pairs, hosts, healthy, rule):
+    """The ends of the (sorted) `suspect_pairs` to measure against healthy
+    partners: every end, but the other ends of a suspect node that has no
+    healthy partner outside its suspect pairs (a slow node in a full
+    sweep): its confirmation is those pairs measured again, nothing can
+    clear it into links, so its partners' own confirmations would only
+    lengthen the pass."""
+    from .judge import suspect_nodes      # judge imports this module
+    nodes = set(suspect_nodes([_Pair(a, b) for a, b in suspect_pairs], hosts, rule))
+    partners = {}
+    for a, b in suspect_pairs:
+        partners.setdefault(a, set()).add(b)
+        partners.setdefault(b, set()).add(a)
+    fixed = {x for x in nodes if not set(healthy) - partners[x] - {x}}
+    return {h for a, b in suspect_pairs for h in (a, b)
+            if h in nodes or not partners[h] <= fixed}
+
+
 def round_of(a, b, n):
     """The tournament round (results.sweep.round_robin, netbench.c's) in
     which ranks a and b of n meet: the circle method's x + y = 2r, and the
@@ -74,7 +93,7 @@ def round_of(a, b, n):
 
 def confirmation_pairs(undecided, hosts, rule, k, rank_of, leaf_of=None):
     """[(a, b)] sorted, each pair once: for every end of an `undecided`
-    (src, dst) pair, `k` partners the sweep found healthy (fewer when
+    (src, dst) pair that hosts_to_confirm keeps, `k` partners the sweep found healthy (fewer when
     fewer are), chosen as the module says.  `rank_of`: {host: rank};
     `leaf_of`: {host: leaf switch}, or None without a topology."""
     if k <= 0 or not undecided:
@@ -87,7 +106,7 @@ def confirmation_pairs(undecided, hosts, rule, k, rank_of, leaf_of=None):
     leaf = leaf_of or {}
     chosen = set()
     ends = {h for pair in suspect_pairs for h in pair}
-    for host in sorted(ends):
+    for host in sorted(hosts_to_confirm(suspect_pairs, hosts, healthy, rule)):
         def preference(partner):
             pair = tuple(sorted((host, partner)))
             return (leaf_of is not None and leaf.get(partner) == leaf.get(host),
