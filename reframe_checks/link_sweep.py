@@ -9,8 +9,9 @@ fleet's bandwidth to the partition's line rate times the fraction a
 healthy sweep measures (thresholds.yaml `sweep: line_rate_fraction`,
 calibrated by `make bench-sweep-calibration`; never a ping-pong's figure),
 its latency to the class's documented latency (netbench/fleet/judge.py).  Pairs outside the band are measured again in
-the same job before anything is named; then a node bad with most of its
-partners is the suspect, else the pair.  With the partition's topology
+the same job before anything is named, each suspect with them against
+healthy partners (netbench/fleet/confirm.py); then a node bad with most of
+its partners, and with every healthy one, is the suspect, else the pair.  With the partition's topology
 (extras `topology`: Slurm's topology.conf or netbench's YAML, as
 `vcluster up --topology` declares it), the fewest nodes, switch links
 and switches that explain the bad pairs (netbench/fleet/components.py).  Suspects fail the case, named in
