@@ -216,6 +216,18 @@ def test_a_switch_link_is_not_confirmed_as_a_host(tmp_path):
 
 def test_the_remeasure_step_reads_the_topology_and_refuses_a_bad_one(tmp_path):
     first = first_pass_alone(tmp_path, "three-cables")
+    good = tmp_path / "fabric.conf"
+    good.write_text("SwitchName=spine Switches=leaf[1-2]\nSwitchName=leaf1 Nodes=n[0-2]\n"
+                    "SwitchName=leaf2 Nodes=n[3-5]\n")
+    proc = subprocess.run([sys.executable, "-m", "netbench.fleet.remeasure", "--topology",
+                           str(good), str(first)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    # n3 (leaf2) meets healthy n1 and n2 under leaf1, not n4 and n5 beside
+    # it, which it meets without a topology (hosts in no suspect pair)
+    pairs = set(listed(proc.stdout.strip()))
+    assert {(1, 3), (2, 3)} <= pairs and not {(3, 4), (3, 5)} & pairs, pairs
+    plain = set(listed(remeasure.pairs_to_measure_again(str(first))))
+    assert {(3, 4), (3, 5)} <= plain and not {(1, 3), (2, 3)} & plain, plain
     bad = tmp_path / "topology.conf"
     bad.write_text("SwitchName=leaf1 Nodes=n[0-2\n")
     proc = subprocess.run([sys.executable, "-m", "netbench.fleet.remeasure", "--topology",
