@@ -17,6 +17,7 @@ import pytest
 
 from helpers.fleet import make_fleet
 from netbench import references
+from netbench.datafiles import DataError
 from netbench.fleet import confirm, judge, reasons, remeasure, topology
 from netbench.results import suspects as suspects_format
 from netbench.results.sweep import parse_sweep, round_robin
@@ -241,3 +242,23 @@ def test_the_suspect_record_keeps_its_confirmation_through_json():
     again = suspects_format.suspect_from_json(
         json.loads(suspects_format.suspects_json([suspect], [], {}, []))["suspects"][0])
     assert dataclasses.astuple(again) == dataclasses.astuple(suspect)
+
+
+def test_a_published_sweep_keeps_the_confirmation_in_suspects_json_and_the_page(tmp_path):
+    """The record's suspect, with its confirmation, reaches suspects.json
+    whole and the page in words (report.sweep), and a malformed code is
+    refused naming its field."""
+    from helpers.reports import sweep_report
+    from netbench import report
+    suspect = json.loads(verdict_of("slow-node").to_json())["suspects"][0]
+    raw = tmp_path / "run-report.json"
+    raw.write_text(json.dumps(sweep_report([suspect])))
+    folder = report.publish(raw, tmp_path)
+    published = json.loads((folder / "suspects.json").read_text())
+    assert published["sweeps"][0]["suspects"][0]["confirmation"] == suspect["confirmation"]
+    page = (folder / "index.html").read_text()
+    assert "confirmed: bad with every healthy partner measured again: n0→n3" in page
+    bad = dict(suspect, confirmation=dict(suspect["confirmation"], code="trust me"))
+    raw.write_text(json.dumps(sweep_report([bad])))
+    with pytest.raises(DataError, match=r"confirmation\.code"):
+        report.publish(raw, tmp_path / "again")
