@@ -251,12 +251,16 @@ class LinkSweep(checks.NetbenchRun):
         latency_ref, bw_ref = self.fleet_references()
         lost = self.lost_nodes(first)
         topology = self.fabric_topology()
+        # the pairs measured again, and those of them that confirm a suspect
+        # against a healthy partner (fleet.confirm)
+        remeasured = {p for a in again for p in a.by_host} if again else None
+        confirming = remeasured and fleet.confirming_pairs(
+            self.judged_figures(first.measurements()), remeasured, self.sweep_rule())
         self.verdict = fleet.judge(
             self.judged_figures(measurements), reference_latency_us=latency_ref,
             reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,
             rule=self.sweep_rule(), lost=lost, topology=topology,
-            # the pairs measured again: the suspects against healthy partners
-            remeasured={p for a in again for p in a.by_host} if again else None)
+            remeasured=remeasured, confirming=confirming)
         emulated = self.link_is_emulated()
         # the conditions of the sweep's first pass, every node's
         # (judgement.conditions), explain a CPU-bound miss up to the knobs'

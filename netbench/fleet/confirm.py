@@ -23,8 +23,9 @@ already runs costs no round of its own), the partner with the fewest
 confirmation pairs so far, then its name.
 
 The judgement (judge.judge with `remeasured`): a node is named only when
-it is also bad with every healthy partner measured again; a node fine with
-one is no node fault, and its bad pairs are named as what else explains
+it is also bad with a majority (`node_majority`) of the healthy partners
+measured again, those it met to be confirmed when it met any; a node fine
+with them is no node fault, and its bad pairs are named as what else explains
 them (pairs, a switch link).  Each suspect carries its confirmation: the
 figures of its hosts against their healthy partners, and a code
 (results.suspects CONFIRMATION_CODES) the report puts into words.
@@ -140,37 +141,60 @@ def partner_figures(host, partners, metric, direction, figures, bound):
             for i in np.flatnonzero(wanted)]
 
 
-def host_status(host, partners, family_of_suspect, bad, family):
-    """"slow" when `host` has a bad pair (of the suspect's metric family)
-    with every healthy partner, "fine" when with one it has none, None
-    without a partner."""
+@dataclasses.dataclass(frozen=True)
+class Healthy:
+    """Who a suspect is confirmed against: `healthy`, the hosts no bad pair
+    points at (a slow node's partners too); `remeasured`, the sorted pairs
+    measured again; `confirming`, those of them the first pass found
+    within the band (the confirmation pairs fleet.remeasure added)."""
+    healthy: frozenset
+    remeasured: frozenset
+    confirming: frozenset
+
+    def partners(self, host):
+        """The healthy hosts measured again with `host`: those it met to
+        confirm it when it met any (fresh evidence: a pair of a slow node
+        that was lucky in one pass is no confirmation), else those of its
+        pairs outside the band (a slow node in a full sweep)."""
+        def met(pairs):
+            return sorted(p for p in self.healthy if p != host
+                          and tuple(sorted((host, p))) in pairs)
+        return met(self.confirming) or met(self.remeasured)
+
+    def without(self, suspects):
+        """Itself without the hosts a node or pair suspect names (a node
+        cleared by its healthy partners leaves its bad pairs' other ends
+        suspects)."""
+        named = {h for s in suspects if s.kind in ("node", "pair") for h in s.names}
+        return dataclasses.replace(self, healthy=self.healthy - named)
+
+
+def healthy_of(bad, hosts, rule, remeasured, confirming):
+    """The Healthy of a judged sweep (`bad`: its bad pairs' Evidence)."""
+    return Healthy(frozenset(healthy_hosts([(e.src, e.dst) for e in bad], hosts, rule)),
+                   frozenset(tuple(sorted(p)) for p in remeasured),
+                   frozenset(tuple(sorted(p)) for p in confirming or ()))
+
+
+def host_status(host, partners, family_of_suspect, bad, family, rule):
+    """"slow" when `host` has bad pairs (of the suspect's metric family)
+    with more than node_majority of its healthy partners (the rule a node
+    is named by), "fine" otherwise, None without a partner."""
     if not partners:
         return None
     slow_with = {e.dst if e.src == host else e.src for e in bad
                  if family(e.metric) == family_of_suspect and host in (e.src, e.dst)}
-    return "slow" if set(partners) <= slow_with else "fine"
+    slow = len(set(partners) & slow_with)
+    return "slow" if slow and slow > rule.node_majority * len(partners) else "fine"
 
 
-def healthy_partners(host, healthy, remeasured):
-    """The healthy hosts measured again with `host` (`remeasured`: the
-    unordered pairs measured after the first pass)."""
-    return sorted(p for p in healthy if p != host and tuple(sorted((host, p))) in remeasured)
-
-
-def still_healthy(healthy, suspects):
-    """The healthy hosts no node or pair suspect names (a node cleared by
-    its healthy partners leaves its bad pairs' other ends suspects)."""
-    named = {h for s in suspects if s.kind in ("node", "pair") for h in s.names}
-    return [h for h in healthy if h not in named]
-
-
-def cleared_nodes(suspects, bad, healthy, remeasured, family):
-    """The node suspects fine with a healthy partner measured again: no
-    node fault, whatever their other pairs say."""
+def cleared_nodes(suspects, bad, healthy, family, rule):
+    """The node suspects fine with their healthy partners measured again
+    (`healthy`: Healthy): no node fault, whatever their other pairs say."""
     return {s.names[0] for s in suspects
             if s.kind == "node" and s.direction != UNREACHABLE
-            and host_status(s.names[0], healthy_partners(s.names[0], healthy, remeasured),
-                            family(s.metric), bad, family) == "fine"}
+            and host_status(s.names[0], healthy.partners(s.names[0]), family(s.metric), bad,
+                            family, rule) == "fine"}
 
 
 def code_of(kind, statuses):
@@ -184,7 +208,7 @@ def code_of(kind, statuses):
     return NO_HEALTHY_PARTNER
 
 
-def confirmed(suspect, bad, healthy, remeasured, by_metric, bound_of, family):
+def confirmed(suspect, bad, healthy, by_metric, bound_of, family, rule):
     """`suspect` with its confirmation: its hosts' figures against their
     healthy partners measured again, and the code.  Switch links, switches
     and unreachable nodes are no host's figure: unchanged."""
@@ -193,8 +217,8 @@ def confirmed(suspect, bad, healthy, remeasured, by_metric, bound_of, family):
     metric = suspect.metric
     evidence, statuses = [], []
     for host in suspect.names:
-        partners = healthy_partners(host, healthy, remeasured)
-        statuses.append(host_status(host, partners, family(metric), bad, family))
+        partners = healthy.partners(host)
+        statuses.append(host_status(host, partners, family(metric), bad, family, rule))
         direction = suspect.direction if suspect.kind == "node" else "both"
         evidence += partner_figures(host, partners, metric, direction, by_metric[metric],
                                     bound_of(metric))

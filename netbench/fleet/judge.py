@@ -570,7 +570,8 @@ def lost_suspect(host, lost, hosts, partners, by_metric, stats, rule, reason=Non
 # -- the entry points ----------------------------------------------------------
 
 def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
-          line_rate_mbps=None, rule=None, lost=(), topology=None, remeasured=None):
+          line_rate_mbps=None, rule=None, lost=(), topology=None, remeasured=None,
+          confirming=None):
     """The FleetVerdict of one sweep; `rule`: references.SweepThresholds
     (default: thresholds.yaml's); `lost`: hosts that stopped answering
     mid-sweep, the first suspects, whatever their pairs measured; a
@@ -580,7 +581,8 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
     the unordered host pairs measured again after the first pass, which
     confirm or clear each suspect against healthy partners
     (netbench.fleet.confirm); None: a sweep of one pass, nothing
-    confirmed."""
+    confirmed; `confirming`: those of them the first pass found within the
+    band (the confirmation pairs; confirm.Healthy)."""
     rule = rule or references.sweep_thresholds()
     hosts = hosts_of(measurements)
     codes = pair_codes(measurements, hosts)
@@ -606,30 +608,38 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
             return components.attribute(pairs, by_metric, stats, rule, refs.get, topology,
                                         cleared)
     suspects += confirmed_against_healthy(named, bad, hosts, by_metric, stats, rule,
-                                          remeasured)
+                                          remeasured, confirming)
     noisy = [e for m, figs in sorted(by_metric.items())
              for e in noisy_pairs_of(m, figs, stats[m], rule)]
     return FleetVerdict(suspects, bad, stats, fleet_findings(stats, refs, rule),
                         measurements, noisy, not_named(named(noisy), suspects))
 
 
-def confirmed_against_healthy(named, bad, hosts, by_metric, stats, rule, remeasured):
+def confirmed_against_healthy(named, bad, hosts, by_metric, stats, rule, remeasured,
+                              confirming):
     """The suspects `named` (attribute's) gives for `bad`, confirmed
     against the healthy partners measured again (fleet.confirm): a node
-    fine with one is no node fault, and its bad pairs are named again
+    fine with them is no node fault, and its bad pairs are named again
     without it."""
     suspects = named(bad)
     if remeasured is None:
         return suspects
-    remeasured = {tuple(sorted(p)) for p in remeasured}
-    healthy = confirm.healthy_hosts([(e.src, e.dst) for e in bad], hosts, rule)
-    cleared = confirm.cleared_nodes(suspects, bad, healthy, remeasured, family)
+    healthy = confirm.healthy_of(bad, hosts, rule, remeasured, confirming)
+    cleared = confirm.cleared_nodes(suspects, bad, healthy, family, rule)
     if cleared:
         suspects = named(bad, cleared)
-    healthy = confirm.still_healthy(healthy, suspects)
-    return [confirm.confirmed(s, bad, healthy, remeasured, by_metric,
-                              lambda m: pair_bound(stats[m], rule), family)
+    healthy = healthy.without(suspects)
+    return [confirm.confirmed(s, bad, healthy, by_metric,
+                              lambda m: pair_bound(stats[m], rule), family, rule)
             for s in suspects]
+
+
+def confirming_pairs(first, remeasured, rule=None):
+    """The pairs of `remeasured` (measured again) that the `first` pass's
+    measurements found within the band: the ones measured to confirm a
+    suspect against a healthy partner (fleet.confirm)."""
+    outside = {tuple(sorted(p)) for p in pairs_to_remeasure(judge(first, rule=rule))}
+    return {tuple(sorted(p)) for p in remeasured} - outside
 
 
 def not_named(candidates, suspects):

@@ -11,9 +11,9 @@ from ..results.suspects import (END_SLOW, ENDS_FINE, NO_HEALTHY_PARTNER, SLOW_WI
 
 #: a suspect's confirmation against healthy partners (netbench.fleet.confirm), in words
 CONFIRMATION_WORDS = {
-    SLOW_WITH_HEALTHY: "bad with every healthy partner measured again",
-    ENDS_FINE: "each end fine with a healthy partner measured again: the link, not a node",
-    END_SLOW: "an end bad with every healthy partner measured again",
+    SLOW_WITH_HEALTHY: "bad with the healthy partners measured again",
+    ENDS_FINE: "each end fine with the healthy partners measured again: the link, not a node",
+    END_SLOW: "an end bad with the healthy partners measured again",
     NO_HEALTHY_PARTNER: "no healthy partner measured again",
 }
 

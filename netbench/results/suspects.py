@@ -59,9 +59,9 @@ NODE_DIRECTIONS = ("both", "egress", "ingress", UNREACHABLE)
 METRIC = re.compile(rf"(?:{LATENCY}|{BANDWIDTH}@[0-9]{{1,15}}|{ANSWERED})\Z")
 SCHEMA_VERSION = 1
 #: a suspect's confirmation against healthy partners (netbench.fleet.confirm):
-#: a node bad with every healthy partner measured again; a pair whose ends
-#: are each fine with one (the link, not a node); a pair with an end bad
-#: with every one; no healthy partner measured again
+#: a node bad with (a majority of) the healthy partners measured again; a
+#: pair whose ends are each fine with theirs (the link, not a node); a pair
+#: with an end bad with its; no healthy partner measured again
 SLOW_WITH_HEALTHY = "slow_with_healthy_partners"
 ENDS_FINE = "ends_fine_with_healthy_partners"
 END_SLOW = "end_slow_with_healthy_partners"
