@@ -9,24 +9,24 @@ would leave no healthy host at all; its partners are healthy, it is not.
 
 The re-measure step (fleet.remeasure) adds, for every end of an undecided
 pair (hosts_to_confirm: but the partners of a slow node that met every
-healthy host already), pairs with `confirm_partners` healthy hosts (thresholds.yaml
-`sweep:`), preferring, in order: a partner under another leaf switch than
-the host's (with a topology: a host fine across leaves clears its NIC and
-its leaf's uplink at once, so a node fault is told from a switch-link
-fault), a partner in no undecided pair at all, a partner it has no
-undecided pair with (fresh evidence; a slow
-node has none, and its undecided pairs with healthy hosts are its
-confirmation), a pair chosen already for the partner, a pair in a
-tournament round the pass runs already (the benchmark measures a `-L` list in the tournament's
-rounds, each round's pairs disjoint and at once: a pair in a round the pass
+healthy host already), pairs with `confirm_partners` healthy hosts
+(thresholds.yaml `sweep:`), preferring, in order: a partner under another
+leaf switch than the host's (with a topology: a host fine across leaves
+clears its NIC and its leaf's uplink at once, so a node fault is told from
+a switch-link fault), a partner in no undecided pair at all, a partner it
+has no undecided pair with (fresh evidence; a slow node has none, and its
+undecided pairs with healthy hosts are its confirmation), a pair chosen
+already for the partner, a pair in a tournament round the pass runs
+already (the benchmark measures a `-L` list in the tournament's rounds,
+each round's pairs disjoint and at once: a pair in a round the pass
 already runs costs no round of its own), the partner with the fewest
 confirmation pairs so far, then its name.
 
 The judgement (judge.judge with `remeasured`): a node is named only when
 it is also bad with a majority (`node_majority`) of the healthy partners
-measured again, those it met to be confirmed when it met any; a node fine
-with them is no node fault, and its bad pairs are named as what else explains
-them (pairs, a switch link).  Each suspect carries its confirmation: the
+measured again, those it met to be confirmed when it met any; a node
+fine with them is no node fault, and its bad pairs are named as what else
+explains them (pairs, a switch link).  Each suspect carries its confirmation: the
 figures of its hosts against their healthy partners, and a code
 (results.suspects CONFIRMATION_CODES) the report puts into words.
 """
