@@ -90,7 +90,8 @@ RULE_SCHEMA = {
 SWEEP_SCHEMA = {
     "type": "object",
     "required": ["latency_factor", "mad_multiple", "node_majority",
-                 "node_min_bad_pairs", "line_rate_fraction", "fleet_fraction"],
+                 "node_min_bad_pairs", "line_rate_fraction", "fleet_fraction",
+                 "confirm_partners"],
     "additionalProperties": False,
     "properties": {
         "latency_factor": {"type": "number", "exclusiveMinimum": 1},
@@ -99,6 +100,7 @@ SWEEP_SCHEMA = {
         "node_min_bad_pairs": {"type": "integer", "minimum": 1},
         "line_rate_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
         "fleet_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
+        "confirm_partners": {"type": "integer", "minimum": 0},
     },
 }
 
@@ -489,6 +491,7 @@ class SweepThresholds:
     node_min_bad_pairs: int
     line_rate_fraction: float
     fleet_fraction: float
+    confirm_partners: int
 
 
 @functools.lru_cache(maxsize=None)

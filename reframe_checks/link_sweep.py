@@ -9,8 +9,9 @@ fleet's bandwidth to the partition's line rate times the fraction a
 healthy sweep measures (thresholds.yaml `sweep: line_rate_fraction`,
 calibrated by `make bench-sweep-calibration`; never a ping-pong's figure),
 its latency to the class's documented latency (netbench/fleet/judge.py).  Pairs outside the band are measured again in
-the same job before anything is named; then a node bad with most of its
-partners is the suspect, else the pair.  With the partition's topology
+the same job before anything is named, each suspect with them against
+healthy partners (netbench/fleet/confirm.py); then a node bad with most of
+its partners, and with every healthy one, is the suspect, else the pair.  With the partition's topology
 (extras `topology`: Slurm's topology.conf or netbench's YAML, as
 `vcluster up --topology` declares it), the fewest nodes, switch links
 and switches that explain the bad pairs (netbench/fleet/components.py).  Suspects fail the case, named in
@@ -162,8 +163,10 @@ class LinkSweep(checks.NetbenchRun):
         bandwidth_only = " --bandwidth-only" if "latency" in self.unjudged_figures() else ""
         profile = self.current_partition.extras.get("judging_profile")
         # the job's band is the check's: its references and profile
+        topology = self.current_partition.extras.get("topology")
         band = f"--references {shlex.quote(str(self.thresholds_folder))}" + (
-            f" --profile {shlex.quote(str(profile))}" if profile else "")
+            f" --profile {shlex.quote(str(profile))}" if profile else "") + (
+            f" --topology {shlex.quote(str(topology))}" if topology else "")
         pairs = (f"{sys.executable} -m netbench.fleet.remeasure{bandwidth_only} "
                  f"--passes-to-fail {knobs.min_to_fail} {band} {self.job.stdout}")
         self.postrun_cmds.append(
@@ -248,11 +251,17 @@ class LinkSweep(checks.NetbenchRun):
         latency_ref, bw_ref = self.fleet_references()
         lost = self.lost_nodes(first)
         topology = self.fabric_topology()
+        # the pairs measured again, and those of them that confirm a suspect
+        # against a healthy partner (fleet.confirm)
+        remeasured = {p for a in again for p in a.by_host} if again else None
         try:
+            confirming = remeasured and fleet.confirming_pairs(
+                self.judged_figures(first.measurements()), remeasured, self.sweep_rule())
             self.verdict = fleet.judge(
                 self.judged_figures(measurements), reference_latency_us=latency_ref,
                 reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,
-                rule=self.sweep_rule(), lost=lost, topology=topology)
+                rule=self.sweep_rule(), lost=lost, topology=topology,
+                remeasured=remeasured, confirming=confirming)
         except ValueError as err:
             # figures the judgement refuses (ranks on one host, a figure that
             # is no figure): the case fails with its one line, where ReFrame

@@ -68,7 +68,7 @@ def exit_code_of(cases):
 
 @pytest.fixture(scope="module")
 def gige():
-    with cluster("tsweep", nodes=NODES, rate="1gbit", mtu=9000) as state:
+    with cluster("h3swp", nodes=NODES, rate="1gbit", mtu=9000) as state:
         yield state
 
 
@@ -94,9 +94,27 @@ def degraded(state, node, **fault):
         vcluster.set_fault(state["name"], node, clear_fault=True)
 
 
+def assert_confirmed_against_healthy(suspect, victim, healthy):
+    """The suspect's confirmation (suspects.json's form): the victim's
+    figures against healthy partners, each below its bound."""
+    confirmation = suspect["confirmation"]
+    assert confirmation["code"] == "slow_with_healthy_partners", confirmation
+    partners = {e["dst"] if e["src"] == victim else e["src"] for e in confirmation["evidence"]}
+    assert partners and partners <= healthy, confirmation
+    assert all(e["value"] < e["bound"] for e in confirmation["evidence"]), confirmation
+
+
 def test_a_node_at_a_third_of_the_rate_is_the_one_suspect(gige, tmp_path):
     victim = gige["nodes"][2]["name"]
     proc, elapsed = degraded(gige, "3", rate="333mbit", direction="both")
+    # confirmed before blame (issue #36), named or left unconfirmed by a
+    # busy host: measured again in the same job against healthy partners
+    for tc in sweep_cases(session.latest_report()):
+        fleet = tc["record"]["fleet"]
+        mine = [s for s in fleet["suspects"] + fleet["unconfirmed"] if s["names"] == [victim]]
+        assert mine, fleet
+        assert_confirmed_against_healthy(mine[0], victim,
+                                         {n["name"] for n in gige["nodes"]} - {victim})
     assert proc.returncode == 1, proc.stdout[-4000:]
     assert elapsed < 120 * 2, elapsed       # two MPIs, within 2 minutes each
     cases = sweep_cases(session.latest_report())
@@ -109,6 +127,11 @@ def test_a_node_at_a_third_of_the_rate_is_the_one_suspect(gige, tmp_path):
     suspects = json.loads((latest / "suspects.json").read_text())
     assert {tuple(s["names"]) for sw in suspects["sweeps"] for s in sw["suspects"]} == \
         {(victim,)}
+    healthy = {n["name"] for n in gige["nodes"]} - {victim}
+    for sw in suspects["sweeps"]:
+        assert_confirmed_against_healthy(sw["suspects"][0], victim, healthy)
+    for tc in cases:
+        assert "confirmed: bad with the healthy partners measured again" in tc["fail_reason"]
     script = (latest / "drain.sh").read_text()
     assert subprocess.run(["sh", "-n"], input=script, text=True).returncode == 0
     drained = re.findall(r"^# scontrol update NodeName=(\S+) State=DRAIN", script, re.M)

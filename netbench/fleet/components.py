@@ -164,8 +164,9 @@ def fits(bad, measured, rule):
     return bad >= rule.node_min_bad_pairs and bad > rule.node_majority * measured
 
 
-def candidates(fabric, measured, bad, rule, undirected_family):
-    """Every candidate that fits at least one direction."""
+def candidates(fabric, measured, bad, rule, undirected_family, cleared=()):
+    """Every candidate that fits at least one direction; no node of
+    `cleared` (fine with a healthy partner: fleet.confirm)."""
     found = []
     for kind in ("node", "switch-link", "switch"):
         per_direction = list(zip(measured[kind], bad[kind]))
@@ -177,6 +178,8 @@ def candidates(fabric, measured, bad, rule, undirected_family):
             if kind == "switch-link" and fabric.parent[fabric.switches[index]] is None:
                 continue                         # a top switch has no link up
             if kind == "switch" and not fabric.under[index][:-1].any():
+                continue
+            if kind == "node" and fabric.hosts[index] in cleared:
                 continue
             fitting = [(label, m[index], b[index])
                        for label, (m, b) in zip(labels, per_direction)
@@ -190,12 +193,13 @@ def candidates(fabric, measured, bad, rule, undirected_family):
     return found
 
 
-def cover(fabric, measured_src, measured_dst, bad_src, bad_dst, rule, undirected_family):
+def cover(fabric, measured_src, measured_dst, bad_src, bad_dst, rule, undirected_family,
+          cleared=()):
     """[(Candidate, mask of the bad pairs it explains)] chosen greedily, and
     the mask of the bad pairs none explains."""
     measured = counts(fabric, measured_src, measured_dst)
     bad = counts(fabric, bad_src, bad_dst)
-    pool = candidates(fabric, measured, bad, rule, undirected_family)
+    pool = candidates(fabric, measured, bad, rule, undirected_family, cleared)
     left = np.ones(len(bad_src), dtype=bool)
     chosen = []
     while pool and left.any():
@@ -235,12 +239,13 @@ def direction_of(candidate):
     return candidate.directions[0]
 
 
-def attribute(bad, figures_by_metric, stats, rule, reference_of, topology):
+def attribute(bad, figures_by_metric, stats, rule, reference_of, topology, cleared=()):
     """Suspects per metric family, as judge.attribute's, with the
     components the topology offers: the fewest nodes, switch links and
     switches that explain the bad pairs, then the bad pairs left as
     suspects of kind ``pair``.  `figures_by_metric`: judge's
-    {metric: Figures}, whose pairs were measured."""
+    {metric: Figures}, whose pairs were measured; `cleared`: hosts never
+    named as nodes (fleet.confirm)."""
     suspects = []
     for fam in sorted({family(e.metric) for e in bad}):
         in_family = [e for e in bad if family(e.metric) == fam]
@@ -258,7 +263,7 @@ def attribute(bad, figures_by_metric, stats, rule, reference_of, topology):
             measured, pair_codes = distinct(undirected(measured, n)), undirected(pair_codes, n)
         bad_codes, which = np.unique(pair_codes, return_inverse=True)
         chosen, left = cover(fabric, measured // n, measured % n, bad_codes // n,
-                             bad_codes % n, rule, undirected_family)
+                             bad_codes % n, rule, undirected_family, cleared)
         for candidate, mask in chosen:
             evidence = [e for e, i in zip(in_family, which) if mask[i]]
             names, component = component_name(fabric, candidate)

@@ -67,6 +67,7 @@ import statistics
 import numpy as np
 
 from .. import references
+from . import confirm
 from ..judgement import conditions
 from ..results.suspects import (ANSWERED, BANDWIDTH, LATENCY, UNREACHABLE, Evidence, Finding,
                                 FleetStat, Suspect, suspects_json)
@@ -402,7 +403,7 @@ def measured_partners(codes, hosts):
     return dict(zip(hosts, counts.tolist()))
 
 
-def suspect_nodes(bad, hosts, rule, partners=None):
+def suspect_nodes(bad, hosts, rule, partners=None, cleared=()):
     """Nodes whose pairs are bad with a majority of their (measured)
     partners (`partners`: measured_partners), in at least
     node_min_bad_pairs pairs.  A bad cable touches one partner of each of
@@ -411,6 +412,8 @@ def suspect_nodes(bad, hosts, rule, partners=None):
     bad_partners = partners_with_bad_pairs(bad)
     out = []
     for host in hosts:
+        if host in cleared:
+            continue                # fine with a healthy partner: fleet.confirm
         count = len(bad_partners.get(host, ()))
         measured = partners[host] if partners and host in partners else len(hosts) - 1
         if count >= rule.node_min_bad_pairs and count > rule.node_majority * measured:
@@ -463,13 +466,13 @@ def make_suspect(kind, names, direction, evidence, stats, reference_of, componen
                    component or "<->".join(names))
 
 
-def attribute(bad, hosts, stats, rule, reference_of, partners=None):
-    """Suspects per metric family: nodes first, then the bad pairs no
-    suspect node explains."""
+def attribute(bad, hosts, stats, rule, reference_of, partners=None, cleared=()):
+    """Suspects per metric family: nodes first (none of `cleared`), then
+    the bad pairs no suspect node explains."""
     suspects = []
     for fam in sorted({family(e.metric) for e in bad}):
         in_family = [e for e in bad if family(e.metric) == fam]
-        nodes = suspect_nodes(in_family, hosts, rule, partners)
+        nodes = suspect_nodes(in_family, hosts, rule, partners, cleared)
         by_node, by_pair = evidence_by_suspect(in_family, nodes)
         for host in nodes:
             suspects.append(make_suspect("node", [host], node_direction(host, by_node[host]),
@@ -580,13 +583,19 @@ def refuse_shared_hosts(measurements):
 
 
 def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
-          line_rate_mbps=None, rule=None, lost=(), topology=None):
+          line_rate_mbps=None, rule=None, lost=(), topology=None, remeasured=None,
+          confirming=None):
     """The FleetVerdict of one sweep; `rule`: references.SweepThresholds
     (default: thresholds.yaml's); `lost`: hosts that stopped answering
     mid-sweep, the first suspects, whatever their pairs measured; a
     mapping {host: why} names why each could not be reached; `topology`
     (netbench.fleet.topology): the fabric's switches, whose nodes, switch
-    links and switches netbench.fleet.components names."""
+    links and switches netbench.fleet.components names; `remeasured`:
+    the unordered host pairs measured again after the first pass, which
+    confirm or clear each suspect against healthy partners
+    (netbench.fleet.confirm); None: a sweep of one pass, nothing
+    confirmed; `confirming`: those of them the first pass found within the
+    band (the confirmation pairs; confirm.Healthy)."""
     refuse_shared_hosts(measurements)
     rule = rule or references.sweep_thresholds()
     hosts = hosts_of(measurements)
@@ -604,18 +613,47 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
                              why.get(host))
                 for host in sorted(set(lost))]
     if topology is None:
-        def named(pairs):
-            return attribute(pairs, hosts, stats, rule, refs.get, partners)
+        def named(pairs, cleared=()):
+            return attribute(pairs, hosts, stats, rule, refs.get, partners, cleared)
     else:
         from . import components
 
-        def named(pairs):
-            return components.attribute(pairs, by_metric, stats, rule, refs.get, topology)
-    suspects += named(bad)
+        def named(pairs, cleared=()):
+            return components.attribute(pairs, by_metric, stats, rule, refs.get, topology,
+                                        cleared)
+    suspects += confirmed_against_healthy(named, bad, hosts, by_metric, stats, rule,
+                                          remeasured, confirming)
     noisy = [e for m, figs in sorted(by_metric.items())
              for e in noisy_pairs_of(m, figs, stats[m], rule)]
     return FleetVerdict(suspects, bad, stats, fleet_findings(stats, refs, rule),
                         measurements, noisy, not_named(named(noisy), suspects))
+
+
+def confirmed_against_healthy(named, bad, hosts, by_metric, stats, rule, remeasured,
+                              confirming):
+    """The suspects `named` (attribute's) gives for `bad`, confirmed
+    against the healthy partners measured again (fleet.confirm): a node
+    fine with them is no node fault, and its bad pairs are named again
+    without it."""
+    suspects = named(bad)
+    if remeasured is None:
+        return suspects
+    healthy = confirm.healthy_of(bad, hosts, rule, remeasured, confirming)
+    cleared = confirm.cleared_nodes(suspects, bad, healthy, family, rule)
+    if cleared:
+        suspects = named(bad, cleared)
+    healthy = healthy.without(suspects)
+    return [confirm.confirmed(s, bad, healthy, by_metric,
+                              lambda m: pair_bound(stats[m], rule), family, rule)
+            for s in suspects]
+
+
+def confirming_pairs(first, remeasured, rule=None):
+    """The pairs of `remeasured` (measured again) that the `first` pass's
+    measurements found within the band: the ones measured to confirm a
+    suspect against a healthy partner (fleet.confirm)."""
+    outside = {tuple(sorted(p)) for p in pairs_to_remeasure(judge(first, rule=rule))}
+    return {tuple(sorted(p)) for p in remeasured} - outside
 
 
 def not_named(candidates, suspects):

@@ -6,7 +6,16 @@ escapes reaches the operator's terminal as the escapes it is made of."""
 
 from ..textsafe import printable
 from ..results.benchmark import LAUNCH_LEFT_BEHIND
-from ..results.suspects import UNREACHABLE
+from ..results.suspects import (END_SLOW, ENDS_FINE, NO_HEALTHY_PARTNER, SLOW_WITH_HEALTHY,
+                                UNREACHABLE)
+
+#: a suspect's confirmation against healthy partners (netbench.fleet.confirm), in words
+CONFIRMATION_WORDS = {
+    SLOW_WITH_HEALTHY: "bad with the healthy partners measured again",
+    ENDS_FINE: "each end fine with the healthy partners measured again: the link, not a node",
+    END_SLOW: "an end bad with the healthy partners measured again",
+    NO_HEALTHY_PARTNER: "no healthy partner measured again",
+}
 
 
 def describe(suspect):
@@ -19,7 +28,18 @@ def describe(suspect):
     pairs = ", ".join(f"{e.src}->{e.dst} {e.value:.4g}" for e in suspect.evidence[:6])
     return printable(f"{suspect.kind} {names} ({suspect.direction}): {suspect.metric} "
                      f"{suspect.value:.4g} vs fleet median {suspect.fleet_median:.4g} "
-                     f"[{pairs}]")
+                     f"[{pairs}]{describe_confirmation(suspect)}")
+
+
+def describe_confirmation(suspect):
+    """"; confirmed: <words> [a->b figure (bound B), ...]", or nothing for a
+    suspect the sweep did not measure again against healthy partners."""
+    if suspect.confirmed is None:
+        return ""
+    figures = ", ".join(f"{e.src}->{e.dst} {e.value:.4g}" for e in suspect.confirmation[:6])
+    bound = f" (bound {suspect.confirmation[0].bound:.4g})" if suspect.confirmation else ""
+    return (f"; confirmed: {CONFIRMATION_WORDS[suspect.confirmed]}"
+            + (f" [{figures}]{bound}" if figures else ""))
 
 
 def describe_within_noise(suspect, stat, bound, mad_multiple):

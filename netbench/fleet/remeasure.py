@@ -1,10 +1,14 @@
 """`python -m netbench.fleet.remeasure [--bandwidth-only] [--passes-to-fail N]
-[--references DIR] [--profile NAME] SWEEP_OUTPUT`: the pairs a sweep must measure again before anything is named,
+[--references DIR] [--profile NAME] [--topology FILE] SWEEP_OUTPUT`: the pairs a sweep must measure again before anything is named,
 by the judging rule (netbench.judgement.model: a pair is named only when it is
 outside the band in every pass, at least N of them; judging.yaml's
 `min_to_fail`, which the check passes), as the benchmark's `-L` list of rank
 pairs (`0:1,2:3`), or nothing when every pair is decided.  The band is the
 check's: its references folder and judging profile, which it passes too.
+With them, each end of those pairs against `confirm_partners` hosts the
+sweep found healthy (thresholds.yaml `sweep:`; netbench.fleet.confirm),
+under another leaf switch of the partition's topology (`--topology`) where
+it can: confirm before blame.
 
 The passes so far are SWEEP_OUTPUT and its later launches beside it,
 `sweep-2.out`, `sweep-3.out`, ... (netbench.judgement.remeasure's naming).
@@ -23,12 +27,14 @@ from ..datafiles import DataError
 from ..judgement.remeasure import launch_files
 from ..judgement import knobs as judging_knobs
 from ..results.sweep import parse_sweep
+from . import confirm
 from .judge import pairs_still_undecided
+from .topology import load_topology
 
 #: the run name of a sweep's passes: its later launches are `sweep-N.out`
 RUN = "sweep"
 USAGE = ("usage: python -m netbench.fleet.remeasure [--bandwidth-only] [--passes-to-fail N] "
-         "[--references DIR] [--profile NAME] SWEEP_OUTPUT")
+         "[--references DIR] [--profile NAME] [--topology FILE] SWEEP_OUTPUT")
 
 
 class Unusable(Exception):
@@ -54,6 +60,7 @@ class Options:
     passes_to_fail: int = None
     references: str = str(paths.REFERENCES)
     profile: str = None
+    topology: str = None
     first: str = None
 
 
@@ -68,7 +75,7 @@ def parse_args(argv):
             options.passes_to_fail = int(next(args, ""))
             if options.passes_to_fail < 1:
                 raise ValueError
-        elif arg in ("--references", "--profile"):
+        elif arg in ("--references", "--profile", "--topology"):
             value = next(args, None)
             if not value:
                 raise ValueError
@@ -91,7 +98,7 @@ def main(argv=None):
     first = options.first
     try:
         print(pairs_to_measure_again(first, options.bandwidth_only, options.passes_to_fail,
-                                     options.references, options.profile))
+                                     options.references, options.profile, options.topology))
     except DataError as err:
         print(f"netbench.fleet.remeasure: {err}", file=sys.stderr)
         return 2
@@ -113,8 +120,10 @@ def passes_of(first):
 
 
 def pairs_to_measure_again(path, bandwidth_only=False, passes_to_fail=None,
-                           folder=paths.REFERENCES, profile=None):
-    """The `-L` text for the sweep whose first pass is in `path`; empty when
+                           folder=paths.REFERENCES, profile=None, topology=None):
+    """The `-L` text for the sweep whose first pass is in `path`, with the
+    pairs that confirm each end against healthy partners (`topology`: the
+    partition's file, whose leaves they are chosen across); empty when
     every pair is decided, or when the sweep did not finish (a node that
     went silent would fail the next launch too; the check names it).
     ValueError (a figure that is not finite) or Unusable otherwise."""
@@ -144,7 +153,11 @@ def pairs_to_measure_again(path, bandwidth_only=False, passes_to_fail=None,
     if passes_to_fail is not None:
         knobs = dataclasses.replace(knobs, min_to_fail=passes_to_fail)
     rule = references.sweep_thresholds(Path(folder), profile)
-    return rank_pairs(sweep, pairs_still_undecided(passes, knobs, rule))
+    undecided = pairs_still_undecided(passes, knobs, rule)
+    leaf_of = load_topology(topology).leaf_of() if topology else None
+    rank_of = {host: rank for rank, host in sweep.hosts.items()}
+    return rank_pairs(sweep, undecided + confirm.confirmation_pairs(
+        undecided, sorted(rank_of), rule, rule.confirm_partners, rank_of, leaf_of))
 
 
 if __name__ == "__main__":

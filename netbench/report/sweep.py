@@ -6,6 +6,7 @@ records alone (record field `fleet`)."""
 
 import warnings
 
+from ..fleet.reasons import CONFIRMATION_WORDS
 from . import plots
 from .sections import case_record
 
@@ -102,8 +103,20 @@ def shown_suspects(suspects):
             median = _number(s.get("fleet_median"))
             evidence = sorted(evidence, key=lambda e: -abs(_number(e.get("value")) - median))
         shown.append({**s, "evidence": evidence[:EVIDENCE_SHOWN],
-                      "more_evidence": max(len(s.get("evidence", [])) - EVIDENCE_SHOWN, 0)})
+                      "more_evidence": max(len(s.get("evidence", [])) - EVIDENCE_SHOWN, 0),
+                      **confirmation_shown(s.get("confirmation"))})
     return shown
+
+
+def confirmation_shown(confirmation):
+    """The page's words for a suspect's confirmation against healthy
+    partners (fleet.confirm's code), and at most EVIDENCE_SHOWN of its
+    figures; nothing for a suspect without one."""
+    if not isinstance(confirmation, dict) or confirmation.get("code") not in CONFIRMATION_WORDS:
+        return {}
+    evidence = confirmation.get("evidence") or []
+    return {"confirmed_words": CONFIRMATION_WORDS[confirmation["code"]],
+            "confirmation_shown": evidence[:EVIDENCE_SHOWN]}
 
 
 def _number(value):

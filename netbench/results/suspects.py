@@ -14,7 +14,9 @@ with `read_suspects`)::
                    "value": the suspect's median figure,
                    "fleet_median": the median it was held to,
                    "reference": documented figure or null,
-                   "evidence": [{"src", "dst", "metric", "value", "bound"}]}],
+                   "evidence": [{"src", "dst", "metric", "value", "bound"}],
+                   "confirmation": {"code": CONFIRMATION_CODES,
+                                    "evidence": [the same as evidence]}}],
      "bad_pairs": [the same as evidence, every bad pair],
      "fleet": {metric: {"n", "median", "mad", "fleet_median", "fleet_mad",
                         "left_out": host or null}},
@@ -30,6 +32,10 @@ node the launch could not reach at all) is a suspect of kind ``node``,
 direction ``unreachable``, metric ``answered_pairs``; with ``reason``, why
 it could not be reached (ssh's words, e.g. "No route to host"), where the
 launch said.
+
+A suspect measured again against healthy partners in the same job
+(netbench.fleet.confirm) has ``confirmation``: its hosts' figures against
+them, and the code of what they say; none without a second pass.
 
 Every value is finite: suspects.json is strict JSON (no NaN, no Infinity).
 """
@@ -52,6 +58,15 @@ KINDS = ("node", "pair", "switch-link", "switch")
 NODE_DIRECTIONS = ("both", "egress", "ingress", UNREACHABLE)
 METRIC = re.compile(rf"(?:{LATENCY}|{BANDWIDTH}@[0-9]{{1,15}}|{ANSWERED})\Z")
 SCHEMA_VERSION = 1
+#: a suspect's confirmation against healthy partners (netbench.fleet.confirm):
+#: a node bad with (a majority of) the healthy partners measured again; a
+#: pair whose ends are each fine with theirs (the link, not a node); a pair
+#: with an end bad with its; no healthy partner measured again
+SLOW_WITH_HEALTHY = "slow_with_healthy_partners"
+ENDS_FINE = "ends_fine_with_healthy_partners"
+END_SLOW = "end_slow_with_healthy_partners"
+NO_HEALTHY_PARTNER = "no_healthy_partner_measured"
+CONFIRMATION_CODES = (SLOW_WITH_HEALTHY, ENDS_FINE, END_SLOW, NO_HEALTHY_PARTNER)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,6 +92,10 @@ class Suspect:
     #: (default_component when the judgement had no topology)
     component: str = None
     reason: str = None        # an unreachable node's: why (the launch's words)
+    #: its hosts' figures against healthy partners measured again in the
+    #: same job, and what they say (CONFIRMATION_CODES); None: not confirmed
+    confirmation: tuple = ()
+    confirmed: str = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -128,6 +147,13 @@ def _suspect_json(suspect):
     out["evidence"] = [dataclasses.asdict(e) for e in suspect.evidence]
     if suspect.reason is None:
         del out["reason"]
+    del out["confirmed"]
+    if suspect.confirmed is None:
+        del out["confirmation"]
+    else:
+        out["confirmation"] = {"code": suspect.confirmed,
+                               "evidence": [dataclasses.asdict(e)
+                                            for e in suspect.confirmation]}
     return out
 
 
@@ -179,6 +205,11 @@ SUSPECT_SCHEMA = {
         # absent in the records of a netbench before issue 36
         "component": {"type": "string"},
         "reason": {"type": "string"},
+        # absent before issue 36's confirmation against healthy partners
+        "confirmation": {"type": "object", "additionalProperties": False,
+                         "required": ["code", "evidence"],
+                         "properties": {"code": {"enum": list(CONFIRMATION_CODES)},
+                                        "evidence": {"type": "array", "items": _EVIDENCE}}},
     },
     "if": {"properties": {"direction": {"const": UNREACHABLE}}},
     "else": {"properties": {"evidence": {"minItems": 1}}},
@@ -216,6 +247,9 @@ def read_suspects(path):
 def suspect_from_json(s):
     """A Suspect from its suspects.json form (a run report's record keeps
     that form: publish makes drain.sh from it)."""
+    confirmation = s.get("confirmation") or {}
     return Suspect(s["kind"], tuple(s["names"]), s["metric"], s["value"], s["fleet_median"],
                    s["reference"], s["direction"], tuple(Evidence(**e) for e in s["evidence"]),
-                   s.get("component"), s.get("reason"))
+                   s.get("component"), s.get("reason"),
+                   tuple(Evidence(**e) for e in confirmation.get("evidence", ())),
+                   confirmation.get("code"))
