@@ -58,12 +58,16 @@ def node_states(state):
     return dict(line.split() for line in out.splitlines())
 
 
+#: the module's Slurm cluster
+SLURMED = "h2slrm"
+
+
 @pytest.fixture(scope="module")
 def slurm_cluster():
     """A 3-node cluster with Slurm for the module; its bring-up is timed."""
     require_slurm()
     started = time.monotonic()
-    with cluster("tslurm", nodes=3, slurm=True, rate="1gbit", mtu=9000) as state:
+    with cluster(SLURMED, nodes=3, slurm=True, rate="1gbit", mtu=9000) as state:
         state["bringup_s"] = time.monotonic() - started
         yield state
     assert not any(netns.alive(pid) for pid in slurm_pids(state))
@@ -73,17 +77,17 @@ def test_bring_up_shows_the_nodes_in_sinfo_and_status(slurm_cluster):
     state = slurm_cluster
     print(f"Slurm on 3 nodes up in {state['bringup_s']:.1f} s")
     assert state["bringup_s"] < 15
-    assert node_states(state) == {f"tslurm-n{i}": "idle" for i in (1, 2, 3)}
+    assert node_states(state) == {f"{SLURMED}-n{i}": "idle" for i in (1, 2, 3)}
     # jobs run inside the nodes: their hostnames, not the host's
     hosts = slurm_cmd(state, "srun", "-N3", "hostname").stdout.split()
-    assert sorted(hosts) == ["tslurm-n1", "tslurm-n2", "tslurm-n3"]
+    assert sorted(hosts) == [f"{SLURMED}-n{i}" for i in (1, 2, 3)]
     status = json.loads(netbench_cli("vcluster", "status", "--json").stdout)
-    mine = next(c for c in status if c["name"] == "tslurm")
+    mine = next(c for c in status if c["name"] == SLURMED)
     assert mine["healthy"], mine["problems"]
     assert mine["slurm"]["conf"] == state["files"]["slurm_conf"]
     # configuration, state, spool and key: root's, in the cluster's folder
-    assert mine["slurm"]["conf"] == f"{vcluster.CLUSTERS}/tslurm/slurm/slurm.conf"
-    key = os.stat(f"{vcluster.CLUSTERS}/tslurm/slurm/munge/munge.key")
+    assert mine["slurm"]["conf"] == f"{vcluster.CLUSTERS}/{SLURMED}/slurm/slurm.conf"
+    key = os.stat(f"{vcluster.CLUSTERS}/{SLURMED}/slurm/munge/munge.key")
     assert key.st_uid == 0 and key.st_mode & 0o777 == 0o600
     settings = dict(line.split("=", 1) for line in open(mine["slurm"]["conf"])
                     if "=" in line and not line.startswith(("#", "NodeName", "PartitionName")))
@@ -108,8 +112,11 @@ def test_internode_checks_run_through_slurm_on_both_mpis(slurm_cluster, path):
     system = state["slurm"]["reframe"][path]
     # (native is left out: on namespace nodes of one host the MPICH wheel's
     # UCX takes shared memory, which test_provenance_live proves fails)
+    # seed 002's per-node layouts at their widest, one and two ranks a
+    # node on all three nodes: the two-node allocations are the ping-pongs'
     proc = run_reframe(system, "-p", "^(mpich|openmpi)$",
-                       "-n", "^PingPong%variant=blocking", "-n", "ThroughputPerNode%pattern=sendrecv",
+                       "-n", "^PingPong%variant=blocking",
+                       "-n", "ThroughputPerNode%pattern=sendrecv%layout=(1ppn-3|2ppn-6)",
                        "-n", "^MtuPingPong%mtu=(1500|9000)%variant=blocking",
                        "-x", "intranode|shm|native", *SHORT)
     out = proc.stdout[-6000:] + proc.stderr[-2000:]
@@ -154,6 +161,8 @@ def test_internode_checks_run_through_slurm_on_both_mpis(slurm_cluster, path):
     per_node = {tc["num_tasks_per_node"] for tc in cases
                 if tc["name"].startswith("ThroughputPerNode")}
     assert per_node == {1, 2}
+    assert {tc["num_tasks"] // tc["num_tasks_per_node"] for tc in cases
+            if tc["name"].startswith("ThroughputPerNode")} == {3}
 
 
 def wait_for_running_job(state, seen, timeout=60):
@@ -252,11 +261,21 @@ def test_the_time_limit_ends_a_job_that_runs_too_long(slurm_cluster):
     assert elapsed < 150
 
 
+def another_cluster_s_conf(folder):
+    """The slurm.conf of a cluster that is not up, a file as another
+    cluster's is: a missing one makes Slurm's clients retry it for a minute
+    (ReFrame's `srun --version` at setup, before the check's refusal)."""
+    other = {"name": "other", "folder": str(folder), "network": "198.18.250.0/24",
+             "nodes": [{"name": "other-n1", "address": "198.18.250.11"}]}
+    return slurm.write_config(other, {"name": "other-ctl", "address": "198.18.250.2"},
+                              folder / "slurm")
+
+
 def test_checks_refuse_a_slurm_conf_of_another_cluster(slurm_cluster, tmp_path):
     state = slurm_cluster
     proc = run_reframe(state["slurm"]["reframe"]["srun"], "-p", "^mpich$",
                        "-n", "^PingPong%variant=blocking%transport=ofi-tcp", "-x", "intranode",
-                       *SHORT, env={"SLURM_CONF": str(tmp_path / "other.conf")})
+                       *SHORT, env={"SLURM_CONF": str(another_cluster_s_conf(tmp_path))})
     (case,) = cases_of(latest_report())
     assert proc.returncode != 0 and case["result"] == "fail"
     assert f"export SLURM_CONF={state['slurm']['conf']}" in case["fail_reason"]
@@ -342,7 +361,7 @@ def test_drain_and_resume_close_the_loop_and_leave_the_administrator_s_node(tmp_
     drained; once it is cleared `netbench resume` returns it, with the
     evidence in its report."""
     require_slurm()
-    with cluster("drloop", nodes=4, slurm=True, rate="100mbit") as state:
+    with cluster("h2drlp", nodes=4, slurm=True, rate="100mbit") as state:
         victim, admins = state["nodes"][2]["name"], state["nodes"][1]["name"]
         vcluster.set_fault(state["name"], "3", rate="33mbit")
         # this cluster's Slurm, named: the module's other cluster may be up
@@ -400,7 +419,7 @@ def test_drain_and_resume_close_the_loop_and_leave_the_administrator_s_node(tmp_
 
 def test_drain_of_another_cluster_s_report_drains_nothing_and_says_which(tmp_path):
     require_slurm()
-    with cluster("drothr", nodes=2, slurm=True) as state:
+    with cluster("h2drot", nodes=2, slurm=True) as state:
         folder = tmp_path / "S"
         folder.mkdir()
         (folder / "suspects.json").write_text(json.dumps({"session": "S", "sweeps": [{
