@@ -51,6 +51,10 @@ def inventory_text(state, folder):
               # override ssh_config: shared connections outlive a node's sshd
               # and hang on a node whose link is down
               "ansible_ssh_args='-C -o ControlMaster=no -o ControlPath=none'",
+              # the nodes' sshd serves no sftp subsystem, and scp rides on
+              # sftp since OpenSSH 9: Ansible's default (smart) would make two
+              # failed connections for every file it copies before piping it
+              "ansible_ssh_transfer_method=piped",
               "ansible_python_interpreter=/usr/bin/python3", ""]
     return "\n".join(lines)
 
