@@ -6,48 +6,15 @@ names nothing; the pairs a re-measurement clears name nothing; the
 heat map's hosts follow the topology."""
 
 import json
-import random
 
 import pytest
 
-from helpers.fleet import LATENCY_US, LINE_MBPS, NOISE, SIZES
+from helpers.fleet import LATENCY_US, LINE_MBPS, leaves_fleet
 from netbench import paths, references
 from netbench.fleet import judge, topology
 from netbench.results import suspects as suspects_format
 
 DATA = paths.REPO / "tests" / "data" / "topology"
-
-
-def leaves_fleet(leaves, per_leaf, seed, slow_nodes=(), slow_uplinks=(), direction="both",
-                 slow_switches=(), noise=NOISE):
-    """(measurements, Topology): `leaves` leaf switches of `per_leaf` nodes
-    under one spine; slow components at a third of the rate.  A slow
-    uplink's `direction`: out (what leaves the leaf), in, both."""
-    rng = random.Random(seed)
-    leaf_of = {f"n{leaf}{i}": f"leaf{leaf}" for leaf in range(1, leaves + 1)
-               for i in range(1, per_leaf + 1)}
-    lines = [f"SwitchName=spine Switches=leaf[1-{leaves}]"] + [
-        f"SwitchName=leaf{leaf} Nodes=n{leaf}[1-{per_leaf}]" for leaf in range(1, leaves + 1)]
-    out = {}
-    for src, a in leaf_of.items():
-        for dst, b in leaf_of.items():
-            if src == dst:
-                continue
-            rate = LINE_MBPS
-            crossing = a != b
-            if src in slow_nodes or dst in slow_nodes:
-                rate /= 3
-            for up in slow_uplinks:
-                if crossing and ((a == up and direction in ("out", "both"))
-                                 or (b == up and direction in ("in", "both"))):
-                    rate /= 3
-            if a in slow_switches or b in slow_switches:
-                rate /= 3
-            figures = {"bw_Mbps": {s: rate * rng.uniform(1 - noise, 1 + noise) for s in SIZES}}
-            if src < dst:
-                figures["latency_us"] = LATENCY_US * rng.uniform(1 - noise, 1 + noise)
-            out[(src, dst)] = figures
-    return out, lines
 
 
 def judged(measurements, lines, tmp_path, profile=None):

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.fleet import make_fleet
+from helpers.fleet import leaves_fleet, make_fleet
 from netbench import references
 from netbench.datafiles import DataError
 from netbench.fleet import confirm, judge, reasons, remeasure, topology
@@ -223,7 +223,6 @@ def test_without_a_second_pass_nothing_is_confirmed():
 
 def test_a_switch_link_is_not_confirmed_as_a_host(tmp_path):
     """Confirmation judges hosts: a switch link keeps its attribution."""
-    from test_fleet_components import leaves_fleet
     fleet, lines = leaves_fleet(3, 3, 5, slow_uplinks=["leaf2"])
     conf = tmp_path / "topology.conf"
     conf.write_text("\n".join(lines) + "\n")
