@@ -15,7 +15,10 @@ paired form: two sessions ran at different times, so no launch of A shares
 its moment's load with one of B, and their ratios would not cancel it.  A
 figure beyond in every launch but with fewer launches than a loss needs is
 "too few launches", as the check would have launched again (not a loss
-shown: the exit does not count it); any other is within noise.  A record
+shown: the exit does not count it); one beyond in every launch, each run
+under host conditions (Hosts) that explain a miss that large of a figure
+the CPUs bound, is "hosts differed", as the check would say inconclusive;
+any other is within noise.  A record
 of version 1 (no `runs`), or a figure without a verdict, has points only:
 its changes say "no interval".
 """

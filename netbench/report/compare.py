@@ -99,8 +99,8 @@ def tally(cases, kept):
         sizes = {}
         case_worst = None
         kind = case.a.kind
-        candidates = [(c.call, c.factor, c.figure, c.unit, None, c.a_launches, c.b_launches)
-                      for c in figures]
+        candidates = [(c.call, c.factor, c.figure, c.unit, None, c.a_launches, c.b_launches,
+                       c.hosts) for c in figures]
         for label, unit, pairs, series in common_sizes(case.a, case.b):
             side = better_side(unit)
             for size, ea, eb in pairs:
@@ -109,14 +109,15 @@ def tally(cases, kept):
                 sizes[call] = sizes.get(call, 0) + 1
                 candidates.append((call, factor_of(best(ea, side), best(eb, side), direction),
                                    label, unit, size, ea, eb, size_hosts))
-        for call, factor, label, unit, size, ea, eb, *rest in candidates:
+        for call, factor, label, unit, size, ea, eb, size_hosts in candidates:
             counts[call] = counts.get(call, 0) + 1
             key = (*rank_of(call, factor), seq)
             seq += 1
             if case_worst is None or key < case_worst[0]:
-                case_worst = (key, (label, unit, size, ea, eb, kind, *rest))
+                case_worst = (key, (label, unit, size, ea, eb, kind, size_hosts))
             # the `kept` smallest keys, in a heap of the largest first
-            entry = (tuple(-k for k in key), case.key, (label, unit, size, ea, eb, kind, *rest))
+            entry = (tuple(-k for k in key), case.key,
+                     (label, unit, size, ea, eb, kind, size_hosts))
             if len(heap) < kept:
                 heapq.heappush(heap, entry)
             elif entry[0] > heap[0][0]:
