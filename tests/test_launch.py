@@ -71,7 +71,9 @@ def test_the_reframe_launchers_hand_the_time_limit_to_the_supervisor():
     job = types.SimpleNamespace(num_tasks=2, num_tasks_per_node=1, time_limit=120.0)
     for name in ("netbench-mpirun", "netbench-ssh", "netbench-alloc"):
         argv = getlauncher(name)().command(job)
-        assert argv[1:3] == ["-m", "netbench.rfm.launch"], (name, argv)
+        # the job script's shell waits for the launch when the job is cancelled
+        assert argv[:3] == launchers.SCRIPT_WAITS_FOR_THE_LAUNCH, (name, argv)
+        assert argv[4:6] == ["-m", "netbench.rfm.launch"], (name, argv)
         assert argv[argv.index("--time-limit") + 1] == "120" and argv[-1] == "--", (name, argv)
     assert "--here" in getlauncher("netbench-mpirun")().command(job)
 

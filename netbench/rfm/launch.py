@@ -22,12 +22,23 @@ ReFrame's) it ends all of the launch, the ranks, proxies and ssh sessions on
 the nodes included, a little before that limit or when cancelled, and says
 on stderr what it saw (no progress, a link that stopped carrying traffic,
 the ranks that had not finished).
+
+A launch on this host (`--here`) gets a temporary folder of its own as
+TMPDIR, removed when the launch ends: Open MPI names its session folder
+`$TMPDIR/ompi.<launcher pid>`, a launch that was ended leaves it behind, and
+a later launcher given the same pid (pid_max is 32768 on many hosts) stops
+at once with "The PMIx server's listener thread failed to start".  Only on
+this host: MPICH passes its environment to remote ranks, where the folder
+does not exist.
 """
 
 import argparse
+import contextlib
 import os
 import shlex
+import shutil
 import sys
+import tempfile
 
 from . import supervise
 from ..probe import discovery
@@ -88,6 +99,18 @@ def here_command(nprocs, program, env=None):
             + ["-np", str(nprocs)] + list(program))
 
 
+@contextlib.contextmanager
+def private_tmpdir(env):
+    """`env` with TMPDIR set to a new folder only this launch uses (mode
+    0700, under the caller's TMPDIR); removed, with what the launch left in
+    it, when the launch ends."""
+    folder = tempfile.mkdtemp(prefix="netbench-launch-", dir=env.get("TMPDIR"))
+    try:
+        yield {**env, "TMPDIR": folder}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m netbench.rfm.launch", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -117,7 +140,10 @@ def main(argv=None):
         print(f"netbench.launch: {err}", file=sys.stderr)
         return 2
     print("# launch: " + shlex.join(argv), file=sys.stderr, flush=True)
-    hostfile = None if args.here or args.allocation else env.get("NETBENCH_HOSTFILE")
+    if args.here:
+        with private_tmpdir(env) as own:
+            return supervise.supervise(argv, own, time_limit=args.time_limit)
+    hostfile = None if args.allocation else env.get("NETBENCH_HOSTFILE")
     return supervise.supervise(argv, env, time_limit=args.time_limit, hostfile=hostfile)
 
 

@@ -32,6 +32,17 @@ def register_launchers():
     register_allocation_launcher()
 
 
+#: put before each launcher's command line in the job script: the script's
+#: shell then waits for the launch when ReFrame cancels the job.  ReFrame
+#: cancels a local job (Ctrl-C, its time limit) with SIGTERM to the job's
+#: process group and SIGKILLs the group once the script's shell has exited;
+#: a shell without a trap exits at once, and the SIGKILL then ended
+#: netbench.rfm.launch before it had ended the ranks (Open MPI puts them in
+#: process groups of their own) and removed its TMPDIR.  A shell runs a
+#: trap only once its running command has ended.
+SCRIPT_WAITS_FOR_THE_LAUNCH = ["trap", "'exit 143'", "TERM;"]
+
+
 def time_limit_flags(job):
     """`--time-limit S`: netbench.rfm.launch ends the whole launch (remote
     ranks, proxies and ssh sessions included) and says why, before ReFrame's
@@ -46,7 +57,8 @@ def register_mpirun_launcher():
     through netbench.rfm.launch --here, which ends all of the launch when its
     time is up (Open MPI's ranks have process groups of their own)."""
     return _register_launcher("netbench-mpirun", lambda job: [
-        sys.executable, "-m", "netbench.rfm.launch", "--here", "-np", str(job.num_tasks),
+        *SCRIPT_WAITS_FOR_THE_LAUNCH, sys.executable, "-m", "netbench.rfm.launch", "--here",
+        "-np", str(job.num_tasks),
         *time_limit_flags(job), "--"])
 
 
@@ -55,7 +67,8 @@ def register_cluster_launcher():
     netbench.rfm.launch, which adds the family's flags for hostfile, ssh agent
     and cluster network (data/mpi_families.yaml, `remote_flags`)."""
     return _register_launcher("netbench-ssh", lambda job: [
-        sys.executable, "-m", "netbench.rfm.launch", "-np", str(job.num_tasks),
+        *SCRIPT_WAITS_FOR_THE_LAUNCH, sys.executable, "-m", "netbench.rfm.launch",
+        "-np", str(job.num_tasks),
         "--ppn", str(job.num_tasks_per_node or 1), *time_limit_flags(job), "--"])
 
 
@@ -63,5 +76,6 @@ def register_allocation_launcher():
     """`netbench-alloc`: the MPI's own launcher inside a Slurm allocation
     (the alternative to srun), through netbench.rfm.launch --allocation."""
     return _register_launcher("netbench-alloc", lambda job: [
-        sys.executable, "-m", "netbench.rfm.launch", "--allocation", "-np", str(job.num_tasks),
+        *SCRIPT_WAITS_FOR_THE_LAUNCH, sys.executable, "-m", "netbench.rfm.launch",
+        "--allocation", "-np", str(job.num_tasks),
         "--ppn", str(job.num_tasks_per_node or 1), *time_limit_flags(job), "--"])
