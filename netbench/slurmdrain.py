@@ -222,7 +222,13 @@ def judged_retest(node, partners, output, said, latency_judged=True):
     measurements = sweep.measurements()
     judged = measurements if latency_judged else \
         {pair: {**figs, fleet.LATENCY: None} for pair, figs in measurements.items()}
-    verdict = fleet.judge(judged)
+    try:
+        verdict = fleet.judge(judged)
+    except ValueError as err:
+        # ranks on one host, a figure that is no number: no evidence for
+        # the node, so it stays drained, and the report says why
+        evidence.update(verdict="fail", why=f"the re-test cannot be judged: {err}")
+        return evidence
     evidence["pairs"] = [{"src": a, "dst": b, "latency_us": f["latency_us"],
                           "bw_Mbps": {str(k): v for k, v in f["bw_Mbps"].items()}}
                          for (a, b), f in sorted(measurements.items())]

@@ -2,10 +2,12 @@
 reading (netbench.slurmdrain.read_report), without Slurm: which suspect
 nodes are drained with netbench's reason, which are left alone because
 someone else drained them, that a link drains nothing, and that a report
-naming hosts the cluster does not have drains nothing (#36).  Through a
-real Slurm: tests/test_slurm.py."""
+naming hosts the cluster does not have drains nothing (#36); how `netbench
+resume` judges a re-test's output.  Through a real Slurm:
+tests/test_slurm.py."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -106,3 +108,24 @@ def test_a_malformed_report_names_its_file_and_field(tmp_path):
     assert str(folder / "suspects.json") in str(err.value)
     assert "sweeps[0].suspects[0]" in str(err.value)
     assert "\n" not in str(err.value)
+
+
+DATA = Path(__file__).parent / "data"
+SLOW_NODE_SWEEP = DATA / "sweep_confirm" / "slow-node" / "sweep.out"
+ONE_HOST_SWEEP = DATA / "benchmark" / "sweep-3ranks.mpich-wheel.txt"
+
+
+def test_a_retest_passes_a_node_nothing_names_and_fails_the_slow_one():
+    output = SLOW_NODE_SWEEP.read_text()
+    healthy = slurmdrain.judged_retest("n0", ["n1", "n2", "n3", "n4", "n5"], output, "")
+    assert healthy["verdict"] == "pass" and len(healthy["pairs"]) == 30, healthy["why"]
+    slow = slurmdrain.judged_retest("n3", ["n0", "n1", "n2", "n4", "n5"], output, "")
+    assert slow["verdict"] == "fail" and slow["why"].startswith("node n3: bw_Mbps@1048576")
+
+
+def test_a_retest_whose_ranks_shared_a_host_fails_and_says_why():
+    """The fleet's judge refuses ranks on one host (ValueError): `netbench
+    resume` stopped on it with a traceback; the node stays drained."""
+    found = slurmdrain.judged_retest("vm", ["a", "b"], ONE_HOST_SWEEP.read_text(), "")
+    assert found["verdict"] == "fail"
+    assert found["why"].startswith("the re-test cannot be judged: ranks ran on one host (vm)")
