@@ -168,7 +168,8 @@ class LinkSweep(checks.NetbenchRun):
             f" --profile {shlex.quote(str(profile))}" if profile else "") + (
             f" --topology {shlex.quote(str(topology))}" if topology else "")
         pairs = (f"{sys.executable} -m netbench.fleet.remeasure{bandwidth_only} "
-                 f"--passes-to-fail {knobs.min_to_fail} {band} {self.job.stdout}")
+                 f"--passes-to-fail {knobs.min_to_fail} {band} --confirming "
+                 f"{remeasure.confirming_file(remeasure.RUN + '-$n.out')} {self.job.stdout}")
         self.postrun_cmds.append(
             f"for n in $(seq 2 {knobs.launches}); do "
             f'pairs=$({pairs}) || break; [ -n "$pairs" ] || break; '
@@ -191,6 +192,17 @@ class LinkSweep(checks.NetbenchRun):
                 name: self.read_stage_file(name) for name in
                 (self.job.stdout, self.job.stderr, *self.again_files())}
         return texts
+
+    def confirming_pairs(self):
+        """The host pairs the re-measure step added to the later passes to
+        confirm a suspect against a healthy partner (fleet.remeasure
+        --confirming; fleet.confirm).  ValueError on a garbled file."""
+        found = set()
+        for later in self.again_files():
+            name = remeasure.confirming_file(later)
+            found |= remeasure.read_confirming(self.read_stage_file(name) or
+                                               remeasure.confirming_json(()), name)
+        return found
 
     def sweeps(self):
         """The sweep and its later passes ([] without any), parsed once."""
@@ -255,8 +267,7 @@ class LinkSweep(checks.NetbenchRun):
         # against a healthy partner (fleet.confirm)
         remeasured = {p for a in again for p in a.by_host} if again else None
         try:
-            confirming = remeasured and fleet.confirming_pairs(
-                self.judged_figures(first.measurements()), remeasured, self.sweep_rule())
+            confirming = self.confirming_pairs() if again else None
             self.verdict = fleet.judge(
                 self.judged_figures(measurements), reference_latency_us=latency_ref,
                 reference_bw_mbps=bw_ref, line_rate_mbps=self.line_rate().mbps,

@@ -11,6 +11,7 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -43,6 +44,14 @@ def passes(case):
             for name in ("sweep.out", "sweep-2.out")]
 
 
+def confirming_of(case):
+    """The pairs the re-measure step added to confirm suspects between the
+    case's passes, as it writes them for the check (--confirming)."""
+    with tempfile.TemporaryDirectory() as folder:
+        first = shutil.copy(DATA / case / "sweep.out", folder)
+        return set(remeasure.next_pass(first).confirming)
+
+
 def verdict_of(case, confirmed=True, second=None):
     """The case's verdict over both passes, as LinkSweep judges it
     (`second`: the second pass's measurements, changed)."""
@@ -50,8 +59,7 @@ def verdict_of(case, confirmed=True, second=None):
     remeasured = set(again.by_host) if confirmed else None
     return judge.judge(
         judge.merge_passes([first.measurements(), second or again.measurements()]),
-        remeasured=remeasured,
-        confirming=remeasured and judge.confirming_pairs(first.measurements(), remeasured))
+        remeasured=remeasured, confirming=remeasured and confirming_of(case))
 
 
 def test_the_knob_is_data():
@@ -197,8 +205,9 @@ def test_a_node_slow_in_one_pass_only_is_cleared_by_its_partners():
     again = {p: healthy[p] for p in set(undecided) | {q for a, b in extra
                                                       for q in ((a, b), (b, a))}}
     remeasured = {tuple(sorted(p)) for p in again}
+    confirming = set(extra) - {tuple(sorted(p)) for p in undecided}
     verdict = judge.judge(judge.merge_passes([first, again]), remeasured=remeasured,
-                          confirming=judge.confirming_pairs(first, remeasured))
+                          confirming=confirming)
     assert verdict.suspects == []
 
 
@@ -279,3 +288,21 @@ def test_a_published_sweep_keeps_the_confirmation_in_suspects_json_and_the_page(
     raw.write_text(json.dumps(sweep_report([bad])))
     with pytest.raises(DataError, match=r"confirmation\.code"):
         report.publish(raw, tmp_path / "again")
+
+
+def test_the_remeasure_step_writes_the_pairs_it_added_to_confirm(tmp_path):
+    """The check takes the confirmation pairs from the re-measure step's
+    --confirming file, not from judging the first pass again: three bad
+    cables at n0, whose ends each meet n4 and n5."""
+    first = first_pass_alone(tmp_path, "three-cables")
+    written = tmp_path / "sweep-2.confirming.json"
+    proc = subprocess.run([sys.executable, "-m", "netbench.fleet.remeasure", "--confirming",
+                           str(written), str(first)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    confirming = remeasure.read_confirming(written.read_text(), written.name)
+    assert confirming == {(end, p) for end in ("n0", "n1", "n2", "n3") for p in ("n4", "n5")}
+    listed_pairs = set(listed(proc.stdout.strip()))
+    assert listed_pairs == {(0, 1), (0, 2), (0, 3)} | {
+        (int(a[1:]), int(b[1:])) for a, b in confirming}
+    with pytest.raises(ValueError, match="^x.json: confirming: not a list of host pairs$"):
+        remeasure.read_confirming('{"confirming": [["n0"]]}', "x.json")

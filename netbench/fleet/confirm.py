@@ -46,32 +46,39 @@ class _Pair:
         self.src, self.dst = src, dst
 
 
-def suspect_hosts(pairs, hosts, rule):
-    """The hosts the (src, dst) `pairs` outside the band point at: the nodes
-    bad with a majority of their partners, and both ends of every pair no
-    such node explains."""
+def bad_nodes(pairs, hosts, rule):
+    """The hosts bad with a majority of their partners in the (src, dst)
+    `pairs` outside the band (judge.suspect_nodes, the rule a node is
+    named by)."""
     from .judge import suspect_nodes      # judge imports this module
     undirected = {tuple(sorted(p)) for p in pairs}
-    nodes = set(suspect_nodes([_Pair(a, b) for a, b in undirected], hosts, rule))
+    return set(suspect_nodes([_Pair(a, b) for a, b in undirected], hosts, rule))
+
+
+def suspect_hosts(pairs, hosts, rule, nodes=None):
+    """The hosts the (src, dst) `pairs` outside the band point at: the nodes
+    bad with a majority of their partners (`nodes`, when known), and both
+    ends of every pair no such node explains."""
+    nodes = bad_nodes(pairs, hosts, rule) if nodes is None else nodes
+    undirected = {tuple(sorted(p)) for p in pairs}
     ends = {h for a, b in undirected if not {a, b} & nodes for h in (a, b)}
     return nodes | ends
 
 
-def healthy_hosts(pairs, hosts, rule):
+def healthy_hosts(pairs, hosts, rule, nodes=None):
     """The hosts the sweep found healthy: every host no pair outside the
     band points at."""
-    return sorted(set(hosts) - suspect_hosts(pairs, hosts, rule))
+    return sorted(set(hosts) - suspect_hosts(pairs, hosts, rule, nodes))
 
 
-def hosts_to_confirm(suspect_pairs, hosts, healthy, rule):
+def hosts_to_confirm(suspect_pairs, hosts, healthy, rule, nodes=None):
     """The ends of the (sorted) `suspect_pairs` to measure against healthy
     partners: every end, but the other ends of a suspect node that has no
     healthy partner outside its suspect pairs (a slow node in a full
     sweep): its confirmation is those pairs measured again, nothing can
     clear it into links, so its partners' own confirmations would only
     lengthen the pass."""
-    from .judge import suspect_nodes      # judge imports this module
-    nodes = set(suspect_nodes([_Pair(a, b) for a, b in suspect_pairs], hosts, rule))
+    nodes = bad_nodes(suspect_pairs, hosts, rule) if nodes is None else nodes
     partners = {}
     for a, b in suspect_pairs:
         partners.setdefault(a, set()).add(b)
@@ -99,15 +106,18 @@ def confirmation_pairs(undecided, hosts, rule, k, rank_of, leaf_of=None):
     `leaf_of`: {host: leaf switch}, or None without a topology."""
     if k <= 0 or not undecided:
         return []
-    healthy = healthy_hosts(undecided, hosts, rule)
-    n = len(rank_of)
     suspect_pairs = {tuple(sorted(p)) for p in undecided}
+    # the rule a node is named by, once: the healthy hosts and the hosts to
+    # confirm both ask it
+    nodes = bad_nodes(suspect_pairs, hosts, rule)
+    healthy = healthy_hosts(suspect_pairs, hosts, rule, nodes)
+    n = len(rank_of)
     rounds = {round_of(rank_of[a], rank_of[b], n) for a, b in suspect_pairs}
     load = dict.fromkeys(healthy, 0)
     leaf = leaf_of or {}
     chosen = set()
     ends = {h for pair in suspect_pairs for h in pair}
-    for host in sorted(hosts_to_confirm(suspect_pairs, hosts, healthy, rule)):
+    for host in sorted(hosts_to_confirm(suspect_pairs, hosts, healthy, rule, nodes)):
         def preference(partner):
             pair = tuple(sorted((host, partner)))
             return (leaf_of is not None and leaf.get(partner) == leaf.get(host),
@@ -145,8 +155,8 @@ def partner_figures(host, partners, metric, direction, figures, bound):
 class Healthy:
     """Who a suspect is confirmed against: `healthy`, the hosts no bad pair
     points at (a slow node's partners too); `remeasured`, the sorted pairs
-    measured again; `confirming`, those of them the first pass found
-    within the band (the confirmation pairs fleet.remeasure added)."""
+    measured again; `confirming`, the confirmation pairs fleet.remeasure
+    added to them (its --confirming file)."""
     healthy: frozenset
     remeasured: frozenset
     confirming: frozenset

@@ -594,8 +594,9 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
     the unordered host pairs measured again after the first pass, which
     confirm or clear each suspect against healthy partners
     (netbench.fleet.confirm); None: a sweep of one pass, nothing
-    confirmed; `confirming`: those of them the first pass found within the
-    band (the confirmation pairs; confirm.Healthy)."""
+    confirmed; `confirming`: those of them the re-measure step added to
+    confirm a suspect against a healthy partner (fleet.remeasure
+    --confirming; confirm.Healthy)."""
     refuse_shared_hosts(measurements)
     rule = rule or references.sweep_thresholds()
     hosts = hosts_of(measurements)
@@ -646,14 +647,6 @@ def confirmed_against_healthy(named, bad, hosts, by_metric, stats, rule, remeasu
     return [confirm.confirmed(s, bad, healthy, by_metric,
                               lambda m: pair_bound(stats[m], rule), family, rule)
             for s in suspects]
-
-
-def confirming_pairs(first, remeasured, rule=None):
-    """The pairs of `remeasured` (measured again) that the `first` pass's
-    measurements found within the band: the ones measured to confirm a
-    suspect against a healthy partner (fleet.confirm)."""
-    outside = {tuple(sorted(p)) for p in pairs_to_remeasure(judge(first, rule=rule))}
-    return {tuple(sorted(p)) for p in remeasured} - outside
 
 
 def not_named(candidates, suspects):
