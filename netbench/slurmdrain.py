@@ -34,6 +34,7 @@ from . import benchspec, exitcodes, paths
 from .datafiles import DataError, load_json, validate
 from .fleet import drain as plan_of
 from .fleet import judge as fleet
+from .fleet.figures import hosts_of
 from .results.suspects import SUSPECT_SCHEMA, suspect_from_json
 from .results.sweep import parse_sweep
 from .safefile import atomic_write
@@ -233,7 +234,7 @@ def judged_retest(node, partners, output, said, latency_judged=True):
                           "bw_Mbps": {str(k): v for k, v in f["bw_Mbps"].items()}}
                          for (a, b), f in sorted(measurements.items())]
     evidence["suspects"] = json.loads(verdict.to_json())["suspects"]
-    hosts = set(fleet.hosts_of(measurements))
+    hosts = set(hosts_of(measurements))
     wanted = {node, *partners}
     if hosts != wanted or len(measurements) != len(wanted) * (len(wanted) - 1):
         evidence.update(verdict="fail", why=f"measured {len(measurements)} directed pairs of "

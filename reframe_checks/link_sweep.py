@@ -33,6 +33,7 @@ from reframe.core.builtins import performance_function, run_before, sanity_funct
 
 from netbench import benchspec, checks, references
 from netbench.checks import exclusive
+from netbench.fleet import attribution, figures
 from netbench.fleet import judge as fleet
 from netbench.fleet import reasons, remeasure
 from netbench.fleet.topology import load_topology
@@ -82,7 +83,7 @@ class LinkSweep(checks.NetbenchRun):
     #: measured again before they are named, so 3 are enough
     min_samples = variable(int, value=3)
     #: 0: every pair; K: each node against about K partners that cover the
-    #: fleet (fleet.partner_pairs), n*K/2 pairs instead of n(n-1)/2, for
+    #: fleet (attribution.partner_pairs), n*K/2 pairs instead of n(n-1)/2, for
     #: fleets too large to sweep whole (docs/howto/find-bad-node.md, "What it costs")
     partners = variable(int, value=0)
     time_limit = "10m"
@@ -144,7 +145,7 @@ class LinkSweep(checks.NetbenchRun):
         """The rank pairs of a partial sweep (partners, or the first
         `rounds` rounds); None for every pair."""
         if self.partners:
-            return fleet.partner_pairs(self.num_tasks, self.partners)
+            return attribution.partner_pairs(self.num_tasks, self.partners)
         if self.rounds:
             return [pair for pairs in round_robin(self.num_tasks)[:self.rounds]
                     for pair in pairs]
@@ -290,7 +291,7 @@ class LinkSweep(checks.NetbenchRun):
             self.verdict, first_pass, knobs,
             cpu_bound=lambda metric: emulated or metric == fleet.LATENCY)
         found = json.loads(self.verdict.to_json())
-        swept = sorted(set(fleet.hosts_of(measurements)) | set(first.hosts.values())
+        swept = sorted(set(figures.hosts_of(measurements)) | set(first.hosts.values())
                        | set(lost) | set(reached_nodes(self.launcher_text())))
         noisy = fleet.not_named(self.verdict.within_noise, unconfirmed)
         undecided = unconfirmed + noisy
@@ -373,7 +374,7 @@ class LinkSweep(checks.NetbenchRun):
             stats = self.verdict.stats
             parts.append("; ".join(
                 reasons.describe_within_noise(s, stats[s.metric],
-                                              fleet.pair_bound(stats[s.metric], rule),
+                                              figures.pair_bound(stats[s.metric], rule),
                                               rule.mad_multiple)
                 for s in noisy)
                 + (f" (while {contention})" if contention else ""))
@@ -470,7 +471,7 @@ class LinkSweep(checks.NetbenchRun):
 
     @performance_function("Mbit/s")
     def peak_bw(self):
-        return sn.defer(self.fleet_median(fleet.bandwidth_metric(max(self.sizes))))
+        return sn.defer(self.fleet_median(figures.bandwidth_metric(max(self.sizes))))
 
 
 def pairs_flag():

@@ -19,7 +19,8 @@ import pytest
 from helpers.fleet import LATENCY_US, LINE_MBPS, NOISE, SIZES, make_fleet
 from netbench import paths, references
 from netbench.datafiles import DataError
-from netbench.fleet import drain, judge, reasons
+from netbench.fleet import attribution, drain, judge, reasons
+from netbench.fleet import figures as fleet_figures
 from netbench.results import suspects as suspects_format
 from netbench.results.sweep import parse_sweep
 
@@ -361,7 +362,7 @@ def test_a_pair_that_moved_no_data_is_bad():
 
 @pytest.mark.parametrize("n, k", [(8, 2), (8, 4), (9, 3), (16, 4), (256, 6), (5, 8)])
 def test_partner_pairs_cover_the_fleet_with_k_partners_each(n, k):
-    pairs = judge.partner_pairs(n, k)
+    pairs = attribution.partner_pairs(n, k)
     partners = {i: set() for i in range(n)}
     for a, b in pairs:
         assert a < b
@@ -380,7 +381,7 @@ def test_partner_pairs_cover_the_fleet_with_k_partners_each(n, k):
 def test_a_partial_sweep_names_a_node_bad_with_its_measured_partners():
     hosts = [f"n{i}" for i in range(8)]
     measurements = {}
-    for a, b in judge.partner_pairs(8, 4):
+    for a, b in attribution.partner_pairs(8, 4):
         for src, dst in ((hosts[a], hosts[b]), (hosts[b], hosts[a])):
             slow = "n3" in (src, dst)
             measurements[(src, dst)] = {"latency_us": 20.0,
@@ -418,8 +419,8 @@ def test_leave_one_out_medians_are_the_medians_of_the_rest():
                     measurements[(a, b)] = {"bw_Mbps": {64: value}}
         if not measurements:
             continue
-        figures = judge.figures_by_metric(measurements)["bw_Mbps@64"]
-        assert dict(judge.leave_one_out_medians(figures)) == \
+        figures = fleet_figures.figures_by_metric(measurements)["bw_Mbps@64"]
+        assert dict(fleet_figures.leave_one_out_medians(figures)) == \
             brute_force_leave_one_out(figures), trial
 
 
@@ -571,10 +572,11 @@ def test_a_slow_node_inside_a_band_the_fleets_noise_widened_is_too_noisy_to_tell
         assert {(a, b) for a, b in verdict.measurements if "node01" in (a, b)} <= again
         for e in verdict.noisy_pairs:
             assert e.value < 0.75 * verdict.stats[e.metric].fleet_median
-            assert e.value >= judge.pair_bound(verdict.stats[e.metric], rule)
+            assert e.value >= fleet_figures.pair_bound(verdict.stats[e.metric], rule)
         stat = verdict.stats[verdict.within_noise[0].metric]
         text = reasons.describe_within_noise(verdict.within_noise[0], stat,
-                                             judge.pair_bound(stat, rule), rule.mad_multiple)
+                                             fleet_figures.pair_bound(stat, rule),
+                                             rule.mad_multiple)
         assert text.startswith("within the fleet's own spread (4 x its MAD") and "node0" in text
         break
     else:
@@ -602,7 +604,7 @@ def test_contention_leaves_a_cpu_bound_suspect_unconfirmed_and_a_lost_node_named
     quiet = limits.cpu_pressure_points - 5
     saturated = limits.cores_short_pressure + 5
     every_figure = lambda metric: True                               # noqa: E731
-    latency_only = lambda metric: metric == judge.LATENCY            # noqa: E731
+    latency_only = lambda metric: metric == suspects_format.LATENCY  # noqa: E731
     slight = dataclasses.replace(suspect, value=suspect.fleet_median / 1.5)
     slightly = dataclasses.replace(verdict, suspects=[slight])
 

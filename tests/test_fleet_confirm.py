@@ -19,7 +19,7 @@ import pytest
 from helpers.fleet import leaves_fleet, make_fleet
 from netbench import references
 from netbench.datafiles import DataError
-from netbench.fleet import confirm, judge, reasons, remeasure, topology
+from netbench.fleet import attribution, confirm, judge, reasons, remeasure, topology
 from netbench.results import suspects as suspects_format
 from netbench.results.sweep import parse_sweep, round_robin
 
@@ -97,7 +97,7 @@ def test_a_suspect_node_in_a_partial_sweep_is_measured_against_new_partners():
     whose ends each were measured against healthy partners."""
     hosts = [f"n{i}" for i in range(8)]
     rank_of = {h: i for i, h in enumerate(hosts)}
-    undecided = [(hosts[a], hosts[b]) for a, b in judge.partner_pairs(8, 2) if 3 in (a, b)]
+    undecided = [(hosts[a], hosts[b]) for a, b in attribution.partner_pairs(8, 2) if 3 in (a, b)]
     chosen = confirm.confirmation_pairs(undecided, hosts, RULE, 2, rank_of)
     suspect = {tuple(sorted(p)) for p in undecided}
     for end in {h for p in suspect for h in p}:

@@ -38,7 +38,8 @@ import dataclasses
 import numpy as np
 
 from ..results.suspects import LATENCY
-from .judge import distinct, family, make_suspect, pair_direction, undirected
+from .attribution import make_suspect, pair_direction
+from .figures import distinct, family, undirected
 
 #: the order ties are broken in: the smaller component first
 KIND_ORDER = {"node": 0, "switch-link": 1, "switch": 2}
@@ -240,7 +241,7 @@ def direction_of(candidate):
 
 
 def attribute(bad, figures_by_metric, stats, rule, reference_of, topology, cleared=()):
-    """Suspects per metric family, as judge.attribute's, with the
+    """Suspects per metric family, as attribution.attribute's, with the
     components the topology offers: the fewest nodes, switch links and
     switches that explain the bad pairs, then the bad pairs left as
     suspects of kind ``pair``.  `figures_by_metric`: judge's

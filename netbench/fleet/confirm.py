@@ -3,7 +3,7 @@ partners the sweep found healthy, in the same job, and judged by them.
 
 Which hosts are suspects: the ends of the pairs still undecided (outside
 the band) that no suspect node explains, and the nodes bad with a majority
-of their partners (judge.suspect_nodes, the rule a node is named by).  A
+of their partners (attribution.suspect_nodes, the rule a node is named by).  A
 slow node makes every pair it is in undecided, so "in no undecided pair"
 would leave no healthy host at all; its partners are healthy, it is not.
 
@@ -35,12 +35,13 @@ import dataclasses
 
 import numpy as np
 
+from .attribution import suspect_nodes
 from ..results.suspects import (ENDS_FINE, END_SLOW, NO_HEALTHY_PARTNER, SLOW_WITH_HEALTHY,
                                 UNREACHABLE, Evidence)
 
 
 class _Pair:
-    """What judge.suspect_nodes reads of a bad pair."""
+    """What attribution.suspect_nodes reads of a bad pair."""
 
     def __init__(self, src, dst):
         self.src, self.dst = src, dst
@@ -48,9 +49,8 @@ class _Pair:
 
 def bad_nodes(pairs, hosts, rule):
     """The hosts bad with a majority of their partners in the (src, dst)
-    `pairs` outside the band (judge.suspect_nodes, the rule a node is
+    `pairs` outside the band (attribution.suspect_nodes, the rule a node is
     named by)."""
-    from .judge import suspect_nodes      # judge imports this module
     undirected = {tuple(sorted(p)) for p in pairs}
     return set(suspect_nodes([_Pair(a, b) for a, b in undirected], hosts, rule))
 
@@ -134,7 +134,7 @@ def confirmation_pairs(undecided, hosts, rule, k, rank_of, leaf_of=None):
 # -- the judgement's side -----------------------------------------------------
 
 def partner_figures(host, partners, metric, direction, figures, bound):
-    """Evidence of `host` against each partner in `metric` (judge.Figures),
+    """Evidence of `host` against each partner in `metric` (figures.Figures),
     in the directions the suspect was named in (a node's egress: what it
     sends; ingress: what it receives; latency and both: either)."""
     index = {h: i for i, h in enumerate(figures.hosts)}

@@ -22,7 +22,8 @@ import sys
 import time
 
 from .. import vcluster
-from ..fleet.judge import judge, partner_pairs
+from ..fleet.attribution import partner_pairs
+from ..fleet.judge import judge
 from ..rfm import session
 
 CLUSTER = "bsweep"
