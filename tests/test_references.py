@@ -347,6 +347,54 @@ def test_every_rdma_figure_cites_a_published_source():
             th.figure.key
 
 
+@pytest.mark.parametrize("cname, mbps", [("efa-100", 100000), ("efa-200", 200000),
+                                         ("efa-400", 400000)])
+def test_efa_classes_judge_latency_and_bandwidth_from_a_cited_figure(cname, mbps):
+    """EFA: AWS's OSU baseline between two c5n.18xlarge (modern_fabrics.yaml),
+    no longer seed 000's 80 % floor, which a healthy EFA pair never reaches.
+    Latency passes every OS image's baseline (17.3-21.1 us) and fails 30 us;
+    bandwidth fails one TCP flow in a placement group (10 Gbit/s)."""
+    from reframe.utility.sanity import evaluate
+    from reframe.core.exceptions import SanityError
+    import reframe.utility.sanity as sn
+    th = references.thresholds_for(cname, "pingpong", "ofi-efa", line_rate_mbps=mbps)
+    assert set(th) == {"latency", "peak_bw"}
+    for rule in th.values():
+        assert rule.figure.key.startswith("modern_fabrics#aws_pcluster_c5n_osu/"), cname
+        assert re.search(r"https?://\S+", rule.figure.citation) and '"' in rule.figure.citation
+    value, lower, upper, _ = th["latency"].reference
+    assert value == pytest.approx(17.26)
+    for healthy in (9.87, 17.26, 21.14):
+        assert evaluate(sn.assert_reference(healthy, value, lower, upper))
+    with pytest.raises(SanityError):
+        evaluate(sn.assert_reference(30.0, value, lower, upper))
+    value, lower, upper, _ = th["peak_bw"].reference
+    assert value == pytest.approx(0.2021449 * mbps)
+    assert evaluate(sn.assert_reference(0.2021449 * mbps, value, lower, upper))
+    with pytest.raises(SanityError):
+        evaluate(sn.assert_reference(10000, value, lower, upper))
+
+
+def test_rdma_latency_is_judged_by_cited_modern_figures_only():
+    """Every RDMA class that judges latency takes it from a published figure
+    of modern_fabrics.yaml (title and address).  Omni-Path's RDMA class has
+    none: no Omni-Path MPI latency between two nodes is cited yet, and none
+    is made up (cite one, then judge it here)."""
+    table, _ = references.load_thresholds()
+    judged = {cname for (cname, _, group), rules in table.items()
+              if group == references.RDMA_GROUP and "latency" in rules}
+    assert {"ib-hdr-rdma", "ib-ndr-rdma", "slingshot-rdma", "efa-100", "efa-200",
+            "efa-400", "roce-100"} <= judged
+    for (cname, _, group), rules in table.items():
+        if group == references.RDMA_GROUP and "latency" in rules:
+            fig = rules["latency"].figure
+            assert fig.key.startswith("modern_fabrics#"), cname
+            assert re.search(r"https?://\S+", fig.citation) and '"' in fig.citation, cname
+    assert "omnipath-rdma" not in judged
+    assert "peak_bw" in references.thresholds_for("omnipath-rdma", "pingpong", "ofi-opx",
+                                                  line_rate_mbps=100000)
+
+
 @pytest.mark.parametrize("old,new,key,problem", [
     ("rates: {10gbe: 10000,", "rates: {gige: 1000, 10gbe: 10000,",
      "rate_classes.ethernet.rates.gige", "class 'gige' is also defined at classes.gige"),
