@@ -250,7 +250,7 @@ def topology_sweep(cluster, concurrent):
         components(fleet["suspects"] + fleet.get("unconfirmed", []))
 
 
-def topology_repeats(sweeps, concurrent, name="bfabric"):
+def topology_repeats(sweeps, concurrent, name="bfab"):
     """{scenario: [(wall, named, found)] of `sweeps` sweeps} on the
     LEAVES x LEAF_SIZE fabric: healthy, leaf2's uplink slowed, node n5
     slowed (each fault cleared after its sweeps, even on failure)."""
