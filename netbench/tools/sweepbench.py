@@ -62,21 +62,33 @@ def one_sweep(cluster, concurrent=True, rounds=0, sizes=BENCH_SIZES):
     None when it did not finish (a sweep that finished but whose figures
     fell short, the host's CPUs starving a fast emulated link, still took
     its time)."""
-    extra = ["-S", f"LinkSweep.concurrent={'true' if concurrent else 'false'}"]
+    extra = []
     if rounds:
         extra += ["-S", f"LinkSweep.rounds={rounds}"]
     if sizes:
         extra += ["-S", f"LinkSweep.sizes={sizes}"]
+    wall, fleet, code = swept_fleet(cluster, concurrent, extra)
+    if fleet is None:
+        return wall, None, 0, code
+    return wall, fleet["sweep_seconds"], fleet.get("rounds", 0), len(fleet["pairs"]) // 2
+
+
+def swept_fleet(cluster, concurrent, extra=()):
+    """(wall seconds of the ReFrame session, the LinkSweep case's record
+    `fleet`, ReFrame's exit code) of one sweep of the running `cluster`
+    with MPICH; the fleet None when the sweep did not finish."""
     started = time.monotonic()
-    proc = session.run_reframe(cluster["system"], "-t", "sweep", "-p", "^mpich$", *extra,
-                               timeout=1800)
+    proc = session.run_reframe(
+        cluster["system"], "-t", "sweep", "-p", "^mpich$",
+        "-S", f"LinkSweep.concurrent={'true' if concurrent else 'false'}", *extra,
+        timeout=1800)
     wall = time.monotonic() - started
     cases = [tc for run in session.latest_report()["runs"][-1:]
              for tc in run["testcases"] if tc["name"].startswith("LinkSweep")]
     fleet = (cases[0].get("record") or {}).get("fleet") if cases else None
     if not fleet or fleet.get("sweep_seconds") is None:
-        return wall, None, 0, proc.returncode
-    return wall, fleet["sweep_seconds"], fleet.get("rounds", 0), len(fleet["pairs"]) // 2
+        return wall, None, proc.returncode
+    return wall, fleet, proc.returncode
 
 
 def measured(nodes, quick_rounds, name=CLUSTER):
@@ -233,16 +245,8 @@ def topology_sweep(cluster, concurrent):
     """(seconds of the session, the components named, those named or left
     unconfirmed) of one sweep, each a set of (kind, component, direction);
     None for both when the sweep did not finish."""
-    started = time.monotonic()
-    session.run_reframe(cluster["system"], "-t", "sweep", "-p", "^mpich$",
-                        "-S", f"LinkSweep.sizes={BENCH_SIZES}",
-                        "-S", f"LinkSweep.concurrent={'true' if concurrent else 'false'}",
-                        timeout=1800)
-    wall = time.monotonic() - started
-    cases = [tc for run in session.latest_report()["runs"][-1:]
-             for tc in run["testcases"] if tc["name"].startswith("LinkSweep")]
-    fleet = (cases[0].get("record") or {}).get("fleet") if cases else None
-    if not fleet or fleet.get("sweep_seconds") is None:
+    wall, fleet, _ = swept_fleet(cluster, concurrent, ["-S", f"LinkSweep.sizes={BENCH_SIZES}"])
+    if fleet is None:
         return wall, None, None
     def components(suspects):
         return frozenset((x["kind"], x["component"], x["direction"]) for x in suspects)
