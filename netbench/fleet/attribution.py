@@ -11,7 +11,6 @@ import numpy as np
 from ..results.suspects import LATENCY, Suspect
 from .figures import distinct, family, metric_size, undirected
 
-# -- attribution -------------------------------------------------------------
 
 def partners_with_bad_pairs(bad):
     """{host: the partners it has bad pairs with}, in one pass over `bad`."""
