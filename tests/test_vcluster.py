@@ -8,7 +8,9 @@ names, so a user's own `vc` cluster is never touched.
 import json
 import os
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -72,6 +74,26 @@ def test_nodes_have_their_own_hostname_etc_and_tcp_stack():
                    + flipped).returncode == 0
         assert open("/proc/sys/net/ipv4/tcp_slow_start_after_idle").read().strip() == host_value
 
+
+
+def test_ansible_shares_one_connection_per_node_and_down_ends_it():
+    # tune.yml's tasks ride one ssh connection per node; its socket is in
+    # the cluster's root-only folder, and `down` ends the connection with
+    # the nodes (a master left running would hold a dead node's session)
+    require_root()
+    name = "tmux"
+    with cluster(name, nodes=2) as state:
+        ping = subprocess.run([str(Path(sys.executable).parent / "ansible"), "-i", state["files"]["inventory"],
+                               "all", "-m", "ansible.builtin.ping", "-o"],
+                              capture_output=True, text=True, timeout=120, cwd=paths.REPO)
+        assert ping.returncode == 0, ping.stdout + ping.stderr
+        control = vcluster.CLUSTERS / name / "control"
+        assert control.stat().st_mode & 0o777 == 0o700 and control.stat().st_uid == 0
+        masters = [pid for pid in netns.all_pids()
+                   if netns.command_line(pid).startswith(f"ssh: {control}/")]
+        assert len(masters) == 2 and len(list(control.iterdir())) == 2
+    assert vcluster.leftovers(name) == []
+    assert not any(netns.alive(pid) for pid in masters)
 
 def test_sshd_takes_keys_only_and_listens_on_the_node_address_only():
     with cluster("tssh", nodes=1) as state:

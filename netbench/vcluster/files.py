@@ -25,6 +25,8 @@ CHECKOUT_COPIES = ("inventory.ini", "hostfile", "group_vars/{name}.yml")
 # Ansible reads group_vars/ next to an inventory: how tune.yml must treat
 # namespace nodes (see playbooks/roles/*/meta/argument_specs.yml)
 TUNING_VARS_FILE = paths.DATA / "vcluster-tuning-vars.yaml"
+#: the sockets of Ansible's shared ssh connections, in the cluster's folder
+CONTROL_FOLDER = "control"
 
 
 def tuning_vars():
@@ -47,10 +49,14 @@ def inventory_text(state, folder):
     lines += ["", f"[{state['name']}:vars]", "ansible_user=root",
               f"ansible_ssh_private_key_file={folder / 'id_ed25519'}",
               f"ansible_ssh_common_args='-F {folder / 'ssh_config'}'",
-              # Ansible's default ssh_args (ControlMaster=auto, ControlPersist)
-              # override ssh_config: shared connections outlive a node's sshd
-              # and hang on a node whose link is down
-              "ansible_ssh_args='-C -o ControlMaster=no -o ControlPath=none'",
+              # one shared connection per node for Ansible's tasks (a third of
+              # tune.yml's time): its socket in the cluster's root-only folder,
+              # where `down` ends it with the nodes; a master whose node
+              # stopped answering (a link down) ends within 9 s, not at TCP's
+              # timeout (docs/explanation/platform-facts.md)
+              f"ansible_ssh_args='-o ControlMaster=auto -o ControlPersist=60s "
+              f"-o ControlPath={folder / CONTROL_FOLDER}/%C "
+              f"-o ServerAliveInterval=3 -o ServerAliveCountMax=3'",
               # the nodes' sshd serves no sftp subsystem, and scp rides on
               # sftp since OpenSSH 9: Ansible's default (smart) would make two
               # failed connections for every file it copies before piping it
@@ -94,6 +100,7 @@ def client_files(folder, state):
     write_file(hostfile, "".join(n["address"] + "\n" for n in state["nodes"]))
     inventory = folder / "inventory.ini"
     write_file(inventory, inventory_text(state, folder))
+    make_dir(folder / CONTROL_FOLDER, mode=0o700)
     make_dir(folder / "group_vars")
     write_file(folder / "group_vars" / f"{state['name']}.yml", tuning_vars())
     return {"ssh_config": str(ssh_config), "ssh_agent": str(agent), "hostfile": str(hostfile),
