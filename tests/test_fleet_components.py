@@ -74,7 +74,7 @@ def test_two_faults_are_two_components(tmp_path):
 
 def test_a_healthy_fleet_names_nothing(tmp_path):
     for seed in range(50):
-        fleet, lines = leaves_fleet(3, 3, seed, noise=0.10)
+        fleet, lines = leaves_fleet(3, 3, seed, noise=0.05)
         verdict = judged(fleet, lines, tmp_path, profile="virtual-cluster")
         assert verdict.suspects == [] and verdict.within_noise == [], seed
 

@@ -274,11 +274,29 @@ def sweep_tally(label, results):
     cases = tally(label, results)
     naming = [tc for tc in cases if suspects_of(tc)]
     print(f"    sweeps (a case per MPI) naming a suspect: {share(len(naming), len(cases))}")
+    lows = [low for low in map(lowest_pair, cases) if low is not None]
+    if lows:
+        # what a fleet floor must stay below, on this cluster: the margin
+        # of its healthy pairs (profiles/virtual-cluster.yaml's min_change)
+        print(f"    lowest pair of each sweep, of its fleet's median: "
+              f"{', '.join(f'{low:.2f}' for low in sorted(lows))}")
     for tc in cases:
         if suspects_of(tc) or suspects_of(tc, "unconfirmed"):
             print(f"      {tc['name']}: suspects {suspects_of(tc) or 'none'}; unconfirmed "
                   f"{suspects_of(tc, 'unconfirmed') or 'none'}")
     return cases
+
+
+def lowest_pair(tc):
+    """The slowest pair's bandwidth over the fleet's median, at the
+    sweep's largest size (None without pairs)."""
+    pairs = (tc["record"].get("fleet") or {}).get("pairs") or []
+    sizes = {size for p in pairs for size in p.get("bw_Mbps", {})}
+    if not sizes:
+        return None
+    size = max(sizes, key=float)
+    rates = [p["bw_Mbps"][size] for p in pairs if size in p["bw_Mbps"]]
+    return min(rates) / statistics.median(rates)
 
 
 def node_rate(tc, node):
