@@ -8,15 +8,14 @@ names, so a user's own `vc` cluster is never touched.
 import json
 import os
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from helpers.vcluster import cluster, netbench_cli, require_root, ssh
 from netbench import paths, vcluster
-from netbench.vcluster import netns, nodes
+from netbench.tuning import loop
+from netbench.vcluster import files, netns, nodes
 
 # ---- bring-up, isolation, teardown ------------------------------------------------
 
@@ -80,20 +79,19 @@ def test_ansible_shares_one_connection_per_node_and_down_ends_it():
     # tune.yml's tasks ride one ssh connection per node; its socket is in
     # the cluster's root-only folder, and `down` ends the connection with
     # the nodes (a master left running would hold a dead node's session)
-    require_root()
     name = "tmux"
     with cluster(name, nodes=2) as state:
-        ping = subprocess.run([str(Path(sys.executable).parent / "ansible"), "-i", state["files"]["inventory"],
-                               "all", "-m", "ansible.builtin.ping", "-o"],
-                              capture_output=True, text=True, timeout=120, cwd=paths.REPO)
+        ping = loop.ansible("ansible", state["files"]["inventory"], "all",
+                            "-m", "ansible.builtin.ping", "-o", timeout=120)
         assert ping.returncode == 0, ping.stdout + ping.stderr
-        control = vcluster.CLUSTERS / name / "control"
+        control = vcluster.CLUSTERS / name / files.CONTROL_FOLDER
         assert control.stat().st_mode & 0o777 == 0o700 and control.stat().st_uid == 0
         masters = [pid for pid in netns.all_pids()
                    if netns.command_line(pid).startswith(f"ssh: {control}/")]
         assert len(masters) == 2 and len(list(control.iterdir())) == 2
     assert vcluster.leftovers(name) == []
     assert not any(netns.alive(pid) for pid in masters)
+
 
 def test_sshd_takes_keys_only_and_listens_on_the_node_address_only():
     with cluster("tssh", nodes=1) as state:

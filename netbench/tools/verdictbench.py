@@ -287,30 +287,30 @@ def sweep_tally(label, results):
     return cases
 
 
-def lowest_pair(tc):
-    """The slowest pair's bandwidth over the fleet's median, at the
-    sweep's largest size (None without pairs)."""
+def rates_at_largest_size(tc):
+    """{(src, dst): bandwidth} of a sweep's pairs at its largest size ({}
+    without pairs)."""
     pairs = (tc["record"].get("fleet") or {}).get("pairs") or []
     sizes = {size for p in pairs for size in p.get("bw_Mbps", {})}
     if not sizes:
-        return None
+        return {}
     size = max(sizes, key=float)
-    rates = [p["bw_Mbps"][size] for p in pairs if size in p["bw_Mbps"]]
-    return min(rates) / statistics.median(rates)
+    return {(p["src"], p["dst"]): p["bw_Mbps"][size] for p in pairs if size in p["bw_Mbps"]}
+
+
+def lowest_pair(tc):
+    """The slowest pair's bandwidth over the fleet's median, at the
+    sweep's largest size (None without pairs)."""
+    rates = list(rates_at_largest_size(tc).values())
+    return min(rates) / statistics.median(rates) if rates else None
 
 
 def node_rate(tc, node):
     """The median bandwidth of `node`'s pairs over the other pairs' median,
     at the sweep's largest size (None without pairs)."""
-    pairs = (tc["record"].get("fleet") or {}).get("pairs") or []
-    sizes = {size for p in pairs for size in p.get("bw_Mbps", {})}
-    if not sizes:
-        return None
-    size = max(sizes, key=float)
-    mine = [p["bw_Mbps"][size] for p in pairs if size in p["bw_Mbps"] and
-            node in (p["src"], p["dst"])]
-    others = [p["bw_Mbps"][size] for p in pairs if size in p["bw_Mbps"] and
-              node not in (p["src"], p["dst"])]
+    rates = rates_at_largest_size(tc)
+    mine = [rate for pair, rate in rates.items() if node in pair]
+    others = [rate for pair, rate in rates.items() if node not in pair]
     if not mine or not others:
         return None
     return statistics.median(mine) / statistics.median(others)
