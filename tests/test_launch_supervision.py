@@ -128,6 +128,12 @@ def test_the_sweep_spares_what_is_not_the_launchs():
     other = subprocess.Popen(["sleep", "60"], env={**os.environ, supervise.TAG: "someone-else"})
     mine = subprocess.Popen(["sleep", "60"], env={**os.environ, supervise.TAG: "this-one"})
     try:
+        # Popen returns once exec has begun, before the kernel has set up the
+        # new program's environment; until then /proc/<pid>/environ is empty
+        # (CI, 2026-11-28: the sweep found nothing)
+        deadline = time.monotonic() + 5
+        while mine.pid not in supervise.tagged("this-one") and time.monotonic() < deadline:
+            time.sleep(0.01)
         assert supervise.end_launch("this-one") == 1
         assert mine.wait(5) == -signal.SIGKILL
         assert other.poll() is None

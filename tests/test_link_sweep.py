@@ -198,13 +198,26 @@ def test_on_a_saturated_host_a_suspect_is_unconfirmed_and_nothing_is_drained(gig
         assert tc["result"] == "pass" and tc["record"]["verdict"] == "inconclusive", \
             (tc["environ"], tc["record"]["verdict"], tc["fail_reason"], fleet, host)
         assert fleet["suspects"] == [], fleet["suspects"]
-        assert {tuple(s["names"]) for s in fleet["unconfirmed"]} == {(victim,)}, fleet
+        # the victim is named, as a node, and it is the furthest miss; at
+        # the virtual cluster's 0.90 floor a saturated host can also leave a
+        # healthy pair at 0.80-0.89 unconfirmed (CI, 2026-11-28), never a node
+        named = {tuple(s["names"]): s for s in fleet["unconfirmed"] if s["kind"] == "node"}
+        assert list(named) == [(victim,)], fleet["unconfirmed"]
+        worst = max(fleet["unconfirmed"], key=miss_of)
+        assert worst["names"] == [victim], fleet["unconfirmed"]
         reason = tc["record"]["verdicts"]["suspects"]["reason"]
         assert "other work waited for a CPU" in reason and victim in reason
     script = (paths.REPORTS / "latest" / "drain.sh").read_text()
     assert not re.findall(r"^# scontrol update", script, re.M), script
     page = (paths.REPORTS / "latest" / "index.html").read_text()
     assert "Unconfirmed, not drained" in page and victim in page
+
+
+def miss_of(suspect):
+    """How many times a suspect's figure misses the fleet median (bandwidth
+    below, latency above)."""
+    value, median = suspect["value"], suspect["fleet_median"]
+    return median / value if suspect["metric"].startswith("bw_") else value / median
 
 
 #: how Slurm reports a rank that crashed before it measured anything
