@@ -614,6 +614,15 @@ def test_contention_leaves_a_cpu_bound_suspect_unconfirmed_and_a_lost_node_named
     assert judge.unconfirmed(verdict, on(busy), knobs.load(), every_figure)[1] == []
     assert judge.unconfirmed(slightly, on(quiet), knobs.load(), every_figure)[1] == []
     assert judge.unconfirmed(slightly, on(busy), knobs.load(), latency_only)[1] == []
+    # two nodes at 40 %: a pair of them holds its two cores at once a share
+    # 0.6 x 0.6 of the time, which explains 2.78x, and the node furthest
+    # from busy is not the pair's
+    halved = dataclasses.replace(verdict, suspects=[
+        dataclasses.replace(suspect, value=suspect.fleet_median / 2.5)])
+    both = {"nodes": {"node00": {"cpu_pressure": busy}, "node03": {"cpu_pressure": busy},
+                      "node04": {"cpu_pressure": busy - 1}}}
+    assert judge.unconfirmed(halved, on(busy), knobs.load(), every_figure)[1] == []
+    assert judge.unconfirmed(halved, both, knobs.load(), every_figure)[0].suspects == []
     # a node whose ranks could not have a core: any miss of a CPU-bound figure
     assert judge.unconfirmed(verdict, on(saturated), knobs.load(), every_figure)[1] == [suspect]
     # a node that stopped answering is no figure

@@ -301,6 +301,25 @@ def test_a_miss_larger_than_the_conditions_explain_still_fails():
     assert decision.numbers["explains"] == pytest.approx(1 / 0.65)
 
 
+def test_the_pressures_of_a_figure_s_ranks_multiply():
+    """A figure moves only while every rank it waits for holds a core: two
+    ranks on one node at 35 % explain 1/0.65^2 = 2.37x, as do two nodes at
+    35 % with a rank each; one busy node facing a quiet one explains 1/0.65
+    (above)."""
+    twice = [Estimate(2.2, 2.15, 2.25)] * 2
+    one_node = {"nodes": {"n1": {"cpu_pressure": 35.0, "ranks": 2}}}
+    two_nodes = {"nodes": {"n1": {"cpu_pressure": 35.0, "ranks": 1},
+                           "n2": {"cpu_pressure": 35.0, "ranks": 1}}}
+    for busy in (one_node, two_nodes):
+        decision = decide(twice, Bound("upper", 1.0), TWO, conditions=busy)
+        assert (decision.verdict, decision.code) == (INCONCLUSIVE, "conditions_differ"), busy
+        assert decision.numbers["explains"] == pytest.approx(1 / 0.65 ** 2)
+    assert decide(twice, Bound("upper", 1.0), TWO, conditions=BUSY_N2).verdict == FAIL
+    # 3x is more than either explains
+    thrice = [Estimate(3.0, 2.95, 3.05)] * 2
+    assert decide(thrice, Bound("upper", 1.0), TWO, conditions=one_node).verdict == FAIL
+
+
 def test_a_node_whose_ranks_could_not_have_a_core_explains_any_cpu_bound_miss():
     far = [Estimate(2000.0, 1900.0, 2100.0)] * 2
     decision = decide(far, Bound("upper", 1.0), TWO, conditions=SHORT_N2)

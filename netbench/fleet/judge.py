@@ -313,7 +313,7 @@ def unconfirmed(verdict, host_conditions, knobs, cpu_bound):
     found = conditions.differences(host_conditions, None, knobs.conditions)
     if not found:
         return verdict, []
-    limit = conditions.explained_factor(found)
+    limit = conditions.explained_factor(found, _busiest_pair(found))
 
     def explained(s):
         if s.direction == UNREACHABLE or not cpu_bound(s.metric):
@@ -327,3 +327,12 @@ def unconfirmed(verdict, host_conditions, knobs, cpu_bound):
     left = [s for s in verdict.suspects if not explained(s)]
     return dataclasses.replace(verdict, suspects=left), \
         [s for s in verdict.suspects if explained(s)]
+
+
+def _busiest_pair(found):
+    """{node: 1} of the two nodes whose pressures explain the most: a
+    sweep's figure is between one rank on each of two nodes, and a suspect
+    may have had either as its partner."""
+    pressed = sorted((d for d in found if d["code"] == "cpu_pressure"),
+                     key=lambda d: conditions.explained_factor([d]), reverse=True)
+    return {d["node"]: 1 for d in pressed[:2]}

@@ -4,7 +4,8 @@ state keeps a miss from being called a loss.
 
 A replicate's conditions: {"nodes": {host: {"cpu_pressure": %}},
 "core_round_trip_ns": ns}, read by the benchmark on every node of the job
-after each launch (Linux's PSI, /proc/pressure/cpu "some avg10") and, where
+for each launch (Linux's PSI, /proc/pressure/cpu "some total": the share of
+the launch's own time some task waited for a CPU) and, where
 ranks 0 and 1 share a host, the time a cache line takes between their
 cores.  A reference's: {"cpu_pressure": %, "core_round_trip_ns": ns} of the
 runs it was learned from; None for a documented figure (a quiet host).
@@ -19,11 +20,21 @@ A difference is one of (each with its node and both readings):
                    the same, seen from the ranks themselves
     cpu_pressure   a node's pressure beyond the reference's by the knob's
                    points: a task that waits a share p of the time for a CPU
-                   runs 1 / (1 - p) times slower, so it explains a miss up
-                   to that factor (over the reference's own)
+                   holds one a share 1 - p of it (over the reference's own)
     core_mode      the cores passed a cache line the knob's factor slower
                    than in the reference's runs (a VM's vCPUs moved): a
                    message between them is at most that many times slower
+
+What the pressures explain together: a message between busy-polling ranks
+moves only while the rank it waits for holds a core, and a round trip (or a
+stream's acknowledgements) waits for each rank in turn; when a rank loses its
+core for a time slice, the message stops there, so the figure runs at the
+rate at which all its ranks hold a core at once.  With each rank on a node at
+pressure p holding one a share 1 - p of the time, independently, a figure
+whose ranks sit on nodes at p1, p2, ... runs 1 / ((1 - p1)(1 - p2)...) times
+slower: two ranks on one busy host square the factor, a busy node facing a
+quiet one explains its own factor alone.  A core_mode difference explains at
+most its own factor.
 """
 
 import math
@@ -95,13 +106,26 @@ def differences(now, reference, knobs):
     return found
 
 
-def explained_factor(found):
+def explained_factor(found, ranks=None):
     """How many times beyond its bound a CPU-bound figure may be and still
     be explained by the differences `found` (see the module's docstring):
-    the largest any of them explains."""
+    the pressures of its ranks' nodes together, or a core_mode difference,
+    whichever explains more.  `ranks`: {node: the figure's ranks on it}
+    (node_ranks); without it, each node found holds one."""
     if any(d["code"] in UNBOUNDED for d in found):
         return math.inf
-    return max((_factor(d) for d in found), default=1.0)
+    pressure = math.prod(_factor(d) ** (1 if ranks is None else ranks.get(d["node"], 0))
+                         for d in found if d["code"] == "cpu_pressure")
+    cores = max((_factor(d) for d in found if d["code"] == "core_mode"), default=1.0)
+    return max(pressure, cores)
+
+
+def node_ranks(conditions):
+    """{host: how many of the launch's ranks ran there} of a replicate's
+    conditions; a node that did not say holds one."""
+    nodes = (conditions or {}).get("nodes") or {}
+    return {host: r.get("ranks", 1) if isinstance(r.get("ranks", 1), int) else 1
+            for host, r in nodes.items() if isinstance(r, dict)}
 
 
 def _factor(difference):

@@ -191,7 +191,8 @@ def _beyond_everywhere(replicates, best, reference, knobs, cpu_bound, numbers):
     n = len(replicates)
     if not (cpu_bound and all(per_replicate) and differences):
         return _decision(FAIL, best, n, "beyond", numbers)
-    limit = host_conditions.explained_factor(differences)
+    limit = host_conditions.explained_factor(differences,
+                                             host_conditions.node_ranks(best.conditions))
     numbers = {**numbers, "conditions": differences, "explains": limit}
     if numbers["ratio"] > limit:
         return _decision(FAIL, best, n, "beyond_conditions", numbers)

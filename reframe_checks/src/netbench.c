@@ -1535,28 +1535,52 @@ static void print_core_round_trip(struct bench *b)
 
 /* ---- each node's conditions ------------------------------------------------ */
 
-/* After the run every rank reads its node's CPU pressure (Linux's PSI,
- * /proc/pressure/cpu "some avg10": the share of the last 10 s some task
- * waited for a CPU) and rank 0 prints one line per node:
- * `# node HOST cpu_pressure P ranks K cpus N`.  A verdict compares what every
- * node of the job was doing with what its reference's runs saw, not the
- * first node alone.  -1: the kernel has no PSI. */
+/* Every rank reads its node's CPU stall time (Linux's PSI,
+ * /proc/pressure/cpu "some total=": microseconds some task waited for a CPU)
+ * when the run starts and after it, and rank 0 prints one line per node:
+ * `# node HOST cpu_pressure P ranks K cpus N`, P the share (%) of the run's
+ * own time some task waited.  (The kernel's avg10 would lag: a run of a few
+ * seconds moves a 10 s average only part of the way, and a run's first
+ * launch read it 20-30 points low under a busy core.)  A verdict compares
+ * what every node of the job was doing with what its reference's runs saw,
+ * not the first node alone.  -1: the kernel has no PSI. */
 struct node_reading {
     char host[MPI_MAX_PROCESSOR_NAME];
     double pressure;
     long cpus;
 };
 
-static double cpu_pressure(void)
+struct stall_mark {
+    double stalled_us;      /* PSI some total, or -1 */
+    double at_us;           /* CLOCK_MONOTONIC */
+};
+
+static struct stall_mark run_start;
+
+static struct stall_mark stall_now(void)
 {
-    double value = -1;
+    struct stall_mark m = {.stalled_us = -1};
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    m.at_us = t.tv_sec * 1e6 + t.tv_nsec / 1e3;
     FILE *f = fopen("/proc/pressure/cpu", "r");
     if (!f)
-        return -1;
-    if (fscanf(f, "some avg10=%lf", &value) != 1)
-        value = -1;
+        return m;
+    unsigned long long total;
+    if (fscanf(f, "some avg10=%*f avg60=%*f avg300=%*f total=%llu", &total) == 1)
+        m.stalled_us = (double)total;
     fclose(f);
-    return value;
+    return m;
+}
+
+static double cpu_pressure(void)
+{
+    struct stall_mark end = stall_now();
+    double elapsed = end.at_us - run_start.at_us;
+    if (run_start.stalled_us < 0 || end.stalled_us < 0 || elapsed <= 0)
+        return -1;
+    double share = 100.0 * (end.stalled_us - run_start.stalled_us) / elapsed;
+    return share > 100.0 ? 100.0 : share;
 }
 
 static void print_node_conditions(struct bench *b)
@@ -1609,6 +1633,7 @@ int main(int argc, char **argv)
     struct options o;
     struct bench b = {.opt = &o, .comm = MPI_COMM_WORLD, .sock = -1};
     MPI_Init(&argc, &argv);
+    run_start = stall_now();
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     b.rank = world_rank;
     MPI_Comm_size(MPI_COMM_WORLD, &b.size);

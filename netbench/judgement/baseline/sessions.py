@@ -51,7 +51,7 @@ def slowest_core_round_trip(record):
 
 
 def accepted_pressure(records):
-    """The median CPU pressure (PSI some avg10, %) the accepted runs' jobs
+    """The median CPU pressure (PSI, % of a launch's time) the accepted runs' jobs
     saw, or None where none recorded it."""
     seen = [r["host"]["cpu_pressure"] for r in records
             if isinstance((r.get("host") or {}).get("cpu_pressure"), (int, float))]
@@ -65,7 +65,7 @@ class CaseRun:
     times: dict
     #: the record's provenance (its MPI and transport)
     provenance: dict
-    #: the CPU pressure its job read (PSI some avg10, %), or None
+    #: the CPU pressure its job read (PSI, % of a launch's time), or None
     cpu_pressure: object
     #: slowest_core_round_trip, or None
     core_round_trip_ns: object
