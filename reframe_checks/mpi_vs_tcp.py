@@ -1,8 +1,12 @@
 """MPI against the layers below it on the same message sizes, side by side
 in one job on the same pair: raw TCP (seed 000, Figures 2 and 4: the loss
-MPI adds over the TCP it runs on) and, where an RDMA device and perftest are
-found, the verbs (issue #34).  The record keeps each layer's figures and
-where the loss is (netbench/checks/layers.py, netbench/judgement/layers.py)."""
+MPI adds over the TCP it runs on) and, where the ranks' nodes have an RDMA
+device and perftest, the verbs (issue #34; netbench.probe.verbspair).  The
+record keeps each layer's figures and where the loss is
+(netbench/checks/layers.py, netbench/judgement/layers.py)."""
+
+import shlex
+import sys
 
 import reframe as rfm
 import reframe.utility.sanity as sn
@@ -53,12 +57,11 @@ class MpiVsTcp(checks.PingPongBase):
         # sweep; first of the post-run commands: the link counters'
         # snapshot (see NetbenchRun.count_link_traffic) must include it
         self.postrun_cmds.insert(0, f"{self.tcp_command()} > {self.tcp_output}")
-        # the verbs layer beside them, after the TCP run, where it can run;
-        # why not is the record's (`layers.not_run`), the same words in every case
-        self.verbs_not_run = layers.verbs_problem(self.placement)
-        if not self.verbs_not_run:
-            device = layers.rdma_devices()[0]
-            self.postrun_cmds.insert(1, layers.verbs_command(device, self.verbs_output))
+        # the verbs layer beside them, after the TCP run, on the same ranks'
+        # nodes: each reads its own RDMA device and perftest, and why it did
+        # not run is the record's (`layers.not_run`), naming the node
+        self.postrun_cmds.insert(1, layers.verbs_launch(
+            self.launch_prefix(), shlex.quote(sys.executable), self.verbs_output))
 
     def judged_by(self):
         # the MPI figures are PingPong's to judge: this check holds its raw
@@ -85,14 +88,12 @@ class MpiVsTcp(checks.PingPongBase):
         curves = {"mpi": self.first_launch(self.main_run())["rows"],
                   "tcp": self.first_launch("tcp")["rows"]}
         not_run = {}
-        if self.verbs_not_run:
-            not_run["verbs"] = self.verbs_not_run
+        rows, why = layers.verbs_outcome(self.read_stage_file(self.verbs_output),
+                                         self.verbs_output)
+        if rows:
+            curves["verbs"] = rows
         else:
-            try:
-                curves["verbs"] = layers.parse_verbs(self.read_stage_file(self.verbs_output),
-                                                     self.verbs_output)
-            except ValueError as err:
-                not_run["verbs"] = f"perftest gave no table: {err}"
+            not_run["verbs"] = why
         transport_env = self.current_environ.extras.get("transports", {}).get(
             self.transport, {})
         added = {k: v for k, v in self.env_vars.items() if transport_env.get(k) != v}

@@ -4,6 +4,11 @@ tests/data/perftest/ with its public source in a `.source` file beside it,
 and where the loss is named (netbench/judgement/layers.py) from those
 captures and recorded MPI figures."""
 
+import json
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,11 +19,12 @@ from netbench import paths, references
 from netbench.checks import layers as checks_layers
 from netbench.datafiles import DataError
 from netbench.judgement import layers
-from netbench.probe import discovery
+from netbench.probe import discovery, verbspair
 from netbench.report import diagnosis, page, sessions
 from netbench.results import osu_imb, perftest
 from netbench.results import record as results_record
 from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
+from helpers.vcluster import cluster
 
 CAPTURES = Path(__file__).parent / "data" / "perftest"
 MIB = 1 << 20
@@ -293,6 +299,24 @@ def mpi_vs_tcp_case(env=None):
     return proc, case
 
 
+def test_across_two_nodes_the_verbs_pair_is_launched_on_both_and_names_each(wheel_mpis):
+    """The verbs layer between two nodes of a virtual cluster (no RDMA
+    device in its namespaces): the job's launcher starts the pair on both
+    nodes, they meet in the stage folder, and the record names each node
+    that could not run it, read on that node."""
+    with cluster("vbpair", nodes=2) as state:
+        proc = run_reframe(state["system"], "-p", "^mpich$", "-n",
+                           "^MpiVsTcp%transport=tcp%placement=internode$",
+                           "-S", "budget=0.01", "-S", "max_bytes=65536", timeout=900)
+        report = latest_report()
+    (case,) = [tc for run in report["runs"] for tc in run["testcases"]
+               if tc["name"].startswith("MpiVsTcp")]
+    assert proc.returncode in NO_FAILURE, proc.stdout[-3000:] + proc.stderr[-2000:]
+    hosts = [n["name"] for n in state["nodes"]]
+    assert case["record"]["layers"]["not_run"] == {"verbs": "; ".join(
+        f"on {host}, no RDMA device: {verbspair.RDMA_SYSFS} lists none" for host in hosts)}
+
+
 def test_an_mpi_slowed_by_its_transport_settings_is_named_beside_raw_tcp(tmp_path, mpis):
     """On this machine (no RDMA device): Open MPI's TCP BTL and raw TCP on
     one pair in one job, first as mpi_families.yaml has it, then from a
@@ -301,12 +325,12 @@ def test_an_mpi_slowed_by_its_transport_settings_is_named_beside_raw_tcp(tmp_pat
     proc, healthy = mpi_vs_tcp_case()
     assert proc.returncode in NO_FAILURE, proc.stdout[-3000:]
     assert healthy["record"]["layers"]["attributions"] == [], healthy["record"]["layers"]
-    assert healthy["record"]["layers"]["not_run"] == {
-        "verbs": f"no RDMA device: {checks_layers.RDMA_SYSFS} lists none"}
+    # read on the node the ranks ran on, which names itself
+    bare = f"on {socket.gethostname()}, no RDMA device: {verbspair.RDMA_SYSFS} lists none"
+    assert healthy["record"]["layers"]["not_run"] == {"verbs": bare}
     # said once, at the end of the session, before its verdict
     assert proc.stdout.count("verbs layer not run") == 1, proc.stdout[-2000:]
-    assert (f"netbench: verbs layer not run beside the MPI in 1 case: no RDMA device: "
-            f"{checks_layers.RDMA_SYSFS} lists none\n") in proc.stdout
+    assert f"netbench: verbs layer not run beside the MPI in 1 case: {bare}\n" in proc.stdout
 
     proc, slowed = mpi_vs_tcp_case({"NETBENCH_MPI_FAMILIES": str(slowed_families(tmp_path))})
     stored = slowed["record"]["layers"]
@@ -322,23 +346,88 @@ def test_an_mpi_slowed_by_its_transport_settings_is_named_beside_raw_tcp(tmp_pat
     assert found.setting.startswith("openmpi tcp (mpi_families.yaml): ")
     html = page.render_report([session])
     assert "below raw TCP at 256 KiB to 1 MiB" in html
-    assert "verbs layer not run beside the MPI in 1 case: no RDMA device" in html
+    assert f"verbs layer not run beside the MPI in 1 case: on {socket.gethostname()}" in html
 
 
 # ---- whether the verbs layer runs -----------------------------------------------
 
-def test_the_verbs_layer_says_why_it_does_not_run(tmp_path):
+def test_a_node_says_what_it_offers_the_verbs_layer(tmp_path):
     sysfs = tmp_path / "infiniband"
-    assert checks_layers.verbs_problem("intranode", sysfs) == \
-        f"no RDMA device: {sysfs} lists none"
-    (sysfs / "mlx5_0").mkdir(parents=True)      # a device as the kernel lists one
-    assert checks_layers.rdma_devices(sysfs) == ["mlx5_0"]
-    assert checks_layers.verbs_problem("intranode", sysfs, search_path=str(tmp_path)) == \
-        ("no perftest (ib_write_bw) in views/tools/bin or on PATH: spack.yaml builds it "
-         "for the RDMA fabrics")
+    assert verbspair.node_status(sysfs, host="n1") == \
+        {"host": "n1", "problem": f"no RDMA device: {sysfs} lists none"}
+    (sysfs / "mlx5_1").mkdir(parents=True)      # devices as the kernel lists them
+    (sysfs / "mlx5_0").mkdir()
+    assert verbspair.rdma_devices(sysfs) == ["mlx5_0", "mlx5_1"]
+    assert verbspair.node_status(sysfs, search_path=str(tmp_path), host="n1") == \
+        {"host": "n1", "problem": "no perftest (ib_write_bw) in views/tools/bin or on PATH: "
+                                  "spack.yaml builds it for the RDMA fabrics"}
+    tool = tmp_path / "bin" / "ib_write_bw"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    assert verbspair.node_status(sysfs, search_path=str(tool.parent), host="n1") == \
+        {"host": "n1", "device": "mlx5_0", "tool": str(tool)}
 
 
-def test_the_verbs_run_goes_through_the_device_with_server_and_client_on_the_node():
-    command = checks_layers.verbs_command("mlx5_0", "verbs_bw.out", search_path="/nonexistent")
-    assert command == ("ib_write_bw -a -F -d mlx5_0 > verbs_bw.out.server 2>&1 & sleep 1; "
-                       "ib_write_bw -a -F -d mlx5_0 localhost > verbs_bw.out 2>&1; wait")
+def test_the_pair_runs_through_each_node_s_own_device_or_names_the_node_that_cannot():
+    client = {"host": "n1", "device": "mlx5_0", "tool": "/v/ib_write_bw"}
+    server = {"host": "n2", "device": "mlx5_2", "tool": "/v/ib_write_bw"}
+    assert verbspair.why_not(client, server) is None
+    assert verbspair.server_argv(server) == ["/v/ib_write_bw", "-a", "-F", "-d", "mlx5_2"]
+    assert verbspair.client_argv(client, server) == \
+        ["/v/ib_write_bw", "-a", "-F", "-d", "mlx5_0", "n2"]
+    # ranks on one node: a loopback through its HCA
+    assert verbspair.client_argv(client, {**server, "host": "n1"})[-1] == "localhost"
+    bare = {"host": "n2", "problem": "no RDMA device: /sys/class/infiniband lists none"}
+    assert verbspair.why_not(client, bare) == \
+        "on n2, no RDMA device: /sys/class/infiniband lists none"
+    assert verbspair.why_not({**bare, "host": "n1"}, bare) == \
+        ("on n1, no RDMA device: /sys/class/infiniband lists none; "
+         "on n2, no RDMA device: /sys/class/infiniband lists none")
+    # two ranks on one bare node: said once
+    assert verbspair.why_not(bare, bare).count("on n2") == 1
+
+
+def test_ranks_meet_in_the_shared_folder_and_a_missing_one_is_named(tmp_path):
+    import threading
+    heard = {}
+    statuses = {0: {"host": "n1", "problem": "no RDMA device: x lists none"},
+                1: {"host": "n2", "problem": "no RDMA device: x lists none"}}
+    threads = [threading.Thread(target=lambda r=r: heard.__setitem__(
+        r, verbspair.meet(tmp_path, r, statuses[r], deadline_s=10))) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert heard == {0: statuses[1], 1: statuses[0]}
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    assert verbspair.meet(alone, 0, statuses[0], deadline_s=0.3) == \
+        {"host": "rank 1's node", "problem": "it did not say within 0.3 s what it has"}
+
+
+def test_rank_0_writes_why_the_pair_did_not_run_and_the_check_reads_it(tmp_path):
+    (tmp_path / "rank1.json").write_text(json.dumps(
+        {"host": "n2", "problem": "no RDMA device: x lists none"}))
+    me = {"host": "n1", "device": "mlx5_0", "tool": "/v/ib_write_bw"}
+    output = tmp_path / "verbs_bw.out"
+    assert verbspair.run_pair(0, output, tmp_path, me) == 0
+    assert output.read_text() == "# verbs not_run on n2, no RDMA device: x lists none\n"
+    assert checks_layers.verbs_outcome(output.read_text(), "verbs_bw.out") == \
+        (None, "on n2, no RDMA device: x lists none")
+    rows, why = checks_layers.verbs_outcome(
+        (CAPTURES / "ib_write_bw_hdr_all_sizes.txt").read_text(), "verbs_bw.out")
+    assert why is None and rows[-1]["bytes"] == 8388608, rows[-1]
+    assert checks_layers.verbs_outcome("", "verbs_bw.out")[1].startswith(
+        "perftest gave no table: verbs_bw.out: ")
+
+
+def test_the_pair_refuses_to_run_outside_a_launch(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in verbspair.RANK_VARIABLES}
+    proc = subprocess.run([sys.executable, "-m", "netbench.probe.verbspair", "--output",
+                           str(tmp_path / "o"), "--meeting", str(tmp_path / "m")],
+                          env=env, capture_output=True, text=True, cwd=paths.REPO)
+    assert proc.returncode == 2 and "no rank variable" in proc.stderr, proc.stderr
+    assert verbspair.rank_of({"PMI_RANK": "1"}) == 1
+    assert verbspair.rank_of({"SLURM_PROCID": "0"}) == 0
+    assert verbspair.rank_of({}) is None

@@ -1,60 +1,23 @@
 """The layers below the MPI, measured beside it in the same job (issue #34,
-"the layers side by side"; reframe_checks/mpi_vs_tcp.py): whether the verbs
-layer can run here (an RDMA device, perftest), its command, and the record's
+"the layers side by side"; reframe_checks/mpi_vs_tcp.py): the verbs layer's
+launch (netbench.probe.verbspair, on the job's nodes), its outcome, and the record's
 `layers`: each layer's figures, parsed once, why a layer did not run, where
 the loss is (netbench.judgement.layers) and the MPI's transport settings."""
 
-import os
-import shutil
-from pathlib import Path
-
 from ..judgement import layers as judged_layers
-from ..probe import discovery
+from ..probe import verbspair
 from ..results import perftest
 
-#: where the kernel lists RDMA devices (rdma-core's ibv_devices reads it too)
-RDMA_SYSFS = Path("/sys/class/infiniband")
-#: perftest's bandwidth test, the verbs layer's curve beside the MPI's
-VERBS_BW = "ib_write_bw"
-#: spack.yaml's view folder of the tools no MPI is built into (iperf3, perftest)
-TOOLS_VIEW = "tools"
 #: the size the layers' figures are given at beside their peaks
 AT_BYTES = 1 << 20
 
 
-def rdma_devices(sysfs=RDMA_SYSFS):
-    """The RDMA devices the kernel lists, sorted; [] without any."""
-    try:
-        return sorted(p.name for p in Path(sysfs).iterdir())
-    except OSError:
-        return []
-
-
-def perftest_path():
-    """Where perftest is looked for: spack.yaml's tools view, then PATH."""
-    tools = Path(discovery.views_folder()) / TOOLS_VIEW / "bin"
-    return os.pathsep.join([str(tools), os.environ.get("PATH", "")])
-
-
-def verbs_problem(placement, sysfs=RDMA_SYSFS, search_path=None):
-    """Why the verbs layer is not run beside the MPI, None when it is."""
-    if not rdma_devices(sysfs):
-        return f"no RDMA device: {sysfs} lists none"
-    if not shutil.which(VERBS_BW, path=search_path or perftest_path()):
-        return (f"no perftest ({VERBS_BW}) in views/{TOOLS_VIEW}/bin or on PATH: "
-                f"spack.yaml builds it for the RDMA fabrics")
-    if placement != "intranode":
-        return "perftest between two nodes is not launched yet: only through one node's device"
-    return None
-
-
-def verbs_command(device, output, search_path=None):
-    """ib_write_bw over every size through `device`, server and client on
-    this node (a loopback through the HCA, as SuperBench's ib-loopback):
-    the client's table in `output`."""
-    tool = shutil.which(VERBS_BW, path=search_path or perftest_path()) or VERBS_BW
-    return (f"{tool} -a -F -d {device} > {output}.server 2>&1 & sleep 1; "
-            f"{tool} -a -F -d {device} localhost > {output} 2>&1; wait")
+def verbs_launch(launch_prefix, python, output):
+    """The verbs layer's launch: netbench.probe.verbspair on the job's
+    ranks 0 and 1, through the job's own launcher, so it reads the devices
+    of the nodes the MPI ran on; its meeting folder beside `output`."""
+    return (f"{launch_prefix} {python} -m netbench.probe.verbspair --output {output} "
+            f"--meeting {output}.meeting > {output}.launch 2>&1")
 
 
 def layer_figures(rates):
@@ -68,13 +31,17 @@ def layer_figures(rates):
             "at_bytes": at, "at_mbps": rates[at]}
 
 
-def parse_verbs(text, where):
-    """The verbs layer's rows from perftest's output, or a ValueError
+def verbs_outcome(text, where):
+    """(the verbs layer's rows, None) from verbspair's output, or (None,
+    why it did not run): the reason it gave, or perftest's missing table
     naming `where`."""
+    reason = verbspair.not_run_reason(text)
+    if reason:
+        return None, reason
     try:
-        return perftest.parse(text).rows
+        return perftest.parse(text).rows, None
     except perftest.ParseError as err:
-        raise ValueError(f"{where}: {err}") from err
+        return None, f"perftest gave no table: {where}: {err}"
 
 
 def layers_record(curves, not_run, line_rate_mbps, mpi_env, added_env):
