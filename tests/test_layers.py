@@ -305,7 +305,7 @@ def test_across_two_nodes_the_verbs_pair_is_launched_on_both_and_names_each(whee
     nodes, they meet in the stage folder, and the record names each node
     that could not run it, read on that node."""
     with cluster("vbpair", nodes=2) as state:
-        proc = run_reframe(state["system"], "-p", "^mpich$", "-n",
+        proc = run_reframe(state["system"], "-p", "^openmpi$", "-n",
                            "^MpiVsTcp%transport=tcp%placement=internode$",
                            "-S", "budget=0.01", "-S", "max_bytes=65536", timeout=900)
         report = latest_report()
