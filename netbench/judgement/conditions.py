@@ -124,7 +124,7 @@ def node_ranks(conditions):
     """{host: how many of the launch's ranks ran there} of a replicate's
     conditions; a node that did not say holds one."""
     nodes = (conditions or {}).get("nodes") or {}
-    return {host: r.get("ranks", 1) if isinstance(r.get("ranks", 1), int) else 1
+    return {host: r["ranks"] if isinstance(r.get("ranks"), int) else 1
             for host, r in nodes.items() if isinstance(r, dict)}
 
 

@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..rfm import supervise
 from . import discovery
 
 #: where the kernel lists RDMA devices (rdma-core's ibv_devices reads it too)
@@ -35,8 +36,8 @@ VERBS_BW = "ib_write_bw"
 TOOLS_VIEW = "tools"
 #: the line that says why the verbs layer did not run
 NOT_RUN = "# verbs not_run "
-#: the launchers' rank variables (hydra, Open MPI's prterun and PMIx, srun)
-RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID")
+#: the MPI launchers' rank variables (the supervisor's), and srun's
+RANK_VARIABLES = (*supervise.RANK_VARIABLES, "SLURM_PROCID")
 #: how long a rank waits for the other's word, and the server for its client
 MEETING_S = 60
 SERVING_S = 600
