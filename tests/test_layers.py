@@ -351,7 +351,7 @@ def test_an_mpi_slowed_by_its_transport_settings_is_named_beside_raw_tcp(tmp_pat
 
 # ---- whether the verbs layer runs -----------------------------------------------
 
-def test_a_node_says_what_it_offers_the_verbs_layer(tmp_path):
+def test_a_node_says_what_it_offers_the_verbs_layer(tmp_path, monkeypatch):
     sysfs = tmp_path / "infiniband"
     assert verbspair.node_status(sysfs, host="n1") == \
         {"host": "n1", "problem": f"no RDMA device: {sysfs} lists none"}
@@ -365,19 +365,29 @@ def test_a_node_says_what_it_offers_the_verbs_layer(tmp_path):
     tool.parent.mkdir()
     tool.write_text("#!/bin/sh\n")
     tool.chmod(0o755)
-    assert verbspair.node_status(sysfs, search_path=str(tool.parent), host="n1") == \
-        {"host": "n1", "device": "mlx5_0", "tool": str(tool)}
+    assert verbspair.node_status(sysfs, search_path=str(tool.parent), host="localhost") == \
+        {"host": "localhost", "device": "mlx5_0", "tool": str(tool), "address": "127.0.0.1"}
+    # a name that resolves to nothing (asked of no name server: tests send
+    # nothing beyond loopback)
+    monkeypatch.setattr(verbspair, "host_address", lambda host: None)
+    assert verbspair.node_status(sysfs, search_path=str(tool.parent), host="n9") == \
+        {"host": "n9", "problem": "its name n9 resolves to no IPv4 address "
+                                  "for the client to reach the server at"}
 
 
 def test_the_pair_runs_through_each_node_s_own_device_or_names_the_node_that_cannot():
-    client = {"host": "n1", "device": "mlx5_0", "tool": "/v/ib_write_bw"}
-    server = {"host": "n2", "device": "mlx5_2", "tool": "/v/ib_write_bw"}
+    client = {"host": "n1", "device": "mlx5_0", "tool": "/v/ib_write_bw", "address": "198.18.0.1"}
+    server = {"host": "n2", "device": "mlx5_2", "tool": "/v/ib_write_bw", "address": "198.18.0.2"}
     assert verbspair.why_not(client, server) is None
-    assert verbspair.server_argv(server) == ["/v/ib_write_bw", "-a", "-F", "-d", "mlx5_2"]
+    # the server listens on the one address its client dials
+    assert verbspair.server_argv(client, server) == \
+        ["/v/ib_write_bw", "-a", "-F", "-d", "mlx5_2", "--bind_source_ip", "198.18.0.2"]
     assert verbspair.client_argv(client, server) == \
-        ["/v/ib_write_bw", "-a", "-F", "-d", "mlx5_0", "n2"]
+        ["/v/ib_write_bw", "-a", "-F", "-d", "mlx5_0", "198.18.0.2"]
     # ranks on one node: a loopback through its HCA
-    assert verbspair.client_argv(client, {**server, "host": "n1"})[-1] == "localhost"
+    one_node = {**server, "host": "n1"}
+    assert verbspair.server_argv(client, one_node)[-2:] == ["--bind_source_ip", "127.0.0.1"]
+    assert verbspair.client_argv(client, one_node)[-1] == "127.0.0.1"
     bare = {"host": "n2", "problem": "no RDMA device: /sys/class/infiniband lists none"}
     assert verbspair.why_not(client, bare) == \
         "on n2, no RDMA device: /sys/class/infiniband lists none"

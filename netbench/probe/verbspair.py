@@ -10,9 +10,13 @@ why it cannot run) to the meeting folder (the stage folder, which the job's
 nodes share) and waits for the other's.  When either node cannot run it,
 rank 0 writes one line, `# verbs not_run <why>` naming the node, and both
 end.  Else rank 1 serves and rank 0, a second later, runs the client
-against rank 1's host (`localhost` when both ranks share a node: a loopback
-through the HCA, as SuperBench's ib-loopback); the client's table is the
-output (netbench/results/perftest.py).  Ranks past 1 do nothing.
+against rank 1's address (127.0.0.1 when both ranks share a node: a
+loopback through the HCA, as SuperBench's ib-loopback); the client's table
+is the output (netbench/results/perftest.py).  Ranks past 1 do nothing.
+
+The server listens on that one address (perftest's --bind_source_ip), never
+on every interface: the connection it accepts sets up a memory region its
+peer writes into.
 """
 
 import argparse
@@ -78,7 +82,19 @@ def node_status(sysfs=RDMA_SYSFS, search_path=None, host=None):
         return {"host": host, "problem": (f"no perftest ({VERBS_BW}) in "
                                           f"views/{TOOLS_VIEW}/bin or on PATH: "
                                           f"spack.yaml builds it for the RDMA fabrics")}
-    return {"host": host, "device": devices[0], "tool": tool}
+    address = host_address(host)
+    if not address:
+        return {"host": host, "problem": f"its name {host} resolves to no IPv4 address "
+                                         "for the client to reach the server at"}
+    return {"host": host, "device": devices[0], "tool": tool, "address": address}
+
+
+def host_address(host):
+    """The IPv4 address the node's name resolves to, None when none."""
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        return None
 
 
 def why_not(client, server):
@@ -93,15 +109,20 @@ def why_not(client, server):
     return "; ".join(f"on {host}, {problem}" for host, problem in found)
 
 
-def server_argv(server):
-    return [server["tool"], "-a", "-F", "-d", server["device"]]
+def meeting_address(client, server):
+    """Where the server listens and the client dials: rank 1's address, or
+    loopback when the ranks share a node."""
+    return "127.0.0.1" if client["host"] == server["host"] else server["address"]
+
+
+def server_argv(client, server):
+    return [server["tool"], "-a", "-F", "-d", server["device"],
+            "--bind_source_ip", meeting_address(client, server)]
 
 
 def client_argv(client, server):
-    """The client's command: to rank 1's host, or to localhost when the
-    ranks share a node."""
-    target = "localhost" if client["host"] == server["host"] else server["host"]
-    return [client["tool"], "-a", "-F", "-d", client["device"], target]
+    return [client["tool"], "-a", "-F", "-d", client["device"],
+            meeting_address(client, server)]
 
 
 def meet(folder, rank, status, deadline_s=MEETING_S):
@@ -135,7 +156,7 @@ def run_pair(rank, output, folder, status):
     if rank == 1:
         with open(f"{output}.server", "w") as log:
             try:
-                return subprocess.run(server_argv(server), stdout=log, stderr=subprocess.STDOUT,
+                return subprocess.run(server_argv(client, server), stdout=log, stderr=subprocess.STDOUT,
                                       timeout=SERVING_S).returncode
             except subprocess.TimeoutExpired:
                 log.write(f"\n{NOT_RUN}no client came within {SERVING_S} s\n")

@@ -31,3 +31,12 @@ class Perftest(AutotoolsPackage):
     depends_on("pciutils")
 
     force_autoreconf = True
+
+    # The server must listen only on the address its client dials, not on
+    # every interface.  In 4.5-0.17 `--source_ip` cannot say so: two long
+    # options share that name and getopt_long takes the first, raw
+    # Ethernet's client address.  Upstream renamed the connection one to
+    # --bind_source_ip (linux-rdma/perftest 8ff29c1, released in
+    # 23.07.0-0.27); this is that rename, checked to apply to the v4.5-0.17
+    # tag's src/perftest_parameters.c.
+    patch("bind_source_ip.patch", when="@4.5-0.17")
