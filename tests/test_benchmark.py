@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 from conftest import require
-from netbench.results.benchmark import parse_output, rank_placements, stacked_ranks
+from netbench.results.benchmark import parse_output, parse_run, rank_placements, stacked_ranks
 from netbench.tools.benchrun import job_environment
 
 QUICK = ["-t", "0.01", "-m", "3", "-M", "10"]
@@ -167,6 +167,15 @@ def test_pingpong_needs_two_ranks(bench):
 def test_latency_and_bandwidth_are_finite(bench):
     _, summary = parse_output(bench.run(2, "pingpong", "-x", "64k", *QUICK).stdout)
     assert all(math.isfinite(v) and v >= 0 for v in summary.values())
+
+
+def test_each_node_says_how_long_its_ranks_waited_for_a_cpu(bench):
+    """PSI's share is averaged over a node's CPUs; the ranks' own run-queue
+    wait (schedstat, which Debian's kernels keep) is printed beside it."""
+    nodes = parse_run(bench.run(2, "pingpong", "-x", "64k", *QUICK).stdout)["nodes"]
+    assert len(nodes) == 1, nodes
+    (node,) = nodes.values()
+    assert node["ranks"] == 2 and 0 <= node["rank_wait"] <= 100, node
 
 
 def test_debian_mpich_over_ucx_tcp_leaves_mpi_finalize(mpis, build_benchmark, families):

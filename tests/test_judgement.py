@@ -380,11 +380,13 @@ def test_the_smallest_change_that_counts_applies_per_kind_of_reference():
 
 
 def test_the_benchmark_prints_every_nodes_pressure(tmp_path):
-    text = ("# node n1 cpu_pressure 2.50 ranks 1 cpus 2\n"
-            "# node n2 cpu_pressure 71.00 ranks 1 cpus 2\n")
+    text = ("# node n1 cpu_pressure 2.50 ranks 1 cpus 2 rank_wait 0.40\n"
+            "# node n2 cpu_pressure 71.00 ranks 1 cpus 2 rank_wait 48.10\n"
+            "# node n3 cpu_pressure 1.00 ranks 1 cpus 64\n")  # an older build
     assert benchmark.parse_run(text)["nodes"] == {
-        "n1": {"cpu_pressure": 2.5, "ranks": 1, "cpus": 2},
-        "n2": {"cpu_pressure": 71.0, "ranks": 1, "cpus": 2}}
+        "n1": {"cpu_pressure": 2.5, "ranks": 1, "cpus": 2, "rank_wait": 0.4},
+        "n2": {"cpu_pressure": 71.0, "ranks": 1, "cpus": 2, "rank_wait": 48.1},
+        "n3": {"cpu_pressure": 1.0, "ranks": 1, "cpus": 64}}
 
 
 # ---- the acceptance corpus: recorded launches decided by the model ----

@@ -295,16 +295,21 @@ _HOST_PRESSURE = re.compile(r"^# host cpu_pressure some avg10=(\S+)", re.MULTILI
 #: when ranks 0 and 1 share a host: a cache line's round trip between their
 #: cores (netbench.c), which moves with the host's mode
 _CORE_ROUND_TRIP = re.compile(r"^# host core_round_trip_ns ([0-9.]+) cpus", re.MULTILINE)
-#: `# node HOST cpu_pressure P ranks K cpus N`, one per node after the run
-#: (netbench.c): what each node of the job was doing
-_NODE = re.compile(r"^# node (\S+) cpu_pressure ([0-9.]+) ranks (\d+) cpus (\d+)$",
-                   re.MULTILINE)
+#: `# node HOST cpu_pressure P ranks K cpus N [rank_wait W]`, one per node
+#: after the run (netbench.c): what each node of the job was doing, and the
+#: longest its ranks themselves waited for a CPU (older builds print no W)
+_NODE = re.compile(r"^# node (\S+) cpu_pressure ([0-9.]+) ranks (\d+) cpus (\d+)"
+                   r"(?: rank_wait ([0-9.]+))?$", re.MULTILINE)
 
 
 def node_conditions(text):
-    """{host: {cpu_pressure, ranks, cpus}} of the `# node` lines."""
-    return {host: {"cpu_pressure": float(p), "ranks": int(r), "cpus": int(c)}
-            for host, p, r, c in _NODE.findall(text)}
+    """{host: {cpu_pressure, ranks, cpus[, rank_wait]}} of the `# node` lines."""
+    found = {}
+    for host, pressure, ranks, cpus, wait in _NODE.findall(text):
+        found[host] = {"cpu_pressure": float(pressure), "ranks": int(ranks), "cpus": int(cpus)}
+        if wait:
+            found[host]["rank_wait"] = float(wait)
+    return found
 
 
 def _last_float(pattern, text):

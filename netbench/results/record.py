@@ -23,7 +23,8 @@ reference files.
                  rows (every column), summary (the `@` lines), placements,
                  failure (the launcher's), host_load, cpu_pressure,
                  core_round_trip_ns (before and after, ranks 0 and 1 on
-                 one host), nodes ({host: cpu_pressure, ranks, cpus}, every
+                 one host), nodes ({host: cpu_pressure, ranks, cpus,
+                 rank_wait (newer benchmarks)}, every
                  node of the launch), path (what its MPI library said it
                  used: transport, provider, device, evidence;
                  results.datapath)}]}; the

@@ -1537,9 +1537,15 @@ static void print_core_round_trip(struct bench *b)
 
 /* Every rank reads its node's CPU stall time (Linux's PSI,
  * /proc/pressure/cpu "some total=": microseconds some task waited for a CPU)
- * when the run starts and after it, and rank 0 prints one line per node:
- * `# node HOST cpu_pressure P ranks K cpus N`, P the share (%) of the run's
- * own time some task waited.  (The kernel's avg10 would lag: a run of a few
+ * and its own time on a run queue (/proc/self/schedstat's second field,
+ * nanoseconds this rank's thread was runnable but not running) when the run
+ * starts and after it, and rank 0 prints one line per node:
+ * `# node HOST cpu_pressure P ranks K cpus N rank_wait W`, P the share (%)
+ * of the run's own time some task on the node waited, W the largest share
+ * one of the node's ranks waited itself.  (PSI's "some" is averaged over
+ * the node's CPUs: one task waiting reads near 50 % on 2 CPUs and near 1/N
+ * on N, so on a large node only the rank's own wait says that it lost its
+ * core.)  (The kernel's avg10 would lag: a run of a few
  * seconds moves a 10 s average only part of the way, and a run's first
  * launch read it 20-30 points low under a busy core.)  A verdict compares
  * what every node of the job was doing with what its reference's runs saw,
@@ -1547,11 +1553,13 @@ static void print_core_round_trip(struct bench *b)
 struct node_reading {
     char host[MPI_MAX_PROCESSOR_NAME];
     double pressure;
+    double wait;
     long cpus;
 };
 
 struct stall_mark {
     double stalled_us;      /* PSI some total, or -1 */
+    double waited_us;       /* this thread's run-queue wait, or -1 */
     double at_us;           /* CLOCK_MONOTONIC */
 };
 
@@ -1559,33 +1567,41 @@ static struct stall_mark run_start;
 
 static struct stall_mark stall_now(void)
 {
-    struct stall_mark m = {.stalled_us = -1};
+    struct stall_mark m = {.stalled_us = -1, .waited_us = -1};
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     m.at_us = t.tv_sec * 1e6 + t.tv_nsec / 1e3;
-    FILE *f = fopen("/proc/pressure/cpu", "r");
-    if (!f)
-        return m;
     unsigned long long total;
-    if (fscanf(f, "some avg10=%*f avg60=%*f avg300=%*f total=%llu", &total) == 1)
-        m.stalled_us = (double)total;
-    fclose(f);
+    FILE *f = fopen("/proc/pressure/cpu", "r");
+    if (f) {
+        if (fscanf(f, "some avg10=%*f avg60=%*f avg300=%*f total=%llu", &total) == 1)
+            m.stalled_us = (double)total;
+        fclose(f);
+    }
+    f = fopen("/proc/thread-self/schedstat", "r");
+    if (f) {
+        if (fscanf(f, "%*s %llu", &total) == 1)
+            m.waited_us = total / 1e3;
+        fclose(f);
+    }
     return m;
 }
 
-static double cpu_pressure(void)
+/* the share (%) of `elapsed` that a counter read `before` and `after` grew by */
+static double share_of(double before, double after, double elapsed)
 {
-    struct stall_mark end = stall_now();
-    double elapsed = end.at_us - run_start.at_us;
-    if (run_start.stalled_us < 0 || end.stalled_us < 0 || elapsed <= 0)
+    if (before < 0 || after < 0 || elapsed <= 0)
         return -1;
-    double share = 100.0 * (end.stalled_us - run_start.stalled_us) / elapsed;
+    double share = 100.0 * (after - before) / elapsed;
     return share > 100.0 ? 100.0 : share;
 }
 
 static void print_node_conditions(struct bench *b)
 {
-    struct node_reading mine = {.pressure = cpu_pressure(),
+    struct stall_mark end = stall_now();
+    double elapsed = end.at_us - run_start.at_us;
+    struct node_reading mine = {.pressure = share_of(run_start.stalled_us, end.stalled_us, elapsed),
+                                .wait = share_of(run_start.waited_us, end.waited_us, elapsed),
                                 .cpus = sysconf(_SC_NPROCESSORS_ONLN)};
     int len;
     MPI_Get_processor_name(mine.host, &len);
@@ -1605,13 +1621,21 @@ static void print_node_conditions(struct bench *b)
             }
         if (!first)
             continue;
-        double highest = all[r].pressure;
+        double highest = all[r].pressure, longest = all[r].wait;
         for (int q = 0; q < b->size; q++)
-            if (strcmp(all[q].host, all[r].host) == 0 && all[q].pressure > highest)
-                highest = all[q].pressure;
-        if (highest >= 0)
-            printf("# node %s cpu_pressure %.2f ranks %d cpus %ld\n", all[r].host, highest,
-                   ranks, all[r].cpus);
+            if (strcmp(all[q].host, all[r].host) == 0) {
+                if (all[q].pressure > highest)
+                    highest = all[q].pressure;
+                if (all[q].wait > longest)
+                    longest = all[q].wait;
+            }
+        if (highest < 0)
+            continue;
+        printf("# node %s cpu_pressure %.2f ranks %d cpus %ld", all[r].host, highest,
+               ranks, all[r].cpus);
+        if (longest >= 0)
+            printf(" rank_wait %.2f", longest);
+        printf("\n");
     }
     free(all);
     fflush(stdout);
