@@ -5,6 +5,7 @@ prefixes laid out as views)."""
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -166,19 +167,23 @@ def test_the_local_repository_is_read_from_its_recipes():
     assert packages["perftest"].versions == ["4.5-0.17"]
 
 
-def test_every_patch_a_local_recipe_names_lies_beside_it():
+def test_a_patch_a_local_recipe_names_must_lie_beside_it(tmp_path):
     """Spack refuses a recipe whose patch file is missing only when it
-    builds, on the cluster: say so here."""
-    import ast
-    named = []
-    for recipe in (paths.REPO / "spack_repo" / "netbench" / "packages").glob("*/package.py"):
-        for call in ast.walk(ast.parse(recipe.read_text())):
-            if isinstance(call, ast.Call) and getattr(call.func, "id", "") == "patch":
-                patch = recipe.parent / call.args[0].value
-                named.append(patch.name)
-                assert patch.read_text().startswith("--- a/"), patch
+    builds, on the cluster: spack-check says so here."""
     # perftest's: its server listens on one address (netbench/probe/verbspair.py)
-    assert "bind_source_ip.patch" in named
+    recipes = paths.REPO / "spack_repo" / "netbench"
+    assert spackcheck.load_local_repo(recipes)["perftest"].patches == ["bind_source_ip.patch"]
+    assert spackcheck.check()[0] == []
+    repo = tmp_path / "spack_repo"
+    shutil.copytree(recipes, repo)
+    (repo / "packages" / "perftest" / "bind_source_ip.patch").unlink()
+    spack_yaml = tmp_path / "spack.yaml"
+    spack_yaml.write_text((paths.REPO / "spack.yaml").read_text()
+                          .replace("netbench: spack_repo/netbench", "netbench: spack_repo")
+                          .replace("path: .", f"path: {paths.REPO}"))
+    problems, _ = spackcheck.check(spack_yaml)
+    assert problems == [f"{spack_yaml}: {repo}/packages/perftest/package.py "
+                        f"'bind_source_ip.patch': no such patch file beside the recipe"], problems
 
 
 def test_perftest_lands_beside_iperf3_in_the_tools_view():

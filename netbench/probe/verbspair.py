@@ -156,8 +156,8 @@ def run_pair(rank, output, folder, status):
     if rank == 1:
         with open(f"{output}.server", "w") as log:
             try:
-                return subprocess.run(server_argv(client, server), stdout=log, stderr=subprocess.STDOUT,
-                                      timeout=SERVING_S).returncode
+                return subprocess.run(server_argv(client, server), stdout=log,
+                                      stderr=subprocess.STDOUT, timeout=SERVING_S).returncode
             except subprocess.TimeoutExpired:
                 log.write(f"\n{NOT_RUN}no client came within {SERVING_S} s\n")
                 return 1

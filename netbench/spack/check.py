@@ -264,6 +264,15 @@ def check_repos(env, path, checker, folder):
     return local
 
 
+def check_patches(pkg, checker):
+    """Every patch file a local recipe names lies beside it: Spack says so
+    only when it builds the package, on the cluster."""
+    recipe = Path(pkg.source)
+    for patch in pkg.patches:
+        if not (recipe.parent / patch).is_file():
+            checker.problem(str(recipe), patch, "no such patch file beside the recipe")
+
+
 def view_folders(env, checker, root_specs):
     """{folder: [spec texts]} of the root specs under the view's projections."""
     view = env.get("view")
@@ -345,6 +354,7 @@ def check(path=SPACK_YAML, facts=FACTS):
     for repo in check_repos(env, path, checker, path.parent):
         for name, pkg in load_local_repo(repo).items():
             packages.setdefault(name, pkg)
+            check_patches(pkg, checker)
     definitions, specs = environment_specs(env, path)
     for name, items in definitions.items():
         for where, text in items:

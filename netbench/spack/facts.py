@@ -54,6 +54,8 @@ class Package:
     variants: dict          # name -> [definition dicts: default, values, multi, when]
     provides: list = field(default_factory=list)
     source: str = "builtin"
+    #: the patch files a local recipe names (`patch("file")`), beside it
+    patches: list = field(default_factory=list)
 
     def defaults(self):
         """Variant defaults: a bool, a value string, or None where the
@@ -91,13 +93,13 @@ def _literal(node):
 
 def load_local_repo(folder):
     """Packages of a Spack repository read from their package.py files: the
-    `version()` and `variant()` directives (never executed: they import
-    Spack)."""
+    `version()`, `variant()`, `provides()` and `patch()` directives (never
+    executed: they import Spack)."""
     folder = Path(folder)
     packages = {}
     for recipe in sorted(folder.glob("packages/*/package.py")):
         name = recipe.parent.name.replace("_", "-")
-        versions, variants, provides = [], {}, []
+        versions, variants, provides, patches = [], {}, [], []
         try:
             tree = ast.parse(recipe.read_bytes(), str(recipe))
         except SyntaxError as err:      # also undecodable bytes (PEP 263)
@@ -119,5 +121,8 @@ def load_local_repo(folder):
                 variants.setdefault(args[0], []).append(definition)
             elif call.func.id == "provides" and args:
                 provides.append(str(args[0]))
-        packages[name] = Package(name, versions, variants, provides, source=str(recipe))
+            elif call.func.id == "patch" and args and "://" not in str(args[0]):
+                patches.append(str(args[0]))
+        packages[name] = Package(name, versions, variants, provides, source=str(recipe),
+                                 patches=patches)
     return packages

@@ -1537,17 +1537,17 @@ static void print_core_round_trip(struct bench *b)
 
 /* Every rank reads its node's CPU stall time (Linux's PSI,
  * /proc/pressure/cpu "some total=": microseconds some task waited for a CPU)
- * and its own time on a run queue (/proc/self/schedstat's second field,
- * nanoseconds this rank's thread was runnable but not running) when the run
+ * and its own time on a run queue (/proc/thread-self/schedstat's second
+ * field, nanoseconds this thread was runnable but not running) when the run
  * starts and after it, and rank 0 prints one line per node:
  * `# node HOST cpu_pressure P ranks K cpus N rank_wait W`, P the share (%)
  * of the run's own time some task on the node waited, W the largest share
- * one of the node's ranks waited itself.  (PSI's "some" is averaged over
- * the node's CPUs: one task waiting reads near 50 % on 2 CPUs and near 1/N
- * on N, so on a large node only the rank's own wait says that it lost its
- * core.)  (The kernel's avg10 would lag: a run of a few
- * seconds moves a 10 s average only part of the way, and a run's first
- * launch read it 20-30 points low under a busy core.)  A verdict compares
+ * one of the node's ranks waited itself.  PSI's "some" is averaged over the
+ * node's CPUs (one task waiting reads near 50 % on 2 CPUs, near 1/N on N),
+ * so on a large node only the rank's own wait says that it lost its core;
+ * and the kernel's avg10 would lag (a run of a few seconds moves a 10 s
+ * average only part of the way: a run's first launch read it 20-30 points
+ * low under a busy core).  A verdict compares
  * what every node of the job was doing with what its reference's runs saw,
  * not the first node alone.  -1: the kernel has no PSI. */
 struct node_reading {
