@@ -24,6 +24,7 @@ from netbench.judgement import (FAIL, INCONCLUSIVE, PASS, UNDECIDED, Bound, Esti
                                 Reference, Replicate, case_verdict, figures, judge, knobs,
                                 remeasure)
 from netbench.judgement.model import after_the_job
+from netbench.judgement import conditions
 from netbench.results import benchmark
 from netbench.results.benchmark import parse_run
 
@@ -326,6 +327,39 @@ def test_a_node_whose_ranks_could_not_have_a_core_explains_any_cpu_bound_miss():
     assert (decision.verdict, decision.code) == (INCONCLUSIVE, "conditions_differ")
     assert decision.numbers["conditions"][0]["code"] == "cores_short"
     assert decision.numbers["explains"] == math.inf
+
+
+def test_a_rank_that_lost_its_core_on_a_large_node_is_seen_by_its_own_wait():
+    """PSI is averaged over a node's CPUs: one rank that waited most of the
+    launch for its core reads near 1/64 of it on 64 CPUs.  The rank's own
+    wait is the node's reading where it is the larger share."""
+    far = [Estimate(20.0, 19.0, 21.0)] * 2
+    lost = {"nodes": {"n1": {"cpu_pressure": 1.5, "rank_wait": 0.2, "ranks": 1},
+                      "n2": {"cpu_pressure": 1.2, "rank_wait": 62.0, "ranks": 1}}}
+    decision = decide(far, Bound("upper", 1.0), TWO, conditions=lost)
+    assert (decision.verdict, decision.code) == (INCONCLUSIVE, "conditions_differ")
+    (found,) = decision.numbers["conditions"]
+    assert (found["code"], found["node"], found["now"], found["reading"]) == (
+        "cores_short", "n2", 62.0, "rank_wait")
+    # a rank that waited 35 % explains 1/0.65 of its figure, as PSI would
+    waited = {"nodes": {"n1": {"cpu_pressure": 1.5, "rank_wait": 35.0, "ranks": 1}}}
+    decision = decide(MISSED, Bound("upper", 1.0), TWO, conditions=waited)
+    assert (decision.code, decision.numbers["explains"]) == (
+        "conditions_differ", pytest.approx(1 / 0.65))
+    assert decision.numbers["conditions"][0]["reading"] == "rank_wait"
+    # where PSI is the larger share, it is the reading, and ranks that
+    # waited no more than a quiet reference's leave a miss to fail
+    assert decide(MISSED, Bound("upper", 1.0), TWO, conditions=BUSY_N2).numbers[
+        "conditions"][0]["reading"] == "cpu_pressure"
+    quiet = {"nodes": {"n1": {"cpu_pressure": 1.5, "rank_wait": 3.0, "ranks": 1}}}
+    assert decide(MISSED, Bound("upper", 1.0), TWO, conditions=quiet).verdict == FAIL
+
+
+def test_a_reference_learns_the_larger_share_of_its_nodes():
+    launch = {"nodes": {"n1": {"cpu_pressure": 4.0, "rank_wait": 31.0},
+                        "n2": {"cpu_pressure": 12.0}}}
+    assert conditions.as_reference(launch)["cpu_pressure"] == 31.0
+    assert conditions.node_readings(launch) == {"n1": 31.0, "n2": 12.0}
 
 
 def test_a_link_bound_figure_is_judged_whatever_the_host_did():

@@ -2,25 +2,34 @@
 while the reference was measured: the one mechanism by which the host's
 state keeps a miss from being called a loss.
 
-A replicate's conditions: {"nodes": {host: {"cpu_pressure": %}},
-"core_round_trip_ns": ns}, read by the benchmark on every node of the job
-for each launch (Linux's PSI, /proc/pressure/cpu "some total": the share of
-the launch's own time some task waited for a CPU) and, where
-ranks 0 and 1 share a host, the time a cache line takes between their
-cores.  A reference's: {"cpu_pressure": %, "core_round_trip_ns": ns} of the
-runs it was learned from; None for a documented figure (a quiet host).
+A replicate's conditions: {"nodes": {host: {"cpu_pressure": %,
+"rank_wait": %}}, "core_round_trip_ns": ns}, read by the benchmark on every
+node of the job for each launch (Linux's PSI, /proc/pressure/cpu "some
+total": the share of the launch's own time some task waited for a CPU; and
+the longest share any of the node's ranks itself waited on a run queue)
+and, where ranks 0 and 1 share a host, the time a cache line takes between
+their cores.  A node's reading is the larger of its two shares: PSI is
+averaged over the node's CPUs, so one rank that lost its core reads near
+1/N of it on N CPUs, while the rank's own wait reads what it lost; older
+benchmarks print PSI alone.  A reference's: {"cpu_pressure": %,
+"core_round_trip_ns": ns} of the runs it was learned from (the largest
+node reading); None for a documented figure (a quiet host).
 
 A difference is one of (each with its node and both readings):
 
-    cores_short    a node's pressure says its ranks could not each have a
-                   core of their own (other work waited for a CPU most of
-                   the time): a busy-polling rank that loses its core waits
-                   a scheduler time slice, so it explains a miss of any size
+    cores_short    a node's reading says its ranks could not each have a
+                   core of their own (a rank, or other work, waited for a
+                   CPU most of the time): a busy-polling rank that loses its
+                   core waits a scheduler time slice, so it explains a miss
+                   of any size
     time_sliced    ranks 0 and 1 took a time slice to pass a cache line:
                    the same, seen from the ranks themselves
-    cpu_pressure   a node's pressure beyond the reference's by the knob's
+    cpu_pressure   a node's reading beyond the reference's by the knob's
                    points: a task that waits a share p of the time for a CPU
                    holds one a share 1 - p of it (over the reference's own)
+
+Each node's difference says which share it read (`reading`: "cpu_pressure"
+or "rank_wait").
     core_mode      the cores passed a cache line the knob's factor slower
                    than in the reference's runs (a VM's vCPUs moved): a
                    message between them is at most that many times slower
@@ -78,10 +87,23 @@ def _reading(conditions, key):
 
 
 def node_readings(conditions):
-    """{host: pressure} of a replicate's nodes that read one."""
+    """{host: reading} of a replicate's nodes that read one: the larger of
+    the node's PSI and its ranks' own wait (the module's docstring)."""
+    return {host: value for host, (value, _) in _node_shares(conditions).items()}
+
+
+def _node_shares(conditions):
+    """{host: (reading, which share it is)} of a replicate's nodes."""
     nodes = (conditions or {}).get("nodes") or {}
-    return {host: r["cpu_pressure"] for host, r in sorted(nodes.items())
-            if isinstance(r, dict) and _reading(r, "cpu_pressure") is not None}
+    found = {}
+    for host, r in sorted(nodes.items()):
+        if not isinstance(r, dict):
+            continue
+        shares = [(_reading(r, key), key) for key in ("cpu_pressure", "rank_wait")]
+        shares = [(value, key) for value, key in shares if value is not None]
+        if shares:
+            found[host] = max(shares, key=lambda share: share[0])
+    return found
 
 
 def differences(now, reference, knobs):
@@ -90,13 +112,13 @@ def differences(now, reference, knobs):
     "then"}; [] when none goes beyond the knobs' limits."""
     then_pressure = _reading(reference, "cpu_pressure") or 0.0
     found = []
-    for host, pressure in node_readings(now).items():
+    for host, (pressure, reading) in _node_shares(now).items():
         if pressure >= knobs.cores_short_pressure > then_pressure:
             found.append({"code": "cores_short", "node": host, "now": pressure,
-                          "then": then_pressure})
+                          "then": then_pressure, "reading": reading})
         elif pressure - then_pressure >= knobs.cpu_pressure_points:
             found.append({"code": "cpu_pressure", "node": host, "now": pressure,
-                          "then": then_pressure})
+                          "then": then_pressure, "reading": reading})
     trip, then_trip = _reading(now, "core_round_trip_ns"), _reading(reference,
                                                                     "core_round_trip_ns")
     if trip is not None and trip >= knobs.time_slice_ns > (then_trip or 0):

@@ -25,17 +25,22 @@ def node_name(d):
     return f"on {d['node']}" if d.get("node") else "between ranks 0 and 1"
 
 
+def _waited(d):
+    """Whose wait for a CPU a node's reading is (judgement.conditions)."""
+    if d.get("reading") == "rank_wait":
+        return "a rank itself waited for a CPU"
+    return "work waited for a CPU"
+
+
 def condition_words(d):
     """One difference of the host's conditions (judgement.conditions)."""
     code = d.get("code")
     if code == "cores_short":
-        return (f"a rank could not have a core of its own {node_name(d)} (other work waited "
-                f"for a CPU {_g(d['now'])} % of the last 10 s; {_g(d['then'])} % for the "
-                f"reference)")
+        return (f"a rank could not have a core of its own {node_name(d)} ({_waited(d)} "
+                f"{_g(d['now'])} % of the launch; {_g(d['then'])} % for the reference)")
     if code == "cpu_pressure":
-        return (f"other work waited for a CPU {_g(d['now'])} % of the last 10 s "
-                f"{node_name(d)}, {_g(d['now'] - d['then'])} points more than for the "
-                f"reference")
+        return (f"{_waited(d)} {_g(d['now'])} % of the launch {node_name(d)}, "
+                f"{_g(d['now'] - d['then'])} points more than for the reference")
     if code == "time_sliced":
         return (f"ranks 0 and 1 took {_g(d['now'] / 1e6)} ms to pass a cache line: they "
                 f"took turns on a CPU")
