@@ -21,6 +21,7 @@ import pytest
 
 from conftest import require
 from netbench import paths, vcluster
+from netbench.fleet import judge as fleet_judge
 from netbench.rfm import session
 from helpers import conditions_differed
 from helpers.browser import chromium, run_chromium
@@ -214,10 +215,9 @@ def test_on_a_saturated_host_a_suspect_is_unconfirmed_and_nothing_is_drained(gig
 
 
 def miss_of(suspect):
-    """How many times a suspect's figure misses the fleet median (bandwidth
-    below, latency above)."""
-    value, median = suspect["value"], suspect["fleet_median"]
-    return median / value if suspect["metric"].startswith("bw_") else value / median
+    """How many times a recorded suspect's figure misses the fleet median."""
+    return fleet_judge.miss_of_median(suspect["metric"], suspect["value"],
+                                      suspect["fleet_median"])
 
 
 #: how Slurm reports a rank that crashed before it measured anything

@@ -320,13 +320,17 @@ def unconfirmed(verdict, host_conditions, knobs, cpu_bound):
             return False
         if not s.value or not s.fleet_median:
             return False
-        miss = (s.fleet_median / s.value if higher_is_better(s.metric)
-                else s.value / s.fleet_median)
-        return miss <= limit
+        return miss_of_median(s.metric, s.value, s.fleet_median) <= limit
 
     left = [s for s in verdict.suspects if not explained(s)]
     return dataclasses.replace(verdict, suspects=left), \
         [s for s in verdict.suspects if explained(s)]
+
+
+def miss_of_median(metric, value, fleet_median):
+    """How many times a figure misses the fleet's median: a bandwidth below
+    it, a latency above it."""
+    return fleet_median / value if higher_is_better(metric) else value / fleet_median
 
 
 def _busiest_pair(found):
