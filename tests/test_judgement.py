@@ -21,10 +21,9 @@ import pytest
 
 from netbench.datafiles import DataError
 from netbench.judgement import (FAIL, INCONCLUSIVE, PASS, UNDECIDED, Bound, Estimate,
-                                Reference, Replicate, case_verdict, figures, judge, knobs,
-                                remeasure)
+                                Reference, Replicate, case_verdict, conditions, figures,
+                                judge, knobs, remeasure)
 from netbench.judgement.model import after_the_job
-from netbench.judgement import conditions
 from netbench.results import benchmark
 from netbench.results.benchmark import parse_run
 

@@ -27,12 +27,12 @@ A difference is one of (each with its node and both readings):
     cpu_pressure   a node's reading beyond the reference's by the knob's
                    points: a task that waits a share p of the time for a CPU
                    holds one a share 1 - p of it (over the reference's own)
-
-Each node's difference says which share it read (`reading`: "cpu_pressure"
-or "rank_wait").
     core_mode      the cores passed a cache line the knob's factor slower
                    than in the reference's runs (a VM's vCPUs moved): a
                    message between them is at most that many times slower
+
+A node's difference also says which share it read (`reading`:
+"cpu_pressure" or "rank_wait").
 
 What the pressures explain together: a message between busy-polling ranks
 moves only while the rank it waits for holds a core, and a round trip (or a
