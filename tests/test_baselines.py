@@ -80,6 +80,20 @@ def test_three_runs_make_a_baseline_with_its_provenance(accepted):
     assert "local:node" in shown and "fails above" in shown
 
 
+def one_fragment_failures(verdict):
+    """The sizes of one sm fragment (256 bytes or less) the verdict failed."""
+    return [int(s["bytes"]) for s in verdict["sizes"]
+            if s["verdict"] == "fail" and s["bytes"] <= 256]
+
+
+def at_small_sizes(tc):
+    """What a failed specificity assertion shows: the run's host readings
+    and its figures over the band's bound up to 256 bytes."""
+    verdict = tc["record"]["verdicts"][baseline.RATIO]
+    return {"host": tc["record"].get("host"),
+            "sizes": [s for s in sizes_seen(verdict) if s[0] <= 256]}
+
+
 def test_a_slowed_shared_memory_path_fails_at_the_sizes_it_touches(accepted):
     references, _ = accepted
     proc, tc, _ = run_shm(references, env=SLOWED_SHM)
@@ -105,9 +119,16 @@ def test_a_slowed_shared_memory_path_fails_at_the_sizes_it_touches(accepted):
         assert 1 << 20 in failed, verdict["sizes"]
         assert "slower than the baseline" in verdict["reason"] and "1 MiB" in verdict["reason"]
     # messages of one fragment cross as before: no failure at 256 bytes or
-    # less (a slower mode of the cores there is a condition, inconclusive)
-    assert not [b for b in failed if b <= 256], (sizes_seen(verdict), tc["record"].get("host"),
-                                                 verdict["reason"])
+    # less.  The VM's cores change mode for seconds at a time in ways their
+    # round trip does not show (platform-facts.md), which moves these sizes
+    # beyond a band learned in 15 s: a failure there is tested again before
+    # it is blamed on the verdict (ClusterKit's re-test).  The slowing is
+    # the same in both runs, so a verdict that spread it to these sizes
+    # fails both; `latest` is then the second run, slowed as the first.
+    if one_fragment_failures(verdict):
+        _, again, _ = run_shm(references, env=SLOWED_SHM)
+        assert not one_fragment_failures(again["record"]["verdicts"][baseline.RATIO]), \
+            {"first": at_small_sizes(tc), "again": at_small_sizes(again)}
     # netbench compare SESSION --baseline: the slowed sizes worse beyond noise
     from netbench.report import compare, load_session
     learned = baseline.load(references / "baselines" / "local-node.yaml")
