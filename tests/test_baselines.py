@@ -142,14 +142,22 @@ def test_a_slowed_shared_memory_path_fails_at_the_sizes_it_touches(accepted):
 def test_the_healthy_path_passes_its_baseline(accepted):
     references, _ = accepted
     proc, tc, _ = run_shm(references)
-    out = proc.stdout + proc.stderr
-    verdict = tc["record"]["verdicts"][baseline.RATIO]
     # no loss: a band never narrower than the noise pooled over each size's
     # neighbours, and a size beyond it alone is noise, not a loss; on a
-    # host busier than when the baseline was accepted, inconclusive at most
+    # host busier than when the baseline was accepted, inconclusive at most.
+    # A failure is run again before it is blamed on the verdict, as in the
+    # slowed test (the cores' unseen modes); a band that fails healthy runs
+    # fails both
+    first = None
+    if proc.returncode not in session.NO_FAILURE or \
+            tc.get("record", {}).get("verdicts", {}).get(baseline.RATIO, {}).get("verdict") == "fail":
+        first = proc.returncode, tc.get("fail_reason"), tc.get("record", {}).get("host")
+        proc, tc, _ = run_shm(references)
+    out = proc.stdout + proc.stderr
+    verdict = tc["record"]["verdicts"][baseline.RATIO]
     assert verdict["verdict"] in ("pass", "inconclusive"), (verdict["reason"],
-                                                            sizes_seen(verdict))
-    assert proc.returncode in session.NO_FAILURE, out[-3000:]
+                                                            sizes_seen(verdict), first)
+    assert proc.returncode in session.NO_FAILURE, (out[-3000:], first)
 
 
 @pytest.mark.parametrize("change, key", [
