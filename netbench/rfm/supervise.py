@@ -38,9 +38,9 @@ from pathlib import Path
 from ..results.benchmark import LAUNCH_LEFT_BEHIND, rank_placements
 
 TAG = "NETBENCH_LAUNCH_ID"
-#: how each launcher tells a rank its number; srun's MPI ranks carry them
-#: too (Slurm's mpi/pmi2 plugin sets PMI_RANK for each task, PMIx's server
-#: PMIX_RANK), so SLURM_PROCID, which every srun task has, adds no MPI rank
+#: how each launcher tells a rank its number; srun's MPI ranks carry one
+#: too (Slurm's mpi/pmi2 plugin sets PMI_RANK for each task), so
+#: SLURM_PROCID, which every srun task has, is not among them
 RANK_VARIABLES = ("PMI_RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK")
 #: sshd's per-connection processes (OpenSSH 9.8 renamed them)
 SSHD_NAMES = ("sshd", "sshd-session")
