@@ -1,6 +1,7 @@
 """The fabric sweep on real virtual clusters (issue #17): 5 nodes on
 emulated 1 Gbit/s links, both wheel MPIs.  A healthy cluster names nobody
-in three consecutive sweeps; a node degraded on purpose (`vcluster fault`)
+(how often, over repeated sweeps quiet and busy, is `make bench-verdict`'s
+sweep part); a node degraded on purpose (`vcluster fault`)
 is named, and only it, in the case's reason, suspects.json, drain.sh and
 the report's heat map; a one-way fault and a smaller MTU are named too; and
 through the cluster's Slurm the sweep is one job whose suspects are the
@@ -73,18 +74,17 @@ def gige():
         yield state
 
 
-def test_a_healthy_cluster_names_nobody_in_three_sweeps(gige):
-    for attempt in range(3):
-        proc, elapsed = sweep(gige["system"])
-        assert proc.returncode == 0, proc.stdout[-4000:]
-        cases = sweep_cases(session.latest_report())
-        assert {tc["environ"] for tc in cases} == {"mpich", "openmpi"}
-        for tc in cases:
-            assert tc["result"] == "pass" and not named(tc), tc.get("fail_reason")
-            fleet = tc["record"]["fleet"]
-            assert len(fleet["hosts"]) == NODES
-            assert len(fleet["pairs"]) == NODES * (NODES - 1)
-        print(f"healthy sweep {attempt + 1}: {elapsed:.0f} s")
+def test_a_healthy_cluster_names_nobody(gige):
+    proc, elapsed = sweep(gige["system"])
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    cases = sweep_cases(session.latest_report())
+    assert {tc["environ"] for tc in cases} == {"mpich", "openmpi"}
+    for tc in cases:
+        assert tc["result"] == "pass" and not named(tc), tc.get("fail_reason")
+        fleet = tc["record"]["fleet"]
+        assert len(fleet["hosts"]) == NODES
+        assert len(fleet["pairs"]) == NODES * (NODES - 1)
+    print(f"healthy sweep: {elapsed:.0f} s")
 
 
 def degraded(state, node, **fault):
