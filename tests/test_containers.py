@@ -18,6 +18,7 @@ from netbench.judgement import parity as judgement_parity
 from netbench.judgement import knobs as judging_knobs
 from netbench.results import container_parity as parity
 from netbench.rfm import container
+from netbench.tools import image as image_tool
 from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
 
 CONTAINERS = paths.REPO / "containers"
@@ -64,6 +65,56 @@ def test_without_a_runtime_make_container_says_what_to_install(tmp_path):
     assert proc.stderr.strip().splitlines() == [
         "make container: neither apptainer nor podman found: install Apptainer (clusters) "
         "or podman and runc (apt-get install podman runc debootstrap)"]
+
+
+def tiny_image(tmp_path, name, label):
+    """An image of no layers named `name`, with netbench's own label when
+    `label` is set (a label value of its own: a new image each time); its
+    ID.  podman for real, as make container runs it."""
+    folder = tmp_path / secrets.token_hex(4)
+    folder.mkdir()
+    (folder / "Containerfile").write_text(
+        "FROM scratch\n" + (f"LABEL {image_tool.OWN_LABEL}={secrets.token_hex(4)}\n"
+                            if label else f"LABEL other={secrets.token_hex(4)}\n"))
+    container.podman("build", "-q", "-t", name, str(folder), capture_output=True)
+    return image_tool.image_id(name)
+
+
+def test_a_build_removes_the_image_it_replaced_only_when_it_is_netbench_s_alone(tmp_path):
+    require(shutil.which("podman"), "podman (apt-get install podman runc debootstrap)")
+    require(os.geteuid() == 0, "podman builds here as root")
+    name = f"localhost/netbench-replaced-{secrets.token_hex(3)}:latest"
+    said, made = [], []
+    try:
+        # netbench's, nameless once the name moved: removed
+        old = tiny_image(tmp_path, name, label=True)
+        made.append(old)
+        made.append(tiny_image(tmp_path, name, label=True))
+        image_tool.remove_replaced(old, name, say=said.append)
+        assert not container.image_exists(old), said
+        assert said == [f"make container: removed the image {name} named before ({old[:12]})"]
+        # not netbench's (no label): left, and said
+        foreign = tiny_image(tmp_path, name, label=False)
+        made.append(foreign)
+        made.append(tiny_image(tmp_path, name, label=True))
+        image_tool.remove_replaced(foreign, name, say=said.append)
+        assert container.image_exists(foreign)
+        assert said[-1].endswith(f"({foreign[:12]}) is left: it is not netbench's")
+        # netbench's but named otherwise too (a user kept it): left
+        kept = image_tool.image_id(name)
+        container.podman("tag", kept, f"{name.rsplit(':', 1)[0]}:kept")
+        made.append(tiny_image(tmp_path, name, label=True))
+        image_tool.remove_replaced(kept, name, say=said.append)
+        assert container.image_exists(kept)
+        assert said[-1].endswith(f"({kept[:12]}) is left: it has other names")
+        # the build gave the name to the same image: nothing to do
+        current = image_tool.image_id(name)
+        image_tool.remove_replaced(current, name, say=said.append)
+        assert container.image_exists(current) and len(said) == 3
+    finally:
+        for image in made:
+            container.podman("rmi", "--force", image, check=False, capture_output=True)
+    assert not [i for i in made if container.image_exists(i)]
 
 
 # ---- a real build and real containerized runs (podman) ------------------------------

