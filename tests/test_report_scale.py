@@ -6,6 +6,7 @@ publish, and a fault deep in its bulk arrays is still named by key.
 Speed itself is measured by `make bench-report`, not here."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -237,3 +238,67 @@ def test_a_bad_case_name_of_an_earlier_session_is_named(tmp_path):
         sessions.load_summary(folder / "run-report.json")
     with pytest.raises(DataError, match="cannot read"):
         sessions.load_summary(folder / "missing.json")
+
+
+def really_published(tmp_path):
+    """A synthetic 30-case session published as netbench publishes one: the
+    reports folder and the session's folder."""
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    raw = tmp_path / "r.json"
+    raw.write_text(json.dumps(reportbench.dated(reportbench.synthetic_report(30, seed=1), 1)))
+    return reports, report.publish(raw, reports)
+
+
+def same_size_garbage(path):
+    """`path` overwritten with as many bytes that are no JSON, its mtime put
+    back: a run report the index can only list from its summary."""
+    stat = path.stat()
+    path.write_bytes(b"x" * stat.st_size)
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def test_the_index_reads_a_session_s_summary_and_the_run_report_once_they_differ(
+        tmp_path, monkeypatch):
+    reports, folder = really_published(tmp_path)
+    run_report = folder / "run-report.json"
+    whole = sessions.read_summary(run_report)
+    entry = json.loads((folder / sessions.SUMMARY_FILE).read_text())
+    assert entry["summary"] == whole.report and run_report.stat().st_size > \
+        10 * (folder / sessions.SUMMARY_FILE).stat().st_size
+
+    # the run report as it was when summarised: read from the summary alone
+    same_size_garbage(run_report)
+    monkeypatch.setattr(sessions, "_SUMMARIES", {})
+    (listed,) = sessions.published_sessions(reports, summary=True)
+    assert listed.report == whole.report and listed.name == folder.name
+    # another mtime: the summary is not this run report's, which is read (and
+    # here refused)
+    os.utime(run_report)
+    monkeypatch.setattr(sessions, "_SUMMARIES", {})
+    assert sessions.published_sessions(reports, summary=True) == []
+
+
+@pytest.mark.parametrize("spoil", ["symlink", "not json", "bad figure", "no summary"])
+def test_a_summary_that_is_not_netbench_s_is_passed_over_for_the_run_report(
+        tmp_path, monkeypatch, spoil):
+    reports, folder = really_published(tmp_path)
+    summary = folder / sessions.SUMMARY_FILE
+    entry = json.loads(summary.read_text())
+    if spoil == "symlink":          # to a copy of itself: a link is never followed
+        copy = tmp_path / "elsewhere.json"
+        copy.write_text(summary.read_text())
+        summary.unlink()
+        summary.symlink_to(copy)
+    elif spoil == "not json":
+        summary.write_text("{")
+    elif spoil == "bad figure":
+        next(iter(entry["summary"]["runs"][0]["testcases"][0]["perfvalues"].values()))[0] = "x"
+        summary.write_text(json.dumps(entry))
+    else:
+        del entry["summary"]
+        summary.write_text(json.dumps(entry))
+    same_size_garbage(folder / "run-report.json")
+    monkeypatch.setattr(sessions, "_SUMMARIES", {})
+    # only the run report could list it, and it is garbage: not listed, no traceback
+    assert sessions.published_sessions(reports, summary=True) == []

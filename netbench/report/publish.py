@@ -37,8 +37,8 @@ from ..fleet import drain
 from ..results import suspects as fleet_suspects
 from . import findings, page, store, sweep
 from .provenance import collect_provenance
-from .sessions import (PUBLISHED_AS, load_session, next_publication_number,
-                       published_sessions)
+from .sessions import (PUBLISHED_AS, SUMMARY_FILE, load_session, next_publication_number,
+                       published_sessions, summary_text)
 
 #: where ReFrame writes its run reports (rfm/config.py's `report_file`)
 RAW_REPORTS = paths.STATE / "reports"
@@ -53,7 +53,9 @@ SESSION_FILES = ("run-report.json", "provenance.json", "index.html",
                  # a session that swept a fabric (LinkSweep): what it named
                  "suspects.json", "drain.sh",
                  # its place in the order of publication (sessions.PUBLISHED_AS)
-                 "published")
+                 "published",
+                 # what the index reads of it (sessions.SUMMARY_FILE)
+                 "summary.json")
 
 
 @contextlib.contextmanager
@@ -118,6 +120,7 @@ def stage_session(reports_dir, raw_report, provenance, html, extra=None):
     staging = Path(tempfile.mkdtemp(dir=reports_dir, prefix=".session-"))
     try:
         shutil.copyfile(raw_report, staging / "run-report.json")
+        (staging / SUMMARY_FILE).write_text(summary_text(staging / "run-report.json"))
         junit = junit_beside(raw_report)
         if junit.is_file() and not junit.is_symlink():
             shutil.copyfile(junit, staging / "run-report.junit.xml")

@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 import functools
 import hashlib
+import json
 import os
 import re
 from pathlib import Path
@@ -243,6 +244,10 @@ SUMMARY_SCHEMA = {"type": "object", "required": ["session_info", "runs"], "prope
 #: published run report is never rewritten in place: publish renames a new
 #: folder in), so a process that lists reports/ twice parses each once
 _SUMMARIES = {}
+#: a published session's summary, beside its run report (publish writes it):
+#: the index reads this instead of the whole run report, a fiftieth of its
+#: size, as long as the run report has the size and mtime it was made from
+SUMMARY_FILE = "summary.json"
 
 
 def plain_summary_case(tc):
@@ -265,13 +270,52 @@ def load_summary(path):
         return read_summary(path)         # DataError, naming the file
     identity = (str(path), stat.st_dev, stat.st_ino, stat.st_size, stat.st_mtime_ns)
     if identity not in _SUMMARIES:
-        _SUMMARIES[identity] = read_summary(path)
+        _SUMMARIES[identity] = stored_summary(path, stat) or read_summary(path)
     return _SUMMARIES[identity]
+
+
+def summary_text(path):
+    """SUMMARY_FILE's text for the run report `path` as it is on disk now:
+    its size and mtime, and read_summary's slim form of it."""
+    stat = os.stat(path)
+    return json.dumps({"run_report": file_identity(stat),
+                       "summary": read_summary(path).report}, separators=(",", ":"))
+
+
+def file_identity(stat):
+    return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def stored_summary(path, stat):
+    """The summary SUMMARY_FILE beside the run report `path` holds, checked
+    as read_summary checks a run report's; None where there is none (a
+    session an older netbench published), where it was made from another
+    version of the run report, or where it is not netbench's form: the run
+    report is read then."""
+    try:
+        fd = os.open(Path(path).with_name(SUMMARY_FILE),
+                     os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            entry = datafiles.load_json(path, raw=f.read())
+    except (OSError, DataError):
+        return None
+    if entry.get("run_report") != file_identity(stat):
+        return None
+    try:
+        return checked_summary(entry.get("summary"), path)
+    except DataError:
+        return None
 
 
 def read_summary(path):
     """load_summary's reading and checking."""
-    report = datafiles.validate(datafiles.load_json(path), SUMMARY_SCHEMA, path)
+    return checked_summary(datafiles.load_json(path), path)
+
+
+def checked_summary(report, path):
+    """A run report, or a summary of one, checked against SUMMARY_SCHEMA and
+    kept as its session_info and cases' SUMMARY_KEYS."""
+    report = datafiles.validate(report, SUMMARY_SCHEMA, path)
     session_folder_name(report["session_info"], path)     # a real date
     for i, run in enumerate(report["runs"]):
         for j, tc in enumerate(run.get("testcases", [])):
