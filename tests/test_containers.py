@@ -25,11 +25,6 @@ CONTAINERS = paths.REPO / "containers"
 SHORT = ["-S", "budget=0.01"]
 
 
-def containerfile_args():
-    text = (CONTAINERS / "Containerfile").read_text()
-    return dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
-
-
 def makefile_wheels():
     text = (paths.REPO / "Makefile").read_text()
     return dict(re.findall(r"^(\w+)_WHEEL := \w+==(\S+)$", text, re.M))
@@ -41,7 +36,7 @@ def test_the_def_file_parses_and_matches_the_containerfile():
     (recipe,) = SingularityParser(str(CONTAINERS / "netbench.def")).recipe.values()
     installs = "\n".join(recipe.install)
     labels = dict(line.split(None, 1) for line in recipe.labels)
-    args = containerfile_args()
+    args = image_tool.containerfile_args()
     wheels = makefile_wheels()
     # the same MPIs, in the same versions, as the Containerfile and the Makefile
     for mpi, arg, wheel in (("mpich", "MPICH_VERSION", "MPICH"),

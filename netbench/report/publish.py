@@ -114,17 +114,20 @@ def junit_beside(run_report):
     return run_report.with_name(run_report.name.removesuffix(".json") + ".junit.xml")
 
 
-def stage_session(reports_dir, raw_report, provenance, html, extra=None):
+def stage_session(reports_dir, raw_report, session, html, extra=None):
     """The session's files in a new hidden folder of reports/, ready to be
-    renamed into place; `extra`: more of SESSION_FILES, {name: text}."""
+    renamed into place; `session`: `raw_report` as load_session read it,
+    whose report the summary is made of (no second parse of a run report
+    that can be tens of MB); `extra`: more of SESSION_FILES, {name: text}."""
     staging = Path(tempfile.mkdtemp(dir=reports_dir, prefix=".session-"))
     try:
         shutil.copyfile(raw_report, staging / "run-report.json")
-        (staging / SUMMARY_FILE).write_text(summary_text(staging / "run-report.json"))
+        (staging / SUMMARY_FILE).write_text(summary_text(staging / "run-report.json",
+                                                         session.report))
         junit = junit_beside(raw_report)
         if junit.is_file() and not junit.is_symlink():
             shutil.copyfile(junit, staging / "run-report.junit.xml")
-        (staging / "provenance.json").write_text(json.dumps(provenance, indent=2))
+        (staging / "provenance.json").write_text(json.dumps(session.provenance, indent=2))
         (staging / "index.html").write_text(html)
         for name, text in (extra or {}).items():
             assert name in SESSION_FILES, name
@@ -245,7 +248,7 @@ def publish(raw_report, reports_dir=paths.REPORTS, results_db=paths.RESULTS_DB,
             session.findings = findings.judge_session(session, findings.AT_PUBLISH, references)
         # the page is drawn outside the lock: matplotlib takes seconds
         html = page.render_report([session], history_sessions(session, results_db))
-        staging = stage_session(reports_dir, raw_report, session.provenance, html,
+        staging = stage_session(reports_dir, raw_report, session, html,
                                 {**sweep_files(session),
                                  "run-report.findings.json": findings.dumps(session.findings)})
         try:

@@ -274,12 +274,12 @@ def load_summary(path):
     return _SUMMARIES[identity]
 
 
-def summary_text(path):
-    """SUMMARY_FILE's text for the run report `path` as it is on disk now:
-    its size and mtime, and read_summary's slim form of it."""
+def summary_text(path, report):
+    """SUMMARY_FILE's text for the run report `path`, whose parsed content is
+    `report`: the file's size and mtime now, and checked_summary's slim form."""
     stat = os.stat(path)
     return json.dumps({"run_report": file_identity(stat),
-                       "summary": read_summary(path).report}, separators=(",", ":"))
+                       "summary": checked_summary(report, path).report}, separators=(",", ":"))
 
 
 def file_identity(stat):

