@@ -542,6 +542,28 @@ def test_ctrl_c_in_the_first_quarter_second_of_up_is_one_line_and_leaves_nothing
         take_down(name)
 
 
+def test_an_interrupt_caught_in_generated_code_still_exits_130_under_python_m(tmp_path):
+    """A Ctrl-C that lands in code Python built from a string (a
+    dataclass's __init__ while `up` imports: CI, 0.12 s into `up`) was
+    said in one line, then the process died by SIGINT (-2) instead of
+    exiting 130: CPython's `-m` path remembers it (netbench.cli).  Here the
+    interrupt is raised in such code, deterministically, by a
+    sitecustomize that replaces vcluster.up; no root, nothing is built."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import netbench.vcluster\n"
+        "def up(*args, **kw):\n"
+        "    exec('raise KeyboardInterrupt')\n"
+        "netbench.vcluster.up = up\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    for command in (NETBENCH, [str(Path(sys.executable).parent / "netbench")]):
+        proc = subprocess.run(command + ["vcluster", "up", "--name", "xgen", "--nodes", "2"],
+                              capture_output=True, text=True, timeout=60, env=env,
+                              cwd=paths.REPO)
+        assert proc.returncode == 130 and one_line(proc.stderr), (command, proc.returncode,
+                                                                   proc.stderr)
+        assert "up interrupted" in proc.stderr, proc.stderr
+
+
 # ---- up with other settings, down after a corrupt registry, escapes --------------------
 
 def test_up_of_a_running_cluster_with_other_settings_is_refused_like_slurm():
