@@ -22,6 +22,12 @@ seconds after the spinner stops.
    no failed case (N=10); Open MPI's shared memory in a container started
    without CAP_SYS_PTRACE (the shipped run flags less that capability:
    single copy off): failed in N of N (N=5).
+5. `tune`: `netbench tune`'s decision on a 2-node 1 Gbit/s cluster whose
+   switch carries jumbo frames, fresh nodes for every run, the loop's
+   default rounds: `ethernet_1g` (jumbo frames and larger buffers: from
+   32 KiB up faster) kept, `sockbuf_capped` (TCP buffers capped at 4 KiB)
+   reverted, `mtu_1500` (the MTU the nodes have: nothing changes) not
+   kept; N runs each (N=3), each revert read back exact.
 
 `--runs N` sets every N.  The cluster and container parts need root;
 each cluster is brought up here under a name of its own and taken down
@@ -39,6 +45,7 @@ import statistics
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 from .. import paths
 from ..datafiles import load_yaml
@@ -61,7 +68,17 @@ PARITY_SLOWED = ("-n", "^ContainerParity%transport=shm", "-p", "^openmpi$")
 LACKED_CAPABILITY = "--cap-add=SYS_PTRACE"
 #: runs per measurement, each part's (`--runs` sets them all)
 DEFAULT_RUNS = {"local": 20, "detect": 10, "sweep_healthy": 10, "sweep_fault": 5,
-                "parity_healthy": 10, "parity_slowed": 5}
+                "parity_healthy": 10, "parity_slowed": 5, "tune": 3}
+TUNE_CLUSTER = "vbtun"
+#: what the tuning loop measures: Open MPI's blocking ping-pong between the nodes
+TUNE_CHECKS = ["-p", "^openmpi$", "-n", "^PingPong",
+               "-E", "placement=='internode' and transport=='tcp' and variant=='blocking'"]
+#: the test suite's profiles that hurt (sockbuf_capped) and change nothing
+#: (mtu_1500): a benchmark of a checkout, like every part here
+TEST_PROFILES = paths.REPO / "tests" / "data" / "tune" / "profiles"
+#: (profile, its folder: None for the shipped ones, whether it must be kept)
+TUNE_PROFILES = [("ethernet_1g", None, True), ("sockbuf_capped", TEST_PROFILES, False),
+                 ("mtu_1500", TEST_PROFILES, False)]
 
 
 def wilson(k, n, z=Z95):
@@ -369,9 +386,39 @@ def parity(runs):
         print(f"      {tc['name']}: {slowdowns(tc)}")
 
 
-PARTS = {"local": local, "detect": detect, "sweep": sweep, "parity": parity}
+def one_tune(profile, profiles):
+    """`netbench tune` of `profile` on fresh nodes: (exit code, its record,
+    wall seconds)."""
+    from ..tuning import loop, record
+    with cluster(TUNE_CLUSTER, 2, "1gbit", switch_mtu=9000) as state, \
+            tempfile.TemporaryDirectory(prefix="netbench-verdictbench-") as reports:
+        started = time.monotonic()
+        code, folder = loop.run(profile, inventory=state["files"]["inventory"],
+                                system=state["system"], checks=TUNE_CHECKS,
+                                profiles=profiles or loop.PROFILES, reports_dir=Path(reports),
+                                say=lambda line: None)
+        return code, record.load(folder), time.monotonic() - started
+
+
+def tune(runs):
+    for profile, profiles, must_keep in TUNE_PROFILES:
+        results = [one_tune(profile, profiles) for _ in range(runs["tune"])]
+        kept = sum(rec["decision"]["kept"] for _, rec, _ in results)
+        exact = sum(rec.get("revert", {}).get("exact") is True for _, rec, _ in results)
+        walls = [wall for _, _, wall in results]
+        print(f"netbench tune {profile}, quiet: {len(results)} runs; wall median "
+              f"{statistics.median(walls):.0f} s; exit codes "
+              f"{sorted({code for code, _, _ in results})}")
+        print(f"    MUST {'be' if must_keep else 'NOT be'} kept: kept {share(kept, len(results))}")
+        print(f"    reverted and read back exact: {share(exact, len(results))}")
+        for _, rec, _ in results:
+            print(f"      {first_line(rec['decision']['reason'])}")
+        sys.stdout.flush()
+
+
+PARTS = {"local": local, "detect": detect, "sweep": sweep, "parity": parity, "tune": tune}
 #: parts that need root (a virtual cluster, podman's cgroup set-up)
-AS_ROOT = {"detect", "sweep", "parity"}
+AS_ROOT = {"detect", "sweep", "parity", "tune"}
 
 
 def main(argv=None):
