@@ -7,11 +7,13 @@ one direction of one such link and clears it; a bad topology is refused
 in one line with nothing left; `down` leaves nothing.
 
 With a sweep (a 9-node cluster from a topology.conf of three leaves under
-one spine, 100mbit links): a healthy fabric names nothing, a slowed
-uplink of one leaf is named as that switch link alone, a slowed node as
-the node alone.  Each once here (about 6 minutes on this 2-core host).
-On a host this busy the suspects come as unconfirmed (judgement.conditions:
-named, not drained); they must still be the right component."""
+one spine, 100mbit links): a slowed uplink of one leaf is named as that
+switch link alone, and no node or other link with it.  On a host this
+busy the suspects come as unconfirmed (judgement.conditions: named, not
+drained); they must still be the right component.  That a healthy fabric
+names nothing and a slowed node is the node alone is counted, 5 sweeps
+each, by `make bench-sweep-topology` (validation.md); a slowed node on a
+flat fabric is tests/test_link_sweep.py's."""
 
 import json
 import subprocess
@@ -134,9 +136,9 @@ def nine(tmp_path_factory):
 
 
 def swept(state):
-    """(the ReFrame process, what the sweep named, what it named or left
-    unconfirmed because the host was too busy to tell: judgement
-    .conditions), each {(kind, component, direction)}."""
+    """(the ReFrame process, what the sweep named or left unconfirmed
+    because the host was too busy to tell: judgement.conditions), each
+    {(kind, component, direction)}."""
     proc = session.run_reframe(state["system"], *SWEEP, timeout=900)
     cases = [tc for run in session.latest_report()["runs"][-1:] for tc in run["testcases"]
              if tc["name"].startswith("LinkSweep")]
@@ -145,18 +147,8 @@ def swept(state):
     if fleet.get("unconfirmed"):
         assert conditions_differed(cases[0]["record"]["host"]), cases[0]["record"]["host"]
     assert list(fleet["leaves"]) == [n["name"] for n in state["nodes"]]
-    def components(suspects):
-        return {(s["kind"], s["component"], s["direction"]) for s in suspects}
-    return proc, components(fleet["suspects"]), \
-        components(fleet["suspects"] + fleet.get("unconfirmed", []))
-
-
-def test_a_healthy_fabric_names_nothing(nine):
-    """Nothing named; on a busy host a pair may be left unconfirmed (a
-    healthy sweep at load 12 left one so), never a switch or its link."""
-    proc, named, found = swept(nine)
-    assert proc.returncode in (0, 3) and named == set(), found
-    assert not {kind for kind, _, _ in found} & {"switch-link", "switch"}, found
+    return proc, {(s["kind"], s["component"], s["direction"])
+                  for s in fleet["suspects"] + fleet.get("unconfirmed", [])}
 
 
 def swept_with_fault(nine, set_fault, target):
@@ -170,15 +162,9 @@ def swept_with_fault(nine, set_fault, target):
 
 
 def test_a_slowed_uplink_is_that_switch_link_alone(nine):
-    proc, _, found = swept_with_fault(nine, vcluster.set_switch_link_fault, "leaf2")
+    proc, found = swept_with_fault(nine, vcluster.set_switch_link_fault, "leaf2")
     assert proc.returncode in (1, 3), proc.stdout[-3000:]
     assert found == {("switch-link", "leaf2<->spine", "both")}
-
-
-def test_a_slowed_node_is_the_node_alone(nine):
-    proc, _, found = swept_with_fault(nine, vcluster.set_fault, "tosw-n5")
-    assert proc.returncode in (1, 3), proc.stdout[-3000:]
-    assert found == {("node", "tosw-n5", "both")}
 
 
 def test_a_fabric_that_fails_half_way_leaves_nothing(tmp_path, monkeypatch):
