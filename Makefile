@@ -79,7 +79,8 @@ container: setup-test
 # issue #33's "Must show" over repeated real sessions, counts with 95 %
 # intervals: 20 local default runs quiet and 20 with one core busy; root: a
 # 2-node 1gbit cluster against its baseline with its links lowered, 5-node
-# sweeps, container parity (PARTS="local detect sweep parity", RUNS=N)
+# sweeps, container parity, netbench tune's decisions (PARTS="local detect
+# sweep parity tune", RUNS=N)
 bench-verdict: setup-test
 	$(BIN)/python -m netbench.tools.verdictbench $(if $(RUNS),--runs $(RUNS)) $(PARTS)
 

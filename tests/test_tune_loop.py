@@ -87,16 +87,25 @@ def test_a_profile_that_hurts_is_reverted_exactly(tmp_path, host_untouched):
 
 def test_jumbo_frames_are_kept_on_their_measured_gain_shown_per_size(tmp_path, host_untouched):
     # The switch carries jumbo frames; ethernet_1g raises the nodes to 9000
-    # and the TCP buffers to 16 MiB: the messages from 32 KiB up gain
-    # (measured in turns, kept in 3 of 3 quiet runs: 32-128 KiB 12-18 %
-    # faster in all three, 512 KiB-8 MiB in two; README, "Does it help?").
-    # No --keep: the measurement decides.
+    # and the TCP buffers to 16 MiB: the messages from 32 KiB up gain 8-20 %
+    # (kept in 3 of 4 quiet runs of bench-verdict's tune part; the other
+    # was "too noisy to tell", validation.md).  No --keep: the measurement
+    # decides.  Re-test before blame (ClusterKit): a loop that could not
+    # tell is run once more on the nodes it left as they were; a second
+    # such loop, or any other outcome than kept, fails.
     with cluster("s9tj", nodes=2, rate="1gbit", switch_mtu=9000) as state:
         assert {v["mtu"] for v in views(state).values()} == {1500}
-        proc = tune_cli(state, tmp_path, "--profile", "ethernet_1g")
-        out, _ = proc.communicate(timeout=3000)
-        (folder,) = tmp_path.glob("tune-*-ethernet_1g")
-        rec = record.load(folder)
+        for attempt in ("first", "again"):
+            reports = tmp_path / attempt
+            reports.mkdir()
+            proc = tune_cli(state, reports, "--profile", "ethernet_1g")
+            out, _ = proc.communicate(timeout=3000)
+            (folder,) = reports.glob("tune-*-ethernet_1g")
+            rec = record.load(folder)
+            if not rec["decision"]["reason"].startswith("too noisy to tell"):
+                break
+            assert rec["revert"]["exact"] is True, out
+            print(f"{attempt}: {rec['decision']['reason']}")
         assert proc.returncode == 0, out
         decided = rec["decision"]
         assert decided["kept"] and not decided["overridden"] and "revert" not in rec
