@@ -518,3 +518,19 @@ def test_every_reason_code_has_words():
     assert {"within", "beyond", "conditions_differ", "paired_beyond"} <= given
     assert sorted(given - set(reasons.RENDER)) == []
     assert reasons.render("from_the_future", {}) == "from_the_future"
+
+
+def test_a_decision_with_no_figure_is_null_in_a_record_never_nan():
+    """A parity case whose container never finished a round (podman refused
+    its flags) is decided with no figure; its record once held NaN, which
+    the run report's schema refuses, and the session's findings and HTML
+    report were not written."""
+    from netbench.datafiles import validate
+    from netbench.judgement import knobs, model
+    from netbench.results import record
+    entry = model.judge_paired([], knobs.load(), 4, 20).to_json()
+    assert (entry["value"], entry["lo"], entry["hi"]) == (None, None, None)
+    json.dumps(entry, allow_nan=False)
+    schema = record.SCHEMA["properties"]["verdicts"]["additionalProperties"]
+    validate({**entry, "reason": "no round", "bound": {"side": "upper", "value": 1.05}},
+             schema, Path("run-report.json"))

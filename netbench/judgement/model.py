@@ -122,7 +122,10 @@ class Decision:
     numbers: dict = dataclasses.field(default_factory=dict)
 
     def to_json(self):
-        return {"verdict": self.verdict, "value": self.value, "lo": self.lo, "hi": self.hi,
+        """No figure (no round finished, no launch) is null in a record,
+        never NaN, which JSON does not have."""
+        return {"verdict": self.verdict, **{k: v if finite(v) else None for k, v in (
+                    ("value", self.value), ("lo", self.lo), ("hi", self.hi))},
                 "launches": self.launches, "code": self.code, "numbers": self.numbers}
 
 

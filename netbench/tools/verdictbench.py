@@ -364,10 +364,12 @@ def flags_lacking(capability):
 
 
 def slowdowns(tc):
-    """The paired verdicts' figures of a parity case, in words."""
-    return "; ".join(f"{var} {entry.get('value', math.nan):.2f}x "
-                     f"({entry.get('lo', math.nan):.2f}-{entry.get('hi', math.nan):.2f}) "
-                     f"{entry.get('verdict')}"
+    """The paired verdicts' figures of a parity case, in words (no figure:
+    nan)."""
+    def figure(entry, key):
+        return math.nan if entry.get(key) is None else entry[key]
+    return "; ".join(f"{var} {figure(entry, 'value'):.2f}x ({figure(entry, 'lo'):.2f}-"
+                     f"{figure(entry, 'hi'):.2f}) {entry.get('verdict')}"
                      for var, entry in (tc["record"].get("verdicts") or {}).items())
 
 
