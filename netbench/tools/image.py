@@ -15,6 +15,7 @@ image is netbench/rfm/container.py's.
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -87,11 +88,15 @@ def build_podman(mpich, openmpi):
     return IMAGE
 
 
+def inspected(image):
+    """podman's description of `image` (a name or an ID), or None."""
+    proc = podman("image", "inspect", image, check=False, capture_output=True)
+    return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
+
+
 def image_id(name):
     """The ID of the image `name` names, or None."""
-    proc = podman("image", "inspect", "--format", "{{.Id}}", name, check=False,
-                  capture_output=True)
-    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+    return (inspected(name) or {}).get("Id")
 
 
 def remove_replaced(old_id, name, say=print):
@@ -101,16 +106,12 @@ def remove_replaced(old_id, name, say=print):
     stays.  Says what it did, or why it left the image."""
     if old_id is None or image_id(name) == old_id:
         return
-    proc = podman("image", "inspect", "--format",
-                  f'{{{{len .RepoTags}}}} {{{{index .Labels "{OWN_LABEL}"}}}}', old_id,
-                  check=False, capture_output=True)
-    if proc.returncode != 0:
+    old = inspected(old_id)
+    if old is None:
         return                          # gone already
-    names, _, label = proc.stdout.strip().partition(" ")
     short = old_id[:12]
-    # Go's template prints a missing label as "" (or "<no value>")
-    why_kept = ("it is not netbench's" if label in ("", "<no value>")
-                else "it has other names" if names != "0" else None)
+    why_kept = ("it is not netbench's" if OWN_LABEL not in (old.get("Labels") or {})
+                else "it has other names" if old.get("RepoTags") else None)
     if why_kept:
         say(f"make container: the image {name} named before ({short}) is left: {why_kept}")
         return
