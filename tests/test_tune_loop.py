@@ -11,6 +11,7 @@ tests/test_tune_faults_live.py's.
 """
 
 import json
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -18,14 +19,14 @@ from pathlib import Path
 from helpers.tune import node_view
 from helpers.vcluster import cluster
 from netbench import paths
+from netbench.tools import verdictbench
 from netbench.tuning import loop, record
 
 BIN = Path(sys.executable).parent
 PROFILES = Path(__file__).parent / "data" / "tune" / "profiles"
-CHECKS = ["-p", "^openmpi$", "-n", "^PingPong",
-          "-E", "placement=='internode' and transport=='tcp' and variant=='blocking'"]
-CHECKS_ARG = "-p ^openmpi$ -n ^PingPong -E \"placement=='internode' and transport=='tcp' " \
-             "and variant=='blocking'\""
+#: the selection bench-verdict's tune part counts the decisions on
+CHECKS = verdictbench.TUNE_CHECKS
+CHECKS_ARG = shlex.join(CHECKS)
 
 
 def views(state):
