@@ -288,6 +288,7 @@ class LinkSweep(checks.NetbenchRun):
         knobs = self.judging_knobs()
         first_pass = conditions.of_launch(self.launches()[0])
         contention = conditions.differences(first_pass, None, knobs.conditions)
+        self.verdict, once = fleet.not_retested(self.verdict, 1 + len(again), knobs)
         self.verdict, unconfirmed = fleet.unconfirmed(
             self.verdict, first_pass, knobs,
             cpu_bound=lambda metric: emulated or metric == fleet.LATENCY)
@@ -295,7 +296,7 @@ class LinkSweep(checks.NetbenchRun):
         swept = sorted(set(figures.hosts_of(measurements)) | set(first.hosts.values())
                        | set(lost) | set(reached_nodes(self.launcher_text())))
         noisy = fleet.not_named(self.verdict.within_noise, unconfirmed)
-        undecided = unconfirmed + noisy
+        undecided = once + unconfirmed + noisy
         unconfirmed_json = json.loads(suspects_json(undecided, [], {}, []))["suspects"]
         self.record = {**self.record, "fleet": {
             # every node that ran a rank, measured or lost before it was
@@ -329,9 +330,10 @@ class LinkSweep(checks.NetbenchRun):
             self.record["verdicts"] = {"suspects": {
                 "verdict": "inconclusive", "value": None, "lo": None, "hi": None,
                 "launches": 1 + len(again), "code": "suspects_unconfirmed",
-                "numbers": {"unconfirmed": len(unconfirmed), "noisy": len(noisy),
+                "numbers": {"once": len(once), "unconfirmed": len(unconfirmed),
+                            "noisy": len(noisy),
                             **({"conditions": contention} if contention else {})},
-                "reason": self.undecided_reason(unconfirmed, noisy, contention)}}
+                "reason": self.undecided_reason(unconfirmed, noisy, contention, once)}}
 
     def sweep_rule(self):
         """The sweep's rule, with the pair floor of the partition's knobs."""
@@ -360,12 +362,18 @@ class LinkSweep(checks.NetbenchRun):
             return "pairs not measured"
         return None
 
-    def undecided_reason(self, unconfirmed, noisy, found):
-        """Why the suspects left unconfirmed are not named: the host's
-        contention (`found`, the first pass's differences from a quiet
-        host's), or the fleet's own spread, which widened the band (and the
-        contention that spread it, when the host was busy)."""
+    def undecided_reason(self, unconfirmed, noisy, found, once=()):
+        """Why the suspects left unconfirmed are not named: measured in one
+        pass only (`once`: the sweep was cut short before a second), the
+        host's contention (`found`, the first pass's differences from a
+        quiet host's), or the fleet's own spread, which widened the band
+        (and the contention that spread it, when the host was busy)."""
         parts = []
+        if once:
+            parts.append(f"outside the band in the one pass the sweep made, where a pair "
+                         f"is named only after {self.judging_knobs().min_to_fail} "
+                         f"(nothing was measured again): "
+                         + "; ".join(reasons.describe(s) for s in once))
         contention = reason_words.conditions_words(found)
         if unconfirmed:
             parts.append(f"outside the band in every pass, but {contention}: "

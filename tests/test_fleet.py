@@ -632,6 +632,26 @@ def test_contention_leaves_a_cpu_bound_suspect_unconfirmed_and_a_lost_node_named
         [lost]
 
 
+
+def test_a_suspect_of_a_sweep_cut_short_is_undecided_and_a_lost_node_still_named():
+    """A pair is named only when outside the band in `min_to_fail` passes:
+    a sweep that lost a node mid-pass is never measured again, so the
+    figures of its one pass name nobody (CI once saw Open MPI's surviving
+    rank report a closed socket and the pair the killed node measured last
+    named as slow); the node that stopped answering is no figure and stays
+    the first suspect, and a knob of one pass names what it found."""
+    from netbench.judgement import knobs
+    twice = knobs.load()
+    assert twice.min_to_fail == 2
+    verdict = judge.judge(make_fleet(5, 1, slow=["node01"]), lost=["node03"])
+    lost, slow = verdict.suspects
+    assert (lost.direction, slow.names) == (suspects_format.UNREACHABLE, ("node01",))
+    left, once = judge.not_retested(verdict, 1, twice)
+    assert left.suspects == [lost] and once == [slow]
+    assert judge.not_retested(verdict, 2, twice) == (verdict, [])
+    assert judge.not_retested(verdict, 1, dataclasses.replace(twice, min_to_fail=1)) == \
+        (verdict, [])
+
 # ---- a node the sweep cannot reach (#36) --------------------------------------
 
 #: what netbench's launch writes when ssh cannot reach a node (rfm/supervise.py)

@@ -45,7 +45,9 @@ Repeat before alarm, by the verdict model's knobs (netbench.judgement.knobs,
 judging.yaml): `pairs_still_undecided` gives the bad directions while fewer
 than `min_launches_to_fail` passes were made; the check measures them again
 (up to `launches` passes) and `merge_passes` keeps the best figure of each,
-so a pair stays bad only if it was bad in every pass.
+so a pair stays bad only if it was bad in every pass.  A sweep cut short
+makes no later pass: `not_retested` leaves what its figures alone named
+undecided.
 
 ``suspects.json``, the judgement's output, and its vocabulary (kinds,
 directions, metrics) are netbench/results/suspects.py's.
@@ -298,6 +300,21 @@ def pairs_still_undecided(passes, knobs, rule=None):
     if len(passes) >= knobs.min_to_fail:
         return []
     return pairs_to_remeasure(judge(merge_passes(passes), rule=rule))
+
+
+def not_retested(verdict, passes, knobs):
+    """(the verdict without the suspects its figures named, those suspects)
+    when the sweep made fewer than the knobs' `min_to_fail` passes: a
+    pair is named only when it was outside the band in that many, and a
+    sweep cut short (a node lost mid-pass) is never measured again
+    (fleet.remeasure), so what its last pairs measured while the job
+    went down is undecided, not blamed.  A node that stopped answering
+    is no figure: it stays."""
+    if passes >= knobs.min_to_fail:
+        return verdict, []
+    figures_only = [s for s in verdict.suspects if s.direction != UNREACHABLE]
+    return dataclasses.replace(verdict, suspects=[s for s in verdict.suspects
+                                                  if s.direction == UNREACHABLE]), figures_only
 
 
 def unconfirmed(verdict, host_conditions, knobs, cpu_bound):
