@@ -87,6 +87,17 @@ def test_one_size_too_noisy_alone_between_passing_sizes_passes():
     assert curve([PASS, FAIL, INCONCLUSIVE, PASS])[0].verdict == INCONCLUSIVE
 
 
+def test_failures_with_only_unknown_sizes_between_are_no_loss():
+    """Sizes that could not be told are unknowns, not part of a loss: two
+    failures apart, with inconclusive or undecided sizes between, leave
+    the curve not decided; the same two failures side by side fail it."""
+    combined, _ = curve([PASS, FAIL, INCONCLUSIVE, FAIL, PASS])
+    assert (combined.verdict, combined.code) == (INCONCLUSIVE, "curve_inconclusive")
+    assert curves.curve_span([FAIL] + [UNDECIDED] * 8 + [FAIL], 2)[0] == UNDECIDED
+    assert curves.losses([FAIL, INCONCLUSIVE, FAIL, FAIL], 2) == [2, 3]
+    assert curve([PASS, FAIL, FAIL, INCONCLUSIVE, FAIL])[0].verdict == FAIL
+
+
 def test_an_undecided_run_keeps_the_curve_undecided():
     assert curves.curve_span([PASS, UNDECIDED, INCONCLUSIVE, PASS], 2)[0] == UNDECIDED
 

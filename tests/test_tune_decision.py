@@ -246,6 +246,35 @@ def test_a_change_counts_beside_a_neighbour_and_once_per_series():
     assert worse == ()
 
 
+def test_two_sizes_worse_with_undecided_sizes_between_are_not_a_loss():
+    """CI's run of b7b609f reverted ethernet_1g as "worse at 8 B (+12.3 %),
+    2 KiB (+20.2 %)": two sizes that failed with eight undecided between
+    them, beside a gain at 32 KiB-8 MiB.  Unknown sizes join no loss:
+    the two are shown as noise and the gain keeps the tuning."""
+    sizes = [8 << i for i in range(12)]                      # 8 B .. 16 KiB
+    worse = {8, 2048}
+    better = {4096, 8192, 16384}
+    before, after = {}, {}
+    for size in sizes:
+        before[size] = [Estimate(10, 9.9, 10.1)]
+        after[size] = ([Estimate(11.5, 11.4, 11.6)] if size in worse else
+                       [Estimate(8, 7.9, 8.1)] if size in better else None)
+    # an undecided size: its rounds straddle the change, one faster, one slower
+    rounds = {}
+    for i in range(4):
+        straddle = 9.2 if i % 2 else 10.9
+        side_after = {s: after[s] or [Estimate(straddle, straddle, straddle)] for s in sizes}
+        rounds.setdefault("b", []).append({"case": decision.Launches({}, {
+            ("a", "usec"): ("us", before)})})
+        rounds.setdefault("a", []).append({"case": decision.Launches({}, {
+            ("a", "usec"): ("us", side_after)})})
+    improved, worse_found, isolated = decision.evidence(
+        decision.round_values(rounds["b"], rounds["a"]))
+    assert worse_found == ()
+    assert sorted(e.bytes for e in isolated) == [8, 2048]
+    assert sorted(e.bytes for e in improved) == sorted(better)
+
+
 def test_state_differences_name_the_host_setting():
     before = {"sysctl": {"net.ipv4.tcp_rmem": "4096 131072 6291456"},
               "links": {"eth0": {"mtu": 1500}}}

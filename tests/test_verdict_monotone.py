@@ -10,7 +10,7 @@ import pytest
 
 from netbench.judgement import knobs as judging_knobs
 from netbench.judgement import model
-from netbench.judgement.curve import curve_span
+from netbench.judgement.curve import curve_span, losses
 from netbench.judgement.model import Bound, Estimate, Reference, Replicate
 from netbench.report import compare
 from netbench.tuning import decision
@@ -155,7 +155,7 @@ def test_a_curve_that_fails_still_fails_when_its_sizes_do_worse(seed):
     """judgement.curve.curve_span, which the tuning decision (and the
     baseline) call: raising any size's verdict (pass, then not decided,
     then fail) never takes a failing curve back, and the sizes the tuning
-    counts (decision.counted_sizes) are there exactly when it fails."""
+    counts (curve.losses) are there exactly when it fails."""
     rng = random.Random(seed)
     ladder = (model.PASS, model.INCONCLUSIVE, model.FAIL)
     for _ in range(300):
@@ -166,4 +166,4 @@ def test_a_curve_that_fails_still_fails_when_its_sizes_do_worse(seed):
         assert before != model.FAIL or after == model.FAIL, (verdicts, raised, span)
         for v in (verdicts, raised):
             assert (curve_span(v, span)[0] == model.FAIL) == bool(
-                decision.counted_sizes(v, span)), (v, span)
+                losses(v, span)), (v, span)

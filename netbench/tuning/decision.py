@@ -23,10 +23,12 @@ the very effect it measured once called a loss of 2-4.5x in every round
 no change).  With `MIN_ROUNDS` (4) rounds the interval is the whole range
 of the rounds' ratios, so every round must agree.
 
-A loss or gain along a curve counts when it spans judging.yaml's
-min_span neighbouring sizes (judgement.curve.curve_span, the baseline's
-rule too): a setting (a socket buffer, the MTU) moves a range of sizes, a
-stall one; a size beyond the change alone is kept as noise, not counted.
+A loss or gain along a curve counts when judging.yaml's min_span
+neighbouring sizes are beyond the change one after the other
+(judgement.curve.curve_span, the baseline's rule too): a setting (a
+socket buffer, the MTU) moves a range of sizes, a stall one; a size
+beyond the change alone, or with only sizes too noisy to tell beside it,
+is kept as noise, not counted.
 The performance variables are read off the same curves, so they are shown
 (compare), not counted again.  The tuning is kept when some curve
 improved and none got worse; otherwise it is reverted, and the record
@@ -39,7 +41,7 @@ import statistics
 
 from ..judgement import knobs as judging_knobs
 from ..judgement import model
-from ..judgement.curve import curve_span, runs_of
+from ..judgement.curve import losses
 from ..judgement.figures import row_estimate
 from ..judgement.model import Estimate
 from ..report import compare, sides
@@ -253,27 +255,11 @@ def series_label(key, case_sizes):
     return key[1] if len(columns) == len(set(columns)) else f"{key[0]} {key[1]}"
 
 
-def counted_sizes(verdicts, min_span):
-    """The indexes of the failing sizes that decide a curve
-    (judgement.curve.curve_span): those in a run of sizes that did not
-    pass holding at least `min_span` failures, every failure of a curve
-    shorter than `min_span`."""
-    verdicts = list(verdicts)
-    failing = [i for i, v in enumerate(verdicts) if v == model.FAIL]
-    if len(verdicts) < min_span:
-        return failing
-    deciding = set()
-    for start, end in runs_of(verdicts, (model.FAIL, model.INCONCLUSIVE, model.UNDECIDED)):
-        if end - start >= min_span and verdicts[start:end].count(model.FAIL) >= min_span:
-            deciding.update(range(start, end))
-    return [i for i in failing if i in deciding]
-
-
 def curve_calls(per_size, unit, knobs, min_rounds=MIN_ROUNDS):
     """{bytes: (call, counted, the deciding Decision)} of one curve's
     sizes beyond the change: each way (worse, better) the sizes' paired
-    verdicts in size order go through curve_span, which says whether the
-    curve is worse (better); a failing size counts where its run decides."""
+    verdicts in size order: a failing size counts where it is part of the
+    curve's loss (judgement.curve.losses, on which curve_span fails it)."""
     sizes = sorted(per_size)
     decided = [size_decisions(per_size[s], unit, knobs, min_rounds) for s in sizes]
     if any(d is None for d in decided):
@@ -281,10 +267,7 @@ def curve_calls(per_size, unit, knobs, min_rounds=MIN_ROUNDS):
     found = {}
     for way, call in ((0, compare.WORSE), (1, compare.BETTER)):
         verdicts = [d[way].verdict for d in decided]
-        # curve_span decides the curve; counted_sizes only names its sizes
-        curve_verdict, _ = curve_span(verdicts, knobs.min_span)
-        counted = set(counted_sizes(verdicts, knobs.min_span)) \
-            if curve_verdict == model.FAIL else set()
+        counted = set(losses(verdicts, knobs.min_span))
         for i, size in enumerate(sizes):
             if verdicts[i] == model.FAIL:
                 found[size] = (call, i in counted, decided[i][way])
