@@ -99,6 +99,30 @@ def test_hosts_it_cannot_read_back_are_one_line_and_the_record_and_page_are_writ
     assert not (folder / "tuning-state.json").exists()      # nothing was applied
 
 
+@pytest.mark.parametrize("failing", ["record", "page"])
+def test_a_record_or_page_that_cannot_be_written_costs_neither_the_other(
+        tmp_path, capsys, monkeypatch, failing):
+    """loop.write_outputs after the revert: a full disk writing one says so
+    in one line and the other is still written (the live faults test
+    fails both at once)."""
+    from netbench.tuning import page
+    run_cli(tmp_path, capsys, "--profile", "ethernet_1g")
+    (folder,) = (tmp_path / "reports").iterdir()
+    rec, again = record.load(folder), tmp_path / "again"
+    again.mkdir()
+
+    def full_disk(*_args, **_kw):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr({"record": record, "page": page}[failing], "write", full_disk)
+    said = []
+    written = loop.write_outputs(rec, again, said.append)
+    lost, kept = {"record": (record.FILE, "index.html"),
+                  "page": ("index.html", record.FILE)}[failing]
+    assert written == [kept] and (again / kept).is_file() and not (again / lost).exists()
+    assert said == [f"netbench tune: {lost} not written: OSError: [Errno 28] No space left "
+                    f"on device"]
+
+
 def test_any_exception_is_recorded_in_one_line_with_its_type():
     assert loop.failure_entry(TypeError("'<' not supported\nbetween")) == {
         "stage": "failed", "message": "TypeError: '<' not supported between"}
