@@ -333,7 +333,8 @@ class LinkSweep(checks.NetbenchRun):
                 "numbers": {"once": len(once), "unconfirmed": len(unconfirmed),
                             "noisy": len(noisy),
                             **({"conditions": contention} if contention else {})},
-                "reason": self.undecided_reason(unconfirmed, noisy, contention, once)}}
+                "reason": self.undecided_reason(unconfirmed, noisy, contention, once,
+                                                 knobs.min_to_fail)}}
 
     def sweep_rule(self):
         """The sweep's rule, with the pair floor of the partition's knobs."""
@@ -362,16 +363,17 @@ class LinkSweep(checks.NetbenchRun):
             return "pairs not measured"
         return None
 
-    def undecided_reason(self, unconfirmed, noisy, found, once=()):
-        """Why the suspects left unconfirmed are not named: measured in one
-        pass only (`once`: the sweep was cut short before a second), the
+    def undecided_reason(self, unconfirmed, noisy, found, once, min_to_fail):
+        """Why the suspects left unconfirmed are not named: measured in
+        fewer passes than the knobs' `min_to_fail` (`once`: the sweep was
+        cut short before a second), the
         host's contention (`found`, the first pass's differences from a
         quiet host's), or the fleet's own spread, which widened the band
         (and the contention that spread it, when the host was busy)."""
         parts = []
         if once:
             parts.append(f"outside the band in the one pass the sweep made, where a pair "
-                         f"is named only after {self.judging_knobs().min_to_fail} "
+                         f"is named only after {min_to_fail} "
                          f"(nothing was measured again): "
                          + "; ".join(reasons.describe(s) for s in once))
         contention = reason_words.conditions_words(found)
