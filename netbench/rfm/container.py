@@ -124,7 +124,17 @@ def run_flags_problem():
     return None
 
 
+def inspected(image):
+    """podman's description of `image` (a name or an ID), or None when
+    there is no such image."""
+    proc = podman("image", "inspect", image, check=False, capture_output=True)
+    return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
+
+
 def labels(image=IMAGE):
-    """The image's labels (provenance: commit, MPI versions)."""
-    out = podman("image", "inspect", image, capture_output=True).stdout
-    return json.loads(out)[0].get("Labels") or {}
+    """The image's labels (provenance: commit, MPI versions); ContainerError
+    when there is no such image."""
+    found = inspected(image)
+    if found is None:
+        raise ContainerError(f"podman image inspect failed: no image {image}")
+    return found.get("Labels") or {}

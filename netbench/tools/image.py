@@ -15,7 +15,6 @@ image is netbench/rfm/container.py's.
 """
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -25,7 +24,7 @@ import tempfile
 
 from .. import paths
 from ..rfm.container import (CACHE, CONTAINERS, IMAGE, SIF, ContainerError, image_exists,
-                             podman, runtime)
+                             inspected, podman, runtime)
 
 BASE_IMAGE = "localhost/netbench-base:bookworm"
 #: a label every image build_podman makes carries: an image without it is
@@ -86,12 +85,6 @@ def build_podman(mpich, openmpi):
            *labels, "-t", IMAGE, str(paths.REPO))
     remove_replaced(replaced, IMAGE)
     return IMAGE
-
-
-def inspected(image):
-    """podman's description of `image` (a name or an ID), or None."""
-    proc = podman("image", "inspect", image, check=False, capture_output=True)
-    return json.loads(proc.stdout)[0] if proc.returncode == 0 else None
 
 
 def image_id(name):
