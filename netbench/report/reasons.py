@@ -145,10 +145,12 @@ def _percent(share):
 def layer_words(a):
     """Where the loss is, from a judgement.layers.Attribution (its dict):
     "verbs at 0.98 of line rate; MPI 38 % below verbs at 256 KiB to 4 MiB
-    (best ... against ... Mbit/s)"."""
+    (closest at 1 MiB: ... against ... Mbit/s)"; a record written before
+    the closest size was kept gives each layer's best."""
     label = LAYER_NAMES.get(a["layer"], a["layer"])
     if a.get("layer_of_line_rate") is None:
-        state = f"{label} at {a['layer_mbps']:.0f} Mbit/s (no line rate known)"
+        peak = a.get("layer_peak_mbps") or a["layer_mbps"]
+        state = f"{label} at {peak:.0f} Mbit/s (no line rate known)"
     else:
         state = f"{label} at {a['layer_of_line_rate']:.2f} of line rate"
     if a["code"] == "layer_short_of_line_rate":
@@ -157,8 +159,10 @@ def layer_words(a):
     where = ("at their peaks" if not sizes else f"at {size_words(sizes[0])}"
              if sizes[0] == sizes[-1] else
              f"at {size_words(sizes[0])} to {size_words(sizes[-1])}")
+    closest = (f"closest at {size_words(a['closest_bytes'])}:" if a.get("closest_bytes")
+               else "best")
     return (f"{state}; MPI {_percent(a['loss'])} % below {label} {where} "
-            f"(best {a['mpi_mbps']:.0f} against {a['layer_mbps']:.0f} Mbit/s)")
+            f"({closest} {a['mpi_mbps']:.0f} against {a['layer_mbps']:.0f} Mbit/s)")
 
 
 def _paired(n):
