@@ -298,6 +298,10 @@ class LinkSweep(checks.NetbenchRun):
         noisy = fleet.not_named(self.verdict.within_noise, unconfirmed)
         undecided = once + unconfirmed + noisy
         unconfirmed_json = json.loads(suspects_json(undecided, [], {}, []))["suspects"]
+        # why those are not named, kept beside them: with a node named lost,
+        # the case fails and has no inconclusive verdict to carry it
+        why = (self.undecided_reason(unconfirmed, noisy, contention, once, knobs.min_to_fail)
+               if undecided else None)
         self.record = {**self.record, "fleet": {
             # every node that ran a rank, measured or lost before it was
             "hosts": swept,
@@ -307,6 +311,7 @@ class LinkSweep(checks.NetbenchRun):
                       for (src, dst), figs in sorted(measurements.items())],
             "suspects": found["suspects"],
             "unconfirmed": unconfirmed_json,
+            "unconfirmed_why": why,
             "findings": [f["text"] for f in found["findings"]],
             "remeasured": [list(p) for p in sorted({p for a in again for p in a.by_host})],
             "sweep_seconds": first.sweep_seconds,
@@ -333,8 +338,7 @@ class LinkSweep(checks.NetbenchRun):
                 "numbers": {"once": len(once), "unconfirmed": len(unconfirmed),
                             "noisy": len(noisy),
                             **({"conditions": contention} if contention else {})},
-                "reason": self.undecided_reason(unconfirmed, noisy, contention, once,
-                                                 knobs.min_to_fail)}}
+                "reason": why}}
 
     def sweep_rule(self):
         """The sweep's rule, with the pair floor of the partition's knobs."""

@@ -716,3 +716,27 @@ def test_a_sweep_that_named_nobody_and_did_not_finish_is_no_answer_not_a_loss():
     unanswered = {"result": "fail", "fail_phase": "sanity", "record": {
         "verdict": "fail", "fleet": {"suspects": [], "no_answer": "the sweep did not finish"}}}
     assert shows_a_loss(named) and not shows_a_loss(unanswered)
+
+
+def test_the_pairs_left_undecided_beside_a_lost_node_keep_their_reason():
+    """A sweep cut short names its lost node and fails: it has no
+    inconclusive verdict to carry why the pairs its one pass measured are
+    listed but not named, so the fleet record keeps it, and the page says
+    that reason, not the contention words of an older record."""
+    import types
+    from netbench.report import sweep as report_sweep
+    why = "outside the band in the one pass the sweep made, where a pair is named only after 2"
+    fleet = {"hosts": ["vc-n1", "vc-n2", "vc-n3"], "pairs": [],
+             "suspects": [{"kind": "node", "names": ["vc-n3"], "direction": "unreachable"}],
+             "unconfirmed": [{"kind": "link", "names": ["vc-n1", "vc-n2"],
+                              "direction": "out", "metric": "latency_us"}],
+             "unconfirmed_why": why}
+    tc = {"result": "fail", "system": "vc", "partition": "nodes", "environ": "mpich",
+          "record": {"section": "sweep", "verdict": "fail", "fleet": fleet}}
+    (section,) = report_sweep.sweep_sections([types.SimpleNamespace(testcases=[tc])])
+    assert section["unconfirmed_why"] == why
+    # a record written before the fleet kept it: its inconclusive verdict's
+    old = dict(tc, record={**tc["record"], "fleet": {**fleet, "unconfirmed_why": None},
+                           "verdicts": {"suspects": {"reason": "older words"}}})
+    (section,) = report_sweep.sweep_sections([types.SimpleNamespace(testcases=[old])])
+    assert section["unconfirmed_why"] == "older words"

@@ -333,6 +333,11 @@ def test_a_node_whose_rank_is_killed_mid_sweep_is_the_first_suspect(lossy, tmp_p
             ("node", [victim["name"]], "unreachable"), tc["fail_reason"]
         assert f"node {victim['name']} (unreachable): stopped answering mid-sweep" in \
             tc["fail_reason"]
+        fleet = tc["record"]["fleet"]
+        if fleet["unconfirmed"]:
+            # listed beside the lost node, with why they are not named
+            assert fleet["unconfirmed_why"].startswith(
+                "outside the band in the one pass the sweep made"), fleet
     latest = paths.REPORTS / "latest"
     sweeps = json.loads((latest / "suspects.json").read_text())["sweeps"]
     mpich = next(sw for sw in sweeps if sw["environ"] == "mpich")
@@ -348,6 +353,10 @@ def test_a_node_whose_rank_is_killed_mid_sweep_is_the_first_suspect(lossy, tmp_p
     section = page[page.index('id="sweep"'):]
     assert f"{NODES} nodes" in section and victim["name"] in section
     assert "unreachable" in section
+    for tc in cases.values():
+        if tc["record"]["fleet"]["unconfirmed"]:
+            assert ("Unconfirmed, not drained: outside the band in the one pass the sweep "
+                    "made") in section
 
 
 @pytest.mark.parametrize("setting,named", [("partners=-2", "LinkSweep.partners"),

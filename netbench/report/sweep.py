@@ -153,7 +153,9 @@ def sweep_sections(sessions):
             # outside the band in every pass on a contended host, or within
             # the band the fleet's own spread widened: not drained, and why
             "unconfirmed": shown_suspects(fleet.get("unconfirmed") or []),
-            "unconfirmed_why": ((rec.get("verdicts") or {}).get("suspects") or {}).get("reason"),
+            # a record before the fleet kept it: the inconclusive verdict's
+            "unconfirmed_why": fleet.get("unconfirmed_why") or (
+                (rec.get("verdicts") or {}).get("suspects") or {}).get("reason"),
             "host": rec.get("host") or {},
             "findings": fleet.get("findings") or [],
             "remeasured": fleet.get("remeasured") or [],

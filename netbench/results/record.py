@@ -142,9 +142,12 @@ SCHEMA = {
                                            "additionalProperties": _NUMBER}}}},
             # as suspects.json holds them: publish writes drain.sh from them
             "suspects": {"type": "array", "items": SUSPECT_SCHEMA},
-            # outside the band in every pass, on a host too contended to
-            # tell (fleet.judge.unconfirmed): named, not drained
+            # left undecided: measured in one pass of a sweep cut short,
+            # outside the band on a host too contended to tell, or within
+            # the band the fleet's spread widened: listed, not drained
             "unconfirmed": {"type": "array", "items": SUSPECT_SCHEMA},
+            # why (LinkSweep.undecided_reason), also when a node is named
+            "unconfirmed_why": _STRING_OR_NULL,
             "findings": {"type": "array", "items": _STRING},
             "remeasured": {"type": "array", "items": {"type": "array", "items": _STRING}},
             "sweep_seconds": _NUMBER_OR_NULL,
