@@ -288,7 +288,8 @@ class LinkSweep(checks.NetbenchRun):
         knobs = self.judging_knobs()
         first_pass = conditions.of_launch(self.launches()[0])
         contention = conditions.differences(first_pass, None, knobs.conditions)
-        self.verdict, once = fleet.not_retested(self.verdict, 1 + len(again), knobs)
+        passes = fleet.whole_passes(first, again)
+        self.verdict, once = fleet.not_retested(self.verdict, passes, knobs)
         self.verdict, unconfirmed = fleet.unconfirmed(
             self.verdict, first_pass, knobs,
             cpu_bound=lambda metric: emulated or metric == fleet.LATENCY)
@@ -300,7 +301,8 @@ class LinkSweep(checks.NetbenchRun):
         unconfirmed_json = json.loads(suspects_json(undecided, [], {}, []))["suspects"]
         # why those are not named, kept beside them: with a node named lost,
         # the case fails and has no inconclusive verdict to carry it
-        why = (self.undecided_reason(unconfirmed, noisy, contention, once, knobs.min_to_fail)
+        why = (self.undecided_reason(unconfirmed, noisy, contention, once, knobs.min_to_fail,
+                                     cut_short_again=passes < 1 + len(again))
                if undecided else None)
         self.record = {**self.record, "fleet": {
             # every node that ran a rank, measured or lost before it was
@@ -367,18 +369,21 @@ class LinkSweep(checks.NetbenchRun):
             return "pairs not measured"
         return None
 
-    def undecided_reason(self, unconfirmed, noisy, found, once, min_to_fail):
+    def undecided_reason(self, unconfirmed, noisy, found, once, min_to_fail,
+                         cut_short_again=False):
         """Why the suspects left unconfirmed are not named: measured in
-        fewer passes than the knobs' `min_to_fail` (`once`: the sweep was
-        cut short before a second), the
+        fewer whole passes than the knobs' `min_to_fail` (`once`: the sweep
+        was cut short before a second, or its second was cut short:
+        `cut_short_again`), the
         host's contention (`found`, the first pass's differences from a
         quiet host's), or the fleet's own spread, which widened the band
         (and the contention that spread it, when the host was busy)."""
         parts = []
         if once:
-            parts.append(f"outside the band in the one pass the sweep made, where a pair "
-                         f"is named only after {min_to_fail} "
-                         f"(nothing was measured again): "
+            again = ("the pass measuring them again was cut short" if cut_short_again
+                     else "nothing was measured again")
+            parts.append(f"outside the band in the one whole pass the sweep made, where a "
+                         f"pair is named only after {min_to_fail} ({again}): "
                          + "; ".join(reasons.describe(s) for s in once))
         contention = reason_words.conditions_words(found)
         if unconfirmed:

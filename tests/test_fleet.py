@@ -725,7 +725,8 @@ def test_the_pairs_left_undecided_beside_a_lost_node_keep_their_reason():
     that reason, not the contention words of an older record."""
     import types
     from netbench.report import sweep as report_sweep
-    why = "outside the band in the one pass the sweep made, where a pair is named only after 2"
+    why = ("outside the band in the one whole pass the sweep made, where a pair is named only "
+           "after 2 (nothing was measured again)")
     fleet = {"hosts": ["vc-n1", "vc-n2", "vc-n3"], "pairs": [],
              "suspects": [{"kind": "node", "names": ["vc-n3"], "direction": "unreachable"}],
              "unconfirmed": [{"kind": "link", "names": ["vc-n1", "vc-n2"],
@@ -740,3 +741,20 @@ def test_the_pairs_left_undecided_beside_a_lost_node_keep_their_reason():
                            "verdicts": {"suspects": {"reason": "older words"}}})
     (section,) = report_sweep.sweep_sections([types.SimpleNamespace(testcases=[old])])
     assert section["unconfirmed_why"] == "older words"
+
+
+def test_a_later_pass_cut_short_is_no_whole_pass():
+    """A pass that measured again only some of the pairs it was to (its
+    job lost a node) does not count toward `min_to_fail`: a pair it missed
+    was outside the band in one pass alone.  Real outputs: a whole sweep
+    of four ranks, and MPICH's sweep whose rank was killed mid-pass."""
+    from netbench.results.sweep import parse_sweep
+    data = Path(__file__).parent / "data"
+    whole = parse_sweep((data / "benchmark" / "sweep-4ranks.mpich-wheel.txt").read_text())
+    cut = parse_sweep((data / "sweep_lost" / "mpich-rank-killed.out").read_text())
+    assert whole.finished and not cut.finished
+    assert judge.whole_passes(whole, []) == 1
+    assert judge.whole_passes(cut, []) == 1          # the first counts, cut short or not
+    assert judge.whole_passes(whole, [whole]) == 2
+    assert judge.whole_passes(whole, [cut]) == 1
+    assert judge.whole_passes(whole, [cut, whole]) == 2

@@ -337,7 +337,7 @@ def test_a_node_whose_rank_is_killed_mid_sweep_is_the_first_suspect(lossy, tmp_p
         if fleet["unconfirmed"]:
             # listed beside the lost node, with why they are not named
             assert fleet["unconfirmed_why"].startswith(
-                "outside the band in the one pass the sweep made"), fleet
+                "outside the band in the one whole pass the sweep made"), fleet
     latest = paths.REPORTS / "latest"
     sweeps = json.loads((latest / "suspects.json").read_text())["sweeps"]
     mpich = next(sw for sw in sweeps if sw["environ"] == "mpich")
@@ -355,8 +355,8 @@ def test_a_node_whose_rank_is_killed_mid_sweep_is_the_first_suspect(lossy, tmp_p
     assert "unreachable" in section
     for tc in cases.values():
         if tc["record"]["fleet"]["unconfirmed"]:
-            assert ("Unconfirmed, not drained: outside the band in the one pass the sweep "
-                    "made") in section
+            assert ("Unconfirmed, not drained: outside the band in the one whole pass the "
+                    "sweep made") in section
 
 
 @pytest.mark.parametrize("setting,named", [("partners=-2", "LinkSweep.partners"),

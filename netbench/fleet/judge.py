@@ -46,8 +46,9 @@ judging.yaml): `pairs_still_undecided` gives the bad directions while fewer
 than `min_launches_to_fail` passes were made; the check measures them again
 (up to `launches` passes) and `merge_passes` keeps the best figure of each,
 so a pair stays bad only if it was bad in every pass.  A sweep cut short
-makes no later pass: `not_retested` leaves what its figures alone named
-undecided.
+makes no later pass, and a later pass cut short did not measure again
+every pair it was to: `whole_passes` counts neither, and `not_retested`
+leaves what the figures alone named undecided.
 
 ``suspects.json``, the judgement's output, and its vocabulary (kinds,
 directions, metrics) are netbench/results/suspects.py's.
@@ -300,6 +301,14 @@ def pairs_still_undecided(passes, knobs, rule=None):
     if len(passes) >= knobs.min_to_fail:
         return []
     return pairs_to_remeasure(judge(merge_passes(passes), rule=rule))
+
+
+def whole_passes(first, again):
+    """The passes a pair's `min_to_fail` counts (results.sweep results):
+    the first, whole or cut short, and each later pass that finished.  A
+    later pass cut short measured again only some of the pairs it was to,
+    and a pair it missed was outside the band in one pass alone."""
+    return 1 + sum(1 for later in again if later.finished)
 
 
 def not_retested(verdict, passes, knobs):
