@@ -302,7 +302,7 @@ class LinkSweep(checks.NetbenchRun):
         # why those are not named, kept beside them: with a node named lost,
         # the case fails and has no inconclusive verdict to carry it
         why = (self.undecided_reason(unconfirmed, noisy, contention, once, knobs.min_to_fail,
-                                     cut_short_again=passes < 1 + len(again))
+                                     passes < 1 + len(again))
                if undecided else None)
         self.record = {**self.record, "fleet": {
             # every node that ran a rank, measured or lost before it was
@@ -370,7 +370,7 @@ class LinkSweep(checks.NetbenchRun):
         return None
 
     def undecided_reason(self, unconfirmed, noisy, found, once, min_to_fail,
-                         cut_short_again=False):
+                         cut_short_again):
         """Why the suspects left unconfirmed are not named: measured in
         fewer whole passes than the knobs' `min_to_fail` (`once`: the sweep
         was cut short before a second, or its second was cut short:
