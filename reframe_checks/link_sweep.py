@@ -151,6 +151,10 @@ class LinkSweep(checks.NetbenchRun):
                     for pair in pairs]
         return None
 
+    def launch_commands(self):
+        # the sweep's later passes are its own (remeasure_pairs_outside_the_band)
+        return {}
+
     @run_before("run")
     def remeasure_pairs_outside_the_band(self):
         """After set_command: while a pair is outside the band in every pass

@@ -304,6 +304,93 @@ def test_reframe_fail_reason_names_the_killed_rank(tmp_path):
     assert {tc["environ"] for tc in cases} >= {"mpich", "openmpi"}
 
 
+CRASHING_CHECKS = '''
+import reframe as rfm
+from reframe.core.builtins import run_before
+from netbench import checks
+
+checks.require_netbench_config()
+
+#: rank 1 crashes (SIGSEGV) before it becomes the benchmark: a launch whose
+#: launcher failed before the benchmark printed anything, as Open MPI's
+#: ranks crashing in MPI_Init under srun did (CI, 2026-11-30)
+ALWAYS = 'r=${PMI_RANK:-$OMPI_COMM_WORLD_RANK}; [ "$r" = 1 ] && kill -SEGV $$; exec "$@"'
+#: the same in the job's first launch only (the stage folder remembers it)
+ONCE = ('r=${PMI_RANK:-$OMPI_COMM_WORLD_RANK}; [ "$r" = 1 ] && mkdir crashed.once 2>/dev/null '
+        '&& kill -SEGV $$; exec "$@"')
+
+
+class CrashingRank(checks.PingPongBase):
+    transport = "shm"
+    placement = "intranode"
+    max_bytes = 64 * 1024
+    crash = ALWAYS
+
+    def wrapped(self):
+        return ["-c", f"\'{self.crash}\'", "sh", self.executable, *self.executable_opts]
+
+    def launch_commands(self):
+        return {self.main_run(): f"{self.launch_prefix()} sh {' '.join(self.wrapped())}"}
+
+    @run_before("run")
+    def crash_rank_1(self):
+        self.executable_opts = self.wrapped()
+        self.executable = "sh"
+
+
+@rfm.simple_test
+class CrashEveryLaunch(CrashingRank):
+    crash = ALWAYS
+
+
+@rfm.simple_test
+class CrashFirstLaunch(CrashingRank):
+    crash = ONCE
+'''
+
+
+def test_a_launch_that_crashed_before_it_started_is_restarted_and_named(tmp_path):
+    """A rank that crashes before the benchmark prints anything is its
+    launcher's failure to start: the job launches the run once more
+    (judging.yaml replicates.restarts) and the case is judged on that
+    launch, the crash kept in `restarted`; a crash in every launch fails
+    the case, naming it."""
+    checks = tmp_path / "checks"
+    checks.mkdir()
+    (checks / "crashing_rank.py").write_text(CRASHING_CHECKS)
+    report = tmp_path / "report.json"
+    proc = subprocess.run(
+        [str(session.BIN / "reframe"), "-C", str(paths.CONFIG), "-c", str(checks),
+         "--system", "local", "-p", "^(mpich|openmpi)$", "--report-file", str(report), "-r"],
+        cwd=paths.REPO, capture_output=True, text=True, timeout=900,
+        env={k: v for k, v in os.environ.items() if not k.startswith(DROPPED)})
+    out = proc.stdout + proc.stderr
+    cases = {(tc["name"].split("_")[0], tc["environ"]): tc
+             for run in json.loads(report.read_text())["runs"] for tc in run["testcases"]
+             if tc["name"].startswith("Crash")}
+    assert {env for _, env in cases} == {"mpich", "openmpi"}, out[-3000:]
+    # Open MPI names rank 1's signal; MPICH's hydra, with no benchmark
+    # header to name the rank behind a PID, the rank it killed after it
+    crashed = (r"(rank 1|a rank) \((pid \d+ )?on \S+\) was killed by signal "
+               r"(11 \(SIGSEGV\)|9 \(SIGKILL\))")
+    for (name, env), tc in cases.items():
+        reason = tc["fail_reason"] or ""
+        if name == "CrashFirstLaunch":
+            # launched again, and judged on that launch: past the sanity
+            # stage, whatever the figures' verdict
+            assert tc["fail_phase"] != "sanity", (env, reason)
+            assert re.fullmatch(crashed, tc["restarted"]["1"]), (env, tc["restarted"])
+            first, again = tc["record"]["runs"]["mpi"]
+            assert first["failure"] == tc["restarted"]["1"] and not first["rows"], env
+            assert again["rows"] and not again["failure"], env
+        else:
+            # launched once more (the budget), then the crash is the outcome
+            assert (tc["result"], tc["fail_phase"]) == ("fail", "sanity"), (env, reason)
+            assert re.fullmatch(rf"sanity error: {crashed}", reason), (env, reason)
+            assert len(tc["record"]["runs"]["mpi"]) == 2, env
+            assert tc["restarted"] == {}
+
+
 # ---- capturing the golden files -------------------------------------------
 
 CAPTURES = [  # (golden case, MPI environment, rank, signal)

@@ -228,6 +228,27 @@ def test_a_launch_that_never_started_is_launched_once_more(tmp_path):
     assert benchmark.started(parse_run((DATA / "shm-openmpi-debian.1.txt").read_text()))
 
 
+def test_a_round_that_never_started_is_passed_over_only_when_a_later_one_started():
+    """The job's outcome passes over a round of launches whose launcher
+    failed before the benchmark printed anything, once it was launched
+    again and started (CI, 2026-11-30: an Open MPI rank crashed in MPI_Init
+    under srun); never a round that started, nor the last failure."""
+    assert remeasure.rounds_never_started({"mpi": [False, True]}) == [0]
+    assert remeasure.rounds_never_started({"mpi": [False, False]}) == []
+    assert remeasure.rounds_never_started({"mpi": [True, True, True]}) == []
+    assert remeasure.rounds_never_started({"mpi": [False]}) == []
+    # a round with one run that started is no launcher's failure to start
+    assert remeasure.rounds_never_started({"mpi": [False, True], "tcp": [True]}) == []
+    assert remeasure.rounds_never_started({"mpi": [True, False, True]}) == [1]
+    stderr = ("srun: error: n1: task 1: Segmentation fault\n"
+              f"{remeasure.AGAIN_LINE} (undecided, or never started): mpi\n"
+              "netbench: ok\n")
+    first, again = remeasure.stderr_rounds(stderr)
+    assert "Segmentation fault" in first and "Segmentation" not in again
+    assert again.startswith(remeasure.AGAIN_LINE) and again.endswith("netbench: ok\n")
+    assert remeasure.stderr_rounds("") == [""]
+
+
 def test_the_job_stops_at_the_budget(tmp_path):
     write_job(tmp_path, "tcp-openmpi-debian-loaded.1", "tcp-openmpi-debian-loaded.1",
               {"side": "upper", "value": 17.32})

@@ -20,6 +20,7 @@ from .base import KiB, MiB, RAW_TCP
 from .datapath import LibraryPath
 from .launches import Launches, launch_figure, launch_summary, launch_value
 from .mpirun import MpiRun
+from .slurm import job_failure
 
 
 class NetbenchBuild(rfm.CompileOnlyRegressionTest):
@@ -84,8 +85,15 @@ class NetbenchRun(Launches, LibraryPath, MpiRun):
         return benchmark.rows_series(run, self.first_launch(run)["rows"], self.drawn_columns)
 
     def measured_runs(self):
-        """Every launch of every run, for the record."""
-        return {name: self.launches(name) for name in self.first_outputs()}
+        """Every launch of every run, for the record; a launch that never
+        started and was launched again carries its launcher's failure
+        (restarted_rounds)."""
+        runs = {name: list(self.launches(name)) for name in self.first_outputs()}
+        for k, why in self.restarted_rounds().items():
+            for name in self.launch_commands():
+                if len(runs[name]) > k and not runs[name][k].get("failure"):
+                    runs[name][k] = {**runs[name][k], "failure": why}
+        return runs
 
     @run_before("run")
     def set_command(self):
@@ -185,10 +193,11 @@ class NetbenchRun(Launches, LibraryPath, MpiRun):
         """The job launches a run again while a judged figure of it is
         neither shown within its reference nor beyond it in every launch
         (netbench.judgement.model), up to the knobs' budget, and once more
-        a launch that failed to start (judging.yaml replicates.restarts).
-        Every launch prints its nodes' conditions (the benchmark does).  A
-        check without a judged figure launches once (the sweep has its own
-        passes)."""
+        a launch that failed to start (judging.yaml replicates.restarts),
+        with or without a judged figure.  Every launch prints its nodes'
+        conditions (the benchmark does).  Checks that launch their own
+        rounds (the sweep's passes, container parity) have no
+        launch_commands."""
         commands = self.launch_commands()
         figures = {var: self.figure_description(var, bound)
                    for var, bound in self.judged_bounds().items()} if commands else {}
@@ -197,11 +206,59 @@ class NetbenchRun(Launches, LibraryPath, MpiRun):
                        "figures": figures, "knobs": knobs.to_json()}
         with open(os.path.join(self.stagedir, self.judging_file), "w") as f:
             json.dump(description, f, indent=1)
-        if figures:
+        # without a judged figure, only a launch that never started is
+        # launched again
+        launches = knobs.launches if figures else 1 + knobs.restarts
+        if commands and launches > 1:
             self.prerun_cmds.insert(0, remeasure.START_LINE)
-            self.postrun_cmds += remeasure.job_lines(commands, self.judging_file,
-                                                     knobs.launches, self.time_limit,
-                                                     knobs.time_share)
+            self.postrun_cmds += remeasure.job_lines(commands, self.judging_file, launches,
+                                                     self.time_limit, knobs.time_share)
+
+    #: {round of launches (1 the first): how its launcher failed} of the
+    #: rounds that never started and were launched again (restarted_rounds)
+    restarted = variable(dict, value={})
+
+    def restarted_rounds(self):
+        """{round of launches (0 the first): how its launcher failed} of the
+        rounds that never started and were launched again: a launcher that
+        failed before the benchmark printed anything (Open MPI's ranks
+        crashing in MPI_Init under srun) was restarted (judging.yaml
+        replicates.restarts), and that failure is not the job's outcome.
+        Read once; kept in `restarted` and in the record's launches."""
+        found = self.__dict__.get("_restarted_rounds")
+        if found is None:
+            runs = self.launch_commands()
+            passed_over = remeasure.rounds_never_started(
+                {run: [benchmark.started(launch) for launch in self.launches(run)]
+                 for run in runs})
+            found = self._restarted_rounds = {
+                k: job_failure(*self.round_outputs([k])) or "the benchmark printed nothing"
+                for k in passed_over}
+            self.restarted = {str(k + 1): why for k, why in found.items()}
+        return found
+
+    def round_outputs(self, rounds):
+        """(stdout, stderr) of the given rounds of launches: each run's
+        output file of those rounds, and the job's stderr of them
+        (remeasure.stderr_rounds)."""
+        files = [f for run in self.launch_commands()
+                 for k, f in enumerate(self.run_files(run)) if k in rounds]
+        stderr = remeasure.stderr_rounds(self.read_stage_file(self.job.stderr))
+        return ("\n".join(self.read_stage_file(f) for f in files),
+                "".join(stderr[k] for k in rounds if k < len(stderr)))
+
+    def outcome_texts(self):
+        """The job's outputs without the rounds of launches that never
+        started and were launched again (restarted_rounds): every other
+        round's outputs instead."""
+        passed_over = self.restarted_rounds()
+        if not passed_over:
+            return super().outcome_texts()
+        launched = [self.run_files(run) for run in self.launch_commands()]
+        stdout, stderr = self.round_outputs(
+            [k for k in range(max(map(len, launched))) if k not in passed_over])
+        others = [f for f in self.outcome_outputs() if not any(f in files for files in launched)]
+        return "\n".join([stdout, *map(self.read_stage_file, others)]), stderr
 
     @run_before("run", always_last=True)
     def print_the_host_load_last(self):

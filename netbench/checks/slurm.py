@@ -84,13 +84,18 @@ class JobOutcome(rfm.RegressionTestPlugin):
         besides the job's stdout (MpiVsTcp's second run)."""
         return ()
 
-    @run_before("sanity")
-    def read_job_outcome(self):
-        """The job's stdout, those outputs and its stderr, read once for
-        the reason a rank did not finish."""
+    def outcome_texts(self):
+        """(stdout, stderr) the job's outcome is read from: its stdout and
+        those outputs, and its stderr."""
         stdout = "\n".join(self.read_stage_file(f)
                            for f in (self.job.stdout, *self.outcome_outputs()))
-        self.job_outcome = job_failure(stdout, self.read_stage_file(self.job.stderr)) or ""
+        return stdout, self.read_stage_file(self.job.stderr)
+
+    @run_before("sanity")
+    def read_job_outcome(self):
+        """The job's outputs (outcome_texts), read once for the reason a
+        rank did not finish."""
+        self.job_outcome = job_failure(*self.outcome_texts()) or ""
 
     @sn.deferrable
     def assert_ranks_finished(self):

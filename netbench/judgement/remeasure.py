@@ -118,6 +118,35 @@ def _read(path):
         return ""
 
 
+#: what the job prints to its stderr before each later round of launches
+#: (job_lines): the rounds' stderr apart (stderr_rounds)
+AGAIN_LINE = "netbench: launching again"
+
+
+def stderr_rounds(text):
+    """The job's stderr cut into its rounds of launches: the first round's,
+    then each later round's from its AGAIN_LINE on."""
+    rounds = [""]
+    for line in text.splitlines(keepends=True):
+        if line.startswith(AGAIN_LINE):
+            rounds.append("")
+        rounds[-1] += line
+    return rounds
+
+
+def rounds_never_started(started):
+    """The rounds of launches (0 the first) in which no launch started,
+    when a later round's launch did: the launcher's failure to start them
+    was launched again (undecided_runs) and is not how the job ended.
+    `started`: {run: [whether each launch started, in order]}; round K
+    holds each run's launch K.  None passed over when no later launch
+    started: then the failure to start is the job's outcome."""
+    rounds = max((len(s) for s in started.values()), default=0)
+    launched = [[s[k] for s in started.values() if len(s) > k] for k in range(rounds)]
+    last_started = max((k for k, round_ in enumerate(launched) if any(round_)), default=-1)
+    return [k for k, round_ in enumerate(launched) if k < last_started and not any(round_)]
+
+
 #: the job script's variable holding when its first launch started
 #: (date +%s), set by START_LINE
 START = "netbench_started"
@@ -146,7 +175,7 @@ def job_lines(commands, judging_file, launches, time_limit, time_share):
                    f"break; fi; ")
     return [f"for n in $(seq 2 {launches}); do "
             f'again=$({tool}) || break; [ -n "$again" ] || break; {in_time}'
-            f'echo "netbench: launching again (undecided, or never started): $again" >&2; '
+            f'echo "{AGAIN_LINE} (undecided, or never started): $again" >&2; '
             f"for run in $again; do case $run in {cases} esac; done; done"]
 
 
