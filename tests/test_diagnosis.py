@@ -222,6 +222,24 @@ def test_one_stream_below_several():
     assert diagnosis.one_stream_below_several([many], t) == []
 
 
+def test_one_stream_below_several_is_named_from_the_testcases_as_reframe_writes_them():
+    """ReFrame's run report puts a case's parameters at the top level of
+    its testcase (`connections`), where the rule reads them."""
+    def case(connections, mbps):
+        series = {"name": "tcp", "x": {"column": "bytes", "unit": "B"},
+                  "y": [{"column": "Mbps", "unit": "Mbit/s"}],
+                  "rows": [{"bytes": 65536, "Mbps": mbps}]}
+        record = {"provenance": {"placement": "internode"}, "series": [series]}
+        tc = {"name": f"TcpStreams %connections={connections}", "connections": connections,
+              "env_vars": {}}
+        return str(connections), tc, record
+    (found,) = diagnosis.diagnose_cases([case(1, 300.0), case(16, 900.0)],
+                                        {"one_stream_below_several":
+                                         diagnosis.load_rules()["one_stream_below_several"]})
+    assert (found.case, found.evidence) == ("1", "one connection peaks at 300 Mbit/s, 16 at "
+                                                 "900 Mbit/s")
+
+
 def test_every_rule_states_signature_threshold_setting_and_source():
     rules = diagnosis.load_rules()
     assert set(rules) == set(diagnosis.CURVE_RULES) | {"one_stream_below_several"}

@@ -104,9 +104,10 @@ def curve_of(key, tc, record):
             times = per_size
         elif column == "Mbps":
             rates = per_size
+    # ReFrame's run report writes each parameter of a case (TcpStreams'
+    # `connections`) at the top level of its testcase
     return Curve(key, record.get("provenance") or {}, times, rates, record.get("node_state"),
-                 tc.get("check_vars") or {}, tc.get("env_vars") or {}, rate_launches(record),
-                 record.get("layers") or {})
+                 tc, tc.get("env_vars") or {}, rate_launches(record), record.get("layers") or {})
 
 
 def rate_launches(record):
