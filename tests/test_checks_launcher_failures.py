@@ -276,20 +276,27 @@ class KilledRank(checks.PingPongBase):
 '''
 
 
-def test_reframe_fail_reason_names_the_killed_rank(tmp_path):
+def session_of(tmp_path, name, source, environments):
+    """A ReFrame session of the checks in `source` (a module written as
+    `name`.py) on this machine's `local` system: (its output, its report)."""
     checks = tmp_path / "checks"
     checks.mkdir()
-    (checks / "killed_rank.py").write_text(KILLED_CHECK)
+    (checks / f"{name}.py").write_text(source)
     report = tmp_path / "report.json"
     proc = subprocess.run(
         [str(session.BIN / "reframe"), "-C", str(paths.CONFIG), "-c", str(checks),
-         "--system", "local", "-p", "^(mpich|openmpi|system-mpich|system-openmpi)$",
-         "--report-file", str(report), "-r"],
+         "--system", "local", "-p", environments, "--report-file", str(report), "-r"],
         cwd=paths.REPO, capture_output=True, text=True, timeout=900,
         env={k: v for k, v in os.environ.items() if not k.startswith(DROPPED)})
+    return proc, json.loads(report.read_text()) if report.exists() else {"runs": []}
+
+
+def test_reframe_fail_reason_names_the_killed_rank(tmp_path):
+    proc, report = session_of(tmp_path, "killed_rank", KILLED_CHECK,
+                              "^(mpich|openmpi|system-mpich|system-openmpi)$")
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
-    cases = [tc for run in json.loads(report.read_text())["runs"] for tc in run["testcases"]
+    cases = [tc for run in report["runs"] for tc in run["testcases"]
              if tc["name"].startswith("KilledRank")]
     assert len(cases) >= 2, out[-3000:]
     host = socket.gethostname()
@@ -355,18 +362,10 @@ def test_a_launch_that_crashed_before_it_started_is_restarted_and_named(tmp_path
     (judging.yaml replicates.restarts) and the case is judged on that
     launch, the crash kept in `restarted`; a crash in every launch fails
     the case, naming it."""
-    checks = tmp_path / "checks"
-    checks.mkdir()
-    (checks / "crashing_rank.py").write_text(CRASHING_CHECKS)
-    report = tmp_path / "report.json"
-    proc = subprocess.run(
-        [str(session.BIN / "reframe"), "-C", str(paths.CONFIG), "-c", str(checks),
-         "--system", "local", "-p", "^(mpich|openmpi)$", "--report-file", str(report), "-r"],
-        cwd=paths.REPO, capture_output=True, text=True, timeout=900,
-        env={k: v for k, v in os.environ.items() if not k.startswith(DROPPED)})
+    proc, report = session_of(tmp_path, "crashing_rank", CRASHING_CHECKS, "^(mpich|openmpi)$")
     out = proc.stdout + proc.stderr
     cases = {(tc["name"].split("_")[0], tc["environ"]): tc
-             for run in json.loads(report.read_text())["runs"] for tc in run["testcases"]
+             for run in report["runs"] for tc in run["testcases"]
              if tc["name"].startswith("Crash")}
     assert {env for _, env in cases} == {"mpich", "openmpi"}, out[-3000:]
     # Open MPI names rank 1's signal; MPICH's hydra, with no benchmark
