@@ -243,7 +243,10 @@ class NetbenchRun(Launches, LibraryPath, MpiRun):
         (remeasure.stderr_rounds)."""
         files = [f for run in self.launch_commands()
                  for k, f in enumerate(self.run_files(run)) if k in rounds]
-        stderr = remeasure.stderr_rounds(self.read_stage_file(self.job.stderr))
+        stderr = self.__dict__.get("_stderr_rounds")
+        if stderr is None:          # read once: every round's outputs come from it
+            stderr = self._stderr_rounds = remeasure.stderr_rounds(
+                self.read_stage_file(self.job.stderr))
         return ("\n".join(self.read_stage_file(f) for f in files),
                 "".join(stderr[k] for k in rounds if k < len(stderr)))
 
