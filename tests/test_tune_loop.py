@@ -65,6 +65,8 @@ def test_a_profile_that_hurts_is_reverted_exactly(tmp_path, host_untouched):
                                 profiles=PROFILES, reports_dir=tmp_path, say=said.append)
         rec = record.load(folder)
         assert code == 1, "\n".join(said)
+        # the playbooks ran as netbench runs them (tuning.engine)
+        assert rec["ansible"]["strategy"] == "mitogen_linear", rec["ansible"]
         for host in baseline:
             applied = rec["changes"]["hosts"][host]["sysctl"]["applied"]
             assert applied["net.ipv4.tcp_rmem"] == "4096 4096 4096"

@@ -46,7 +46,7 @@ from ..datafiles import DataError, load_yaml, validate
 from ..report import diagnosis, reasons, sessions
 from ..rfm import session
 from ..textsafe import printable
-from . import decision, record
+from . import decision, engine, record
 
 BIN = Path(sys.executable).parent
 PROFILES = paths.REPO / "playbooks" / "profiles"
@@ -123,7 +123,7 @@ def ansible(tool, inventory, *args, timeout=PLAYBOOK_TIMEOUT, detached=False):
     terminal does not stop a revert half-way."""
     return subprocess.run([str(BIN / tool), "-i", str(inventory), *args], cwd=paths.REPO,
                           capture_output=True, text=True, timeout=timeout,
-                          start_new_session=detached)
+                          start_new_session=detached, env=engine.environment())
 
 
 def playbook(inventory, name, *args, detached=False):
@@ -278,6 +278,7 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
         raise DataError(inventory, None, "no such inventory")
     folder = new_folder(profile, reports_dir)
     rec = record.new(profile, flavour, inventory, system, list(checks), repeats)
+    rec["ansible"] = engine.describe(engine.environment())
     turns = Turns(rec, inventory, folder / "tuning-state.json", profile_vars(
         profile, flavour, profiles), profiles, say)
     # Outside the loop, a Ctrl-C or SIGTERM waits (interrupts_deferred):

@@ -58,6 +58,12 @@ SCHEMA = {
         # tune_record's controller record (tune.yml's tune_record_file)
         "changes": {"type": ["object", "null"]},
         "repeats": {"type": "integer", "minimum": 1},
+        # how the playbooks ran (engine.describe); absent before 2026-11-30
+        "ansible": {"type": "object", "additionalProperties": False,
+                    "required": ["strategy"],
+                    "properties": {"strategy": {"type": "string"},
+                                   "ansible_core": {"type": ["string", "null"]},
+                                   "mitogen": {"type": ["string", "null"]}}},
         "before": SIDE, "after": SIDE,
         # sessions that measured nothing (measured again in their turn)
         "measured_nothing": {"type": "array", "items": {

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from conftest import require
 from netbench import paths
+from netbench.tuning import engine
 
 from .vcluster import ssh
 
@@ -22,13 +23,16 @@ NODE_FILES = ["/etc/sysctl.d/90-netbench.conf", "/etc/udev/rules.d/70-netbench.r
               "/etc/ansible/facts.d/netbench_state.fact", "/etc/modprobe.d/netbench-e1000e.conf"]
 
 
-def playbook(state, name, *args, record=None):
+def playbook(state, name, *args, record=None, stock=False):
+    """ansible-playbook as `netbench tune` runs it (Mitogen's strategy:
+    tuning.engine), or `stock` as a user's plain command does."""
     tool = BIN / "ansible-playbook"
     require(tool.exists(), "ansible-core missing: pip install -e '.[test]'")
     argv = [str(tool), "-i", state["files"]["inventory"], name, *args]
     if record:
         argv += ["-e", f"tune_record_file={record}"]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=paths.REPO)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=paths.REPO,
+                          env=None if stock else engine.environment())
 
 
 def recap(proc):
