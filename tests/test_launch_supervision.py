@@ -160,6 +160,16 @@ def test_what_a_launcher_leaves_behind_is_ended_when_it_exits(tmp_path):
         assert err.getvalue().startswith("netbench.launch: ended what the launcher left: 1 "), \
             err.getvalue()
         assert other.poll() is None
+        # what ends by itself within the grace is left to end: inside a
+        # Slurm allocation prterun returns before its daemons' srun has
+        # closed their step, and killing that srun stalls the job's next one
+        pidfile.unlink()
+        err = io.StringIO()
+        assert supervise.supervise(
+            ["sh", "-c", f"sleep 0.3 & echo $! > {pidfile}"],
+            {**os.environ, supervise.TAG: supervise.new_tag()}, out=io.StringIO(), err=err) == 0
+        assert err.getvalue() == ""
+        assert not supervise._alive(int(pidfile.read_text()))
         # a launcher that leaves nothing says nothing
         err = io.StringIO()
         assert supervise.supervise(["true"], {**os.environ, supervise.TAG: supervise.new_tag()},

@@ -49,6 +49,13 @@ SSHD_NAMES = ("sshd", "sshd-session")
 MARGIN_FRACTION, MARGIN_MIN_S, MARGIN_MAX_S = 0.1, 5.0, 15.0
 #: how often the link counters are read
 SAMPLE_S = 1.0
+#: how long what outlives the launcher may take to end by itself before it
+#: is killed: inside a Slurm allocation prterun returns while the srun that
+#: ran its daemons is still closing their step, and an srun killed then
+#: leaves the step to Slurm's cleanup: the job's next srun waits for it
+#: ("step creation temporarily disabled", ~2 s) and the job stays
+#: COMPLETING (docs/explanation/platform-facts.md)
+LEFTOVER_GRACE_S = 1.0
 LINE_MAX = 160
 
 
@@ -150,12 +157,24 @@ def end_launch(tag, deadline_s=1.5):
     return len(killed)
 
 
-def end_leftovers(tag, err):
-    """End what of the launch outlived its launcher, and say so: MPICH's
-    mpiexec, refused by one node's sshd, exited while its ssh session to
-    another node was still starting the proxy (CI: the session's shell ran
-    the node's ~/.bashrc, pyenv waiting on its lock), and that session
-    outlived the launch."""
+def ended_by_itself(tag, grace_s):
+    """Whether every process of the launch ends within `grace_s`."""
+    end = time.monotonic() + grace_s
+    while any(_alive(pid) for pid in tagged(tag)):
+        if time.monotonic() >= end:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def end_leftovers(tag, err, grace_s=LEFTOVER_GRACE_S):
+    """End what of the launch outlived its launcher by more than `grace_s`,
+    and say so: MPICH's mpiexec, refused by one node's sshd, exited while
+    its ssh session to another node was still starting the proxy (CI: the
+    session's shell ran the node's ~/.bashrc, pyenv waiting on its lock),
+    and that session outlived the launch."""
+    if ended_by_itself(tag, grace_s):
+        return
     killed = end_launch(tag)
     if killed:
         err.write(f"{LAUNCH_LEFT_BEHIND}: {killed} processes (MPI proxies, ssh sessions)\n")
