@@ -34,6 +34,9 @@ patches.tell_verdicts_apart_in_the_exit_code()
 # one line per reason a case was not generated (netbench/selection.py),
 # printed once the check files are loaded
 patches.say_what_was_not_generated()
+# ReFrame's deprecation warnings without reading every frame's source file
+# for each (about 2 s of every session)
+patches.find_deprecation_callers_without_source()
 # ReFrame opens its log file in .reframe/logs/ before it creates any folder
 logs.make_state_folders()
 # sbatch and squeue run in ReFrame's own environment: with one virtual

@@ -128,6 +128,44 @@ def test_the_patches_name_the_reframe_release_pinned_and_installed():
     assert pin and pin.group(1) == patches.REFRAME_VERSION == reframe.VERSION
 
 
+def deprecation_seen(warn, inside_reframe):
+    """(file, line, text) of the warnings `warn` gives when ReFrame's own
+    code (`inside_reframe`, a module named reframe*) calls it from this line."""
+    import warnings
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        inside_reframe.read_deprecated(warn)
+    return [(w.filename, w.lineno, str(w.message)) for w in seen]
+
+
+def test_deprecation_warnings_name_the_same_line_without_reading_sources(tmp_path,
+                                                                        monkeypatch):
+    """The patched deprecation warning names the line ReFrame's named: the
+    first frame outside ReFrame's modules."""
+    import importlib
+    import sys
+
+    import reframe.core.variables
+    from reframe.core import warnings as rfm_warnings
+
+    from netbench.rfm import patches
+    (tmp_path / "reframe_example.py").write_text(
+        "def read_deprecated(warn):\n    warn('old, use new')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "reframe_example", raising=False)
+    inside_reframe = importlib.import_module("reframe_example")
+    patches.find_deprecation_callers_without_source()
+    patched = rfm_warnings.user_deprecation_warning
+    assert patched.netbench_without_source
+    assert reframe.core.variables.user_deprecation_warning is patched
+    seen = deprecation_seen(patched, inside_reframe)
+    assert seen == deprecation_seen(patched.netbench_replaces, inside_reframe)
+    ((filename, line, text),) = seen
+    assert (filename, text) == (__file__, "old, use new")
+    source = open(__file__).read().splitlines()[line - 1]
+    assert "read_deprecated" in source, source
+
+
 def test_reframe_looks_often_only_at_jobs_of_the_local_scheduler():
     """A local job's end is a waitpid away, so ReFrame looks often; a batch
     scheduler's look asks its controller, so those systems keep ReFrame's

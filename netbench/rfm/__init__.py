@@ -8,7 +8,7 @@ needs that is not a check.
 - logs:       ReFrame's logging and working folders below the repository
 - launchers:  the `netbench-*` job launchers the partitions name
 - launch:     the program those launchers run (`python -m netbench.rfm.launch`)
-- patches:    the three wraps of ReFrame internals, each with its reason,
+- patches:    the four wraps of ReFrame internals, each with its reason,
               for the pinned ReFrame release (patches.REFRAME_VERSION)
 - slurm:      SLURM_CONF for ReFrame's own Slurm commands
 - session:    a ReFrame session of netbench run from Python (tests, tools)

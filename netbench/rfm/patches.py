@@ -1,7 +1,7 @@
-"""The three places where netbench changes ReFrame's own behaviour, each
-because ReFrame has no option or hook for it; each wraps one entry point of
-ReFrame's internals, once per interpreter, and reframe_checks/settings.py
-calls it by name:
+"""The four places where netbench changes ReFrame's own behaviour, each
+because ReFrame has no option or hook for it; each wraps or replaces one
+entry point of ReFrame's internals, once per interpreter, and
+reframe_checks/settings.py calls it by name:
 
 * refuse_empty_runs: a filter matching no case exits 2, not `PASSED 0/0`
   (wraps reframe.frontend.executors.Runner.runall);
@@ -10,7 +10,10 @@ calls it by name:
   inconclusive cases and an interrupt (gives reframe.frontend.cli a `sys`
   whose exit refines the code);
 * say_what_was_not_generated: one line per reason a check generated fewer
-  cases (wraps reframe.frontend.loader.RegressionCheckLoader.load_all).
+  cases (wraps reframe.frontend.loader.RegressionCheckLoader.load_all);
+* find_deprecation_callers_without_source: the same deprecation warnings,
+  without reading the source of every frame on the stack for each
+  (replaces reframe.core.warnings.user_deprecation_warning).
 
 They reach into ReFrame's internals, which change between releases:
 REFRAME_VERSION is the release they were written against, the one
@@ -20,6 +23,7 @@ pyproject.toml pins (tests/test_rfm_config.py holds the two together).
 import json
 import sys
 import time
+import warnings
 
 #: the ReFrame release these patches were written and tested against
 #: (pyproject.toml pins reframe-hpc to it)
@@ -137,3 +141,47 @@ def say_what_was_not_generated():
 
     load_all_and_report.netbench_reports_dropped = True
     RegressionCheckLoader.load_all = load_all_and_report
+
+
+def find_deprecation_callers_without_source():
+    """ReFrame names the user's line in a deprecation warning by walking
+    `inspect.stack()`, which reads the source file of every frame on the
+    stack, and it does so on every read of a deprecated variable, even
+    where the warning is suppressed: each test case instantiated reads the
+    deprecated `variables` alias.  Loading netbench's checks took about
+    2 s of every session so (docs/validation.md, "The test suite's time").
+    This puts in its place the same walk over the frames' module names,
+    which reads no file: the same warning, text and line.  ReFrame's
+    modules bound the function by name when they imported it, so each
+    binding is replaced.  Once per interpreter."""
+    import semver
+    from reframe.core import warnings as rfm_warnings
+
+    original = rfm_warnings.user_deprecation_warning
+    if getattr(original, "netbench_without_source", False):
+        return
+
+    def user_deprecation_warning(message, from_version="0.0.0"):
+        import reframe
+
+        # as ReFrame's: 1 for this frame, 1 for each of ReFrame's frames
+        # from the caller out, so that the warning names the first other one
+        stack_level, frame = 2, sys._getframe(1)
+        while frame is not None and \
+                str(frame.f_globals.get("__name__", "")).startswith("reframe"):
+            stack_level += 1
+            frame = frame.f_back
+        version = semver.VersionInfo.parse(reframe.VERSION)
+        # a prerelease warns as its release does
+        version = semver.VersionInfo(version.major, version.minor, version.patch)
+        if rfm_warnings._RAISE_DEPRECATION_ALWAYS or \
+                version >= semver.VersionInfo.parse(from_version):
+            warnings.warn(message, rfm_warnings.ReframeDeprecationWarning,
+                          stacklevel=stack_level)
+
+    user_deprecation_warning.netbench_without_source = True
+    user_deprecation_warning.netbench_replaces = original
+    for name, module in list(sys.modules.items()):
+        if name.startswith("reframe") and \
+                getattr(module, "user_deprecation_warning", None) is original:
+            module.user_deprecation_warning = user_deprecation_warning
