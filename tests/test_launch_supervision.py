@@ -53,13 +53,14 @@ def survivors(state):
     return left
 
 
-def launch_and_cut_the_link(state, bench, transport, stop=None):
+def launch_and_cut_the_link(state, bench, transport, stop=None, time_limit=30):
     """Launch a long ping-pong of rank 0 on node 1 and rank 1 on node 2,
-    take node 2's link down once both ranks measure; `stop`: a signal sent
-    to the launcher then, as ReFrame cancels a job.  (proc, out, err)."""
+    with the job's `time_limit` (s); take node 2's link down once both ranks
+    measure; `stop`: a signal sent to the launcher 8 s later, as ReFrame
+    cancels a job, before the supervisor's own deadline.  (proc, out, err)."""
     env = {**job_environment(bench.mpi, bench.families, transport),
            **vcluster.launch_environment(state)}
-    argv = [*LAUNCH, "-np", "2", "--ppn", "1", "--time-limit", "30", "--",
+    argv = [*LAUNCH, "-np", "2", "--ppn", "1", "--time-limit", str(time_limit), "--",
             str(bench.binary), "pingpong", "-x", str(8 << 20), "-t", "60"]
     node2 = state["nodes"][1]["namespace"]
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -94,11 +95,12 @@ def test_a_link_down_mid_run_is_named_and_nothing_of_the_launch_survives(
         name, wheel_mpis, build_benchmark):
     with cluster("s9rl", nodes=2) as state:
         n1, n2 = (n["name"] for n in state["nodes"])
+        # a 20 s limit: the supervisor stops the launch 5 s before it
         proc, out, err = launch_and_cut_the_link(state, build_benchmark(wheel_mpis[name]),
-                                                 INTERNODE[name])
+                                                 INTERNODE[name], time_limit=20)
         line = stopped_line(err)
         assert proc.returncode == 124, err[-3000:]
-        assert re.match(r"netbench\.launch: stopped the job \d+ s into its 30 s time limit: "
+        assert re.match(r"netbench\.launch: stopped the job \d+ s into its 20 s time limit: "
                         r"no progress for \d+ s \(last output: '.+'\)", line), line
         assert re.search(rf"; the link to node {n2} stopped carrying traffic \d+ s ago "
                          rf"\(it is (down|lowerlayerdown)\)", line), line
