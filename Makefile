@@ -30,7 +30,7 @@ REFRAME := $(BIN)/reframe -C reframe_checks/settings.py -c reframe_checks
 
 setup: $(STAMP) $(MPIS)
 
-# the test tools: pytest, html5lib, Ansible (which the tuning also runs), spython
+# the test tools: pytest, pytest-xdist, html5lib, Ansible (which the tuning also runs), spython
 setup-test: setup $(TEST_STAMP)
 
 $(STAMP): pyproject.toml $(PINS)
@@ -64,8 +64,15 @@ run: setup
 	$(BIN)/netbench discover
 	$(REFRAME) -r
 
+# first the tests marked `alongside` (what they assert holds however busy
+# the host), two modules at a time (pytest-xdist), the longest first; then
+# the rest one by one, each with the host to itself.  Both parts run;
+# either failing fails the target
+ALONGSIDE_FIRST = tests/test_tune.py tests/test_tune_faults_live.py tests/test_tune_hosts.py
 test: setup-test
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m alongside -n 2 --dist loadfile $(ALONGSIDE_FIRST) tests; \
+	alongside=$$?; $(BIN)/python -m pytest -m 'not alongside'; \
+	rest=$$?; [ $$alongside = 0 ] && [ $$rest = 0 ]
 
 bench: setup-test
 	$(BIN)/python -m netbench.tools.bench

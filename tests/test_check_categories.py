@@ -17,6 +17,9 @@ from netbench.checks import category
 from netbench.datafiles import DataError
 from netbench.rfm import session
 
+# what it asserts holds however busy the host: `make test` runs it beside others
+pytestmark = pytest.mark.alongside
+
 #: every case of reframe_checks/, instantiated the way ReFrame's loader does
 #: (parameters and init hooks), as {check: {(kind, section, mode), ...}}
 LOAD_CASES = """

@@ -7,8 +7,13 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from netbench import checks, paths
 from netbench.rfm import session
+
+# what it asserts holds however busy the host: `make test` runs it beside others
+pytestmark = pytest.mark.alongside
 
 #: MpiRun's hooks per stage, in the order ReFrame runs them (see
 #: netbench/checks/mpirun.py for why each comes where it does)

@@ -13,6 +13,9 @@ from netbench.judgement import knobs as judging_knobs
 from netbench.report import change, compare, compare_page, sessions, sides, verdict
 from netbench.tools import reportbench
 
+# what it asserts holds however busy the host: `make test` runs it beside others
+pytestmark = pytest.mark.alongside
+
 RECORDED = Path(__file__).parent / "data" / "compare" / "pingpong-shm-openmpi.json"
 #: a real session whose case launched 4 times (tests/data/tune/README.md):
 #: enough launches for the model to call a loss (judging.yaml's min_to_fail)

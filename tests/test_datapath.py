@@ -16,6 +16,9 @@ from netbench.probe import discovery
 from netbench.report import datapath as words
 from netbench.results import datapath
 
+# what it asserts holds however busy the host: `make test` runs it beside others
+pytestmark = pytest.mark.alongside
+
 CAPTURED = paths.REPO / "tests" / "data" / "provenance"
 
 #: environment-transport: (transport, provider, device) its library named

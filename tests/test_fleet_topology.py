@@ -9,6 +9,9 @@ from netbench import paths
 from netbench.datafiles import DataError
 from netbench.fleet import topology
 
+# what it asserts holds however busy the host: `make test` runs it beside others
+pytestmark = pytest.mark.alongside
+
 DATA = paths.REPO / "tests" / "data" / "topology"
 NINE = [f"node{i:02d}" for i in range(1, 10)]
 

@@ -9,6 +9,9 @@ import pytest
 
 from netbench import paths
 
+# what it asserts holds however busy the host: `make test` runs it beside others
+pytestmark = pytest.mark.alongside
+
 #: what reads the job's output again: ReFrame's file extractors and
 #: netbench's own readers
 READERS = {"read_stage_file", "parse_output", "parse_run", "parse_sweep", "extractall",

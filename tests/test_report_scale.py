@@ -18,6 +18,9 @@ from netbench.report import plots, sessions
 from netbench.results import record as results_record
 from netbench.tools import reportbench
 
+# what it asserts holds however busy the host: `make test` runs it beside others
+pytestmark = pytest.mark.alongside
+
 SIZES = 2.0 ** np.arange(0, 24)
 
 

@@ -9,6 +9,9 @@ import yaml
 
 from netbench import paths
 
+# what it asserts holds however busy the host: `make test` runs it beside others
+pytestmark = pytest.mark.alongside
+
 ROLES = sorted((paths.REPO / "playbooks/roles").glob("tune_*"))
 # what tune_profile sets, and the results the concern roles leave for tune_record
 FROM_OTHER_ROLES = re.compile(r"\b(tune_profile_(?:state|settings|drivers|name|flavour|facts_dir)"

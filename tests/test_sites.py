@@ -13,6 +13,9 @@ from netbench import paths
 from netbench.datafiles import DataError
 from netbench.rfm import sites
 
+# what it asserts holds however busy the host: `make test` runs it beside others
+pytestmark = pytest.mark.alongside
+
 EXAMPLE = sites.SITES / "example-slurm.yaml"
 VIEWS = ["mpich-ofi", "mpich-tcp", "mpich-ucx", "openmpi-ofi", "openmpi-ucx"]
 

@@ -10,8 +10,13 @@ host's own settings are compared before and after (host_untouched).
 import json
 import subprocess
 
+import pytest
+
 from helpers.tune import assert_ok, node_view, playbook, recap, set_udev
 from helpers.vcluster import cluster, ssh
+
+# what it asserts holds however busy the host: `make test` runs it beside others
+pytestmark = pytest.mark.alongside
 
 RULE = "/etc/udev/rules.d/70-netbench.rules"
 NOT_PERSISTED = "persistence: not persisted: no persistence mechanism"
