@@ -59,10 +59,10 @@ def marked_alongside(tree):
                "alongside" in ast.dump(node.value) for node in tree.body)
 
 
-def measuring_or_timing(path):
+def measuring_or_timing(path, tree=None):
     """`file:line: name` of each name in MEASURES_OR_TIMES that a module
     marked `alongside` uses: called, or asked for as a fixture."""
-    tree = ast.parse(path.read_text(), str(path))
+    tree = tree or ast.parse(path.read_text(), str(path))
     if not marked_alongside(tree):
         return []
     found = []
@@ -79,9 +79,10 @@ def measuring_or_timing(path):
 
 
 def test_a_module_run_alongside_others_reads_no_verdict_benchmark_or_clock():
-    modules = sorted(TESTS.glob("test_*.py"))
-    assert any(marked_alongside(ast.parse(p.read_text())) for p in modules)
-    found = [hit for path in modules for hit in measuring_or_timing(path)]
+    trees = {path: ast.parse(path.read_text(), str(path))
+             for path in sorted(TESTS.glob("test_*.py"))}
+    assert any(marked_alongside(tree) for tree in trees.values())
+    found = [hit for path, tree in trees.items() for hit in measuring_or_timing(path, tree)]
     assert found == [], ("a verdict, a benchmark or a clock needs the host to itself: "
                          "drop `alongside` from " + "; ".join(found))
 
