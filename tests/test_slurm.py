@@ -153,18 +153,32 @@ def test_internode_checks_run_through_slurm_on_both_mpis(slurm_cluster, path):
             if tc["name"].startswith("ThroughputPerNode")} == {3}
 
 
-def wait_for_running_job(state, seen, timeout=60):
-    """(job id, name, nodes) of the next job that runs, not in `seen`."""
+def until(find, timeout, what):
+    """find()'s first answer that is not empty, asked every 0.2 s;
+    AssertionError saying `what` after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        out = slurm_cmd(state, "squeue", "-h", "-t", "R", "-o", "%i|%j|%N").stdout
-        for line in out.splitlines():
-            jobid, name, nodes = line.split("|")
-            if jobid not in seen:
-                expanded = slurm_cmd(state, "scontrol", "show", "hostnames", nodes).stdout.split()
-                return jobid, name, expanded
+        found = find()
+        if found:
+            return found
         time.sleep(0.2)
-    raise AssertionError("no job started running")
+    raise AssertionError(what)
+
+
+def next_running_job(state, seen):
+    """(job id, name, nodes) of a running job not in `seen`, or None."""
+    out = slurm_cmd(state, "squeue", "-h", "-t", "R", "-o", "%i|%j|%N").stdout
+    for line in out.splitlines():
+        jobid, name, nodes = line.split("|")
+        if jobid not in seen:
+            return jobid, name, slurm_cmd(state, "scontrol", "show", "hostnames",
+                                          nodes).stdout.split()
+    return None
+
+
+def wait_for_running_job(state, seen, timeout=60):
+    """(job id, name, nodes) of the next job that runs, not in `seen`."""
+    return until(lambda: next_running_job(state, seen), timeout, "no job started running")
 
 
 def comm(pid):
@@ -182,10 +196,7 @@ def rank_pids(state, node_name):
 
 
 def wait_for_rank(state, node_name, timeout=30):
-    deadline = time.monotonic() + timeout
-    while not rank_pids(state, node_name):
-        assert time.monotonic() < deadline, f"no netbench rank in {node_name}"
-        time.sleep(0.2)
+    until(lambda: rank_pids(state, node_name), timeout, f"no netbench rank in {node_name}")
 
 
 def kill_rank(state, node_name):
