@@ -272,11 +272,15 @@ def test_the_time_limit_ends_a_job_that_runs_too_long(slurm_cluster):
     ended = {}
 
     def end_its_time():
-        jobid, _, nodes = wait_for_running_job(state, set())
-        # once its step runs: a job ended before would say that its step
-        # could not be created
-        wait_for_rank(state, nodes[-1])
-        ended["update"] = slurm_cmd(state, "scontrol", "update", f"JobId={jobid}", "TimeLimit=0")
+        try:
+            jobid, _, nodes = wait_for_running_job(state, set())
+            # once its step runs: a job ended before would say that its
+            # step could not be created
+            wait_for_rank(state, nodes[-1])
+            ended["update"] = slurm_cmd(state, "scontrol", "update", f"JobId={jobid}",
+                                        "TimeLimit=0")
+        except AssertionError as err:   # said by the test, not lost in the thread
+            ended["error"] = str(err)
 
     limiter = threading.Thread(target=end_its_time, daemon=True)
     limiter.start()
@@ -287,6 +291,7 @@ def test_the_time_limit_ends_a_job_that_runs_too_long(slurm_cluster):
     elapsed = time.monotonic() - started
     limiter.join(timeout=5)
     print(f"a job whose limit was set to 0 ended after {elapsed:.0f} s")
+    assert "update" in ended, ended.get("error", "the limit was never set")
     assert ended["update"].returncode == 0, ended["update"].stderr
     (case,) = cases_of(latest_report())
     script = open(os.path.join(case["stagedir"], "rfm_job.sh")).read()
