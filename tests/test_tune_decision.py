@@ -198,6 +198,48 @@ def test_a_tuning_that_makes_it_slower_is_reverted_naming_the_sizes(tmp_path):
         ("usec", 16384, pytest.approx(1900))
 
 
+def test_a_loss_beside_a_gain_is_measured_again_and_decided_on_all_rounds(tmp_path):
+    # 1-8 MiB twice as fast in every round, and 1-16 B 1.3x slower in the
+    # first four rounds only: a host that sat in one core mode for those
+    # sessions (validation.md, "netbench tune").  Measured again before the
+    # gain is thrown away, and decided on all eight rounds
+    from netbench.report import reasons
+    gain = lambda p: with_time(p, factor=0.5, at=lambda size: size >= MIB)  # noqa: E731
+    loss = lambda p: with_time(gain(p), factor=1.3, at=lambda size: size <= 16)  # noqa: E731
+    parts = one_launch_each(report_of("after1")) + one_launch_each(report_of("after2"))
+    before = [launches(p, tmp_path, f"b{n}") for n, p in enumerate(parts)]
+    lost = [launches(loss(p), tmp_path, f"l{n}") for n, p in enumerate(parts)]
+    gained = [launches(gain(p), tmp_path, f"g{n}") for n, p in enumerate(parts)]
+
+    first = decision.decide(before[:4], lost[:4])
+    assert first.code == decision.WORSE and first.improved and not first.kept
+    assert {8, 16} <= {e.bytes for e in first.worse}
+    assert decision.retest_wanted(first) and not decision.retest_wanted(first, keep=True)
+
+    passed = decision.decide(before, lost[:4] + gained[4:], first=first)
+    assert passed.code == decision.BETTER and passed.kept and not passed.worse
+    assert passed.numbers["retested"]["rounds"] == 4 and passed.numbers["rounds"] == 8
+    assert {8, 16} <= {e["bytes"] for e in passed.numbers["retested"]["worse"]}
+    assert not decision.retest_wanted(passed)
+    words = reasons.render(passed.code, passed.numbers)
+    assert "measured again, as the first 4 rounds called usec at " in words
+    assert words.endswith("all 8 rounds together did not confirm it")
+
+    held = decision.decide(before, lost, first=first)
+    assert held.code == decision.WORSE and not held.kept
+    assert {8, 16} <= {e.bytes for e in held.worse}
+    assert not decision.retest_wanted(held)
+    assert reasons.render(held.code, held.numbers).endswith(
+        "the loss held over all 8 rounds")
+
+    # a loss with no gain beside it costs nothing to revert: at once
+    alone = decision.decide(before[:4], [launches(with_time(p, factor=1.3, at=lambda s: s <= 16),
+                                                  tmp_path, f"a{n}")
+                                         for n, p in enumerate(parts[:4])])
+    assert alone.code == decision.WORSE and not alone.improved
+    assert not decision.retest_wanted(alone)
+
+
 def test_keep_overrides_and_says_so(tmp_path):
     before = sessions_of(report_of("after1"), tmp_path, "b")
     after = [launches(with_time(p, factor=20), tmp_path, f"a{n}")

@@ -13,6 +13,12 @@ turns before the decision (diagnosis, which raised that TypeError; the
 decision is the same place), and after the revert, in its `finally`
 (the record and the page, both failing).  One round (decision.MIN_ROUNDS set to 1): one
 session before and one after, the fewest that reach every phase.
+
+On the same cluster, the turns a re-test adds (a loss beside a gain is
+measured again before a revert, decision.retest_wanted): how often the
+host makes such a decision is `make bench-verdict PARTS=tune`'s count, so
+here the first decision is taken as one, and the loop must measure as many
+rounds again in turns and decide on them all.
 """
 
 import errno
@@ -182,3 +188,37 @@ def _no_leftover_signal_handlers():
     before = {s: signal.getsignal(s) for s in stops}
     yield
     assert {s: signal.getsignal(s) for s in stops} == before
+
+
+def test_a_loss_beside_a_gain_is_measured_again_in_turns(tunefi, tmp_path, host_untouched,
+                                                         monkeypatch):
+    state = tunefi
+    monkeypatch.setattr(decision, "MIN_ROUNDS", 1)
+    monkeypatch.setattr(decision, "retest_wanted",
+                        lambda decided, keep=False: "retested" not in decided.numbers)
+    baseline = views(state)
+    said = []
+    code, folder = loop.run(PROFILE, inventory=state["files"]["inventory"],
+                            system=state["system"], checks=CHECKS, repeats=1,
+                            reports_dir=tmp_path, say=said.append)
+    out = "\n".join(said)
+    rec = record.load(folder)
+    try:
+        assert code in (0, 1) and "failure" not in rec, out
+        assert f"netbench tune: {PROFILE} made some sizes better and some worse over 1 " \
+               f"rounds: measuring as many again (2 in all) before deciding" in said, out
+        # the second round in turns as well: its before beside its after
+        assert rec["order"] == ["before-1.json", "after-1.json", "before-2.json",
+                                "after-2.json"], out
+        numbers = rec["decision"]["numbers"]
+        assert numbers["rounds"] == 2 and numbers["retested"]["rounds"] == 1, numbers
+        assert "measured again, as the first 1 rounds called" in rec["decision"]["reason"]
+        if rec["decision"]["kept"]:
+            assert "revert" not in rec and {v["mtu"] for v in views(state).values()} == {9000}
+        else:
+            assert rec["revert"]["exact"] is True and views(state) == baseline, out
+    finally:
+        if rec["decision"]["kept"]:         # the module's nodes as it found them
+            loop.playbook(state["files"]["inventory"], "revert.yml",
+                          "-e", f"tune_record_file={folder / 'tuning-state.json'}")
+    assert views(state) == baseline

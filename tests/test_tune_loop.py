@@ -94,9 +94,10 @@ def test_jumbo_frames_are_kept_on_their_measured_gain_shown_per_size(tmp_path, h
     # (kept in 3 of 4 quiet runs of bench-verdict's tune part, then 4 of 4
     # once undecided sizes no longer joined two failures into a loss:
     # validation.md).  No --keep: the measurement decides.  Re-test before
-    # blame (ClusterKit): a loop that reverted is run once more on the
-    # nodes it left as they were; a second revert fails.  How often it is
-    # kept is the bench's count.
+    # blame (ClusterKit): the loop itself measures a loss beside a gain
+    # again before it reverts; a loop that reverted all the same (too noisy
+    # to tell) is run once more on the nodes it left as they were; a second
+    # revert fails.  How often it is kept is the bench's count.
     with cluster("s9tj", nodes=2, rate="1gbit", switch_mtu=9000) as state:
         assert {v["mtu"] for v in views(state).values()} == {1500}
         for attempt in ("first", "again"):

@@ -244,10 +244,23 @@ def _tune(code):
         if n.get("isolated"):
             text += (f"; beyond the noise at fewer than {n['min_span']} neighbouring sizes, "
                      f"not counted: {named_changes(n['isolated'])}")
+        if n.get("retested"):
+            text += _retested(code, n)
         if n.get("overridden"):
             text = f"kept by --keep, although the measurement says revert: {text}"
         return text
     return words
+
+
+def _retested(code, n):
+    """What measuring again (tuning.decision.retest_wanted) made of the
+    first rounds' loss."""
+    first = n["retested"]
+    called = (f"the first {first['rounds']} rounds called "
+              f"{named_changes(first['worse'])} worse")
+    if code == "tune_worse":
+        return f"; measured again, as {called}: the loss held over all {n['rounds']} rounds"
+    return f"; measured again, as {called}: all {n['rounds']} rounds together did not confirm it"
 
 
 TUNE_CODES = ("tune_worse", "tune_better", "tune_no_change", "tune_too_noisy",

@@ -413,6 +413,10 @@ def tune(runs):
               f"{sorted({code for code, _, _ in results})}")
         print(f"    MUST {'be' if must_keep else 'NOT be'} kept: kept {share(kept, len(results))}")
         print(f"    reverted and read back exact: {share(exact, len(results))}")
+        retested = [rec for _, rec, _ in results if "retested" in rec["decision"]["numbers"]]
+        print(f"    measured again (a loss beside a gain): {share(len(retested), len(results))}"
+              + (f"; then kept {sum(r['decision']['kept'] for r in retested)}" if retested
+                 else ""))
         for _, rec, _ in results:
             print(f"      {first_line(rec['decision']['reason'])}")
         sys.stdout.flush()

@@ -33,6 +33,16 @@ The performance variables are read off the same curves, so they are shown
 (compare), not counted again.  The tuning is kept when some curve
 improved and none got worse; otherwise it is reverted, and the record
 names the sizes.
+
+Re-test before blame (ClusterKit): a tuning that made some curve better
+and another worse is measured again before it is reverted (retest_wanted;
+loop.py runs as many rounds again, once), and decided on all its rounds
+together: the loss that costs a site a measured gain must hold in every
+round of both sets.  A host that sits in one of its core modes for a whole
+session moves all the small sizes of that session together, so four
+rounds can agree on a loss the settings did not make (validation.md,
+"netbench tune").  A loss with no gain beside it is reverted at once:
+reverting it costs nothing measured.
 """
 
 import dataclasses
@@ -325,10 +335,20 @@ def undecided_sizes(rounds, knobs, min_rounds=MIN_ROUNDS):
     return straddling, judged
 
 
-def decide(before_sessions, after_sessions, keep=False, knobs=None):
+def retest_wanted(decided, keep=False):
+    """Whether a Decision is measured again before it is acted on: a
+    loss beside a gain, not yet measured again (and not kept by --keep
+    anyway)."""
+    return (decided.code == WORSE and bool(decided.improved) and not keep
+            and "retested" not in decided.numbers)
+
+
+def decide(before_sessions, after_sessions, keep=False, knobs=None, first=None):
     """The Decision on a tuning from the sessions' launch_values before and
     after it, each side in the order it ran; `keep` overrides a revert
-    (and says so).  `knobs`: judging.yaml's (judgement.knobs.load())."""
+    (and says so).  `knobs`: judging.yaml's (judgement.knobs.load()).
+    `first`: the Decision on the rounds before they were measured again
+    (retest_wanted), named in the numbers."""
     knobs = knobs or judging_knobs.load()
     before_sessions, after_sessions = list(before_sessions), list(after_sessions)
     measured = round_values(before_sessions, after_sessions)
@@ -354,6 +374,10 @@ def decide(before_sessions, after_sessions, keep=False, knobs=None):
         code = TOO_NOISY if straddling else NO_CHANGE
     overridden = keep and not kept
     numbers["overridden"] = overridden
+    if first is not None:
+        numbers["retested"] = {"rounds": first.numbers["rounds"],
+                               "worse": [e.to_json() for e in first.worse],
+                               "improved": [e.to_json() for e in first.improved]}
     return Decision(kept or keep, overridden, code, numbers, improved, worse, isolated)
 
 

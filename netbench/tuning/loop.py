@@ -8,7 +8,9 @@
    before each untuned one.  Each side gets `repeats` sessions, at least
    decision.MIN_ROUNDS: the i-th of each side ran next to each other, a
    round;
-3. judge each size by its rounds' ratios and decide (decision.py): keep
+3. judge each size by its rounds' ratios and decide (decision.py); a
+   loss beside a gain is measured again first, as many rounds more
+   (decision.retest_wanted), and decided on all the rounds; then keep
    (applied again if the last turn was untuned), or run revert.yml and
    read the settings back.
 
@@ -375,12 +377,24 @@ def measure_and_decide(rec, turns, profile, flavour, system, checks, keep, repea
     for found in rec["diagnoses_after"]:
         say(f"netbench tune: diagnosis with {profile} on: {found['case']}: {found['cause']}: "
             f"{found['evidence']}")
-    rec["decision"] = record.decision_entry(decision.decide(
-        record.launch_values_of(rec["before"], folder),
-        record.launch_values_of(rec["after"], folder), keep=keep))
+    decided = decide_sides(rec, folder, keep)
+    if decision.retest_wanted(decided, keep):
+        rounds = decided.numbers["rounds"]
+        say(f"netbench tune: {profile} made some sizes better and some worse over {rounds} "
+            f"rounds: measuring as many again ({2 * rounds} in all) before deciding")
+        measure_in_turns(rec, turns, system, checks, 2 * rounds, folder, say)
+        decided = decide_sides(rec, folder, keep, first=decided)
+    rec["decision"] = record.decision_entry(decided)
     if rec["decision"]["kept"] and not turns.tuned:
         say(f"netbench tune: applying {profile} again, to keep it")
         turns.apply()
+
+
+def decide_sides(rec, folder, keep, first=None):
+    """decision.decide on the record's sessions so far."""
+    return decision.decide(record.launch_values_of(rec["before"], folder),
+                           record.launch_values_of(rec["after"], folder), keep=keep,
+                           first=first)
 
 
 #: the host's record of a tuning tune.yml applied and nothing reverted
