@@ -27,7 +27,10 @@ seconds after the spinner stops.
    default rounds: `ethernet_1g` (jumbo frames and larger buffers: from
    32 KiB up faster) kept, `sockbuf_capped` (TCP buffers capped at 4 KiB)
    reverted, `mtu_1500` (the MTU the nodes have: nothing changes) not
-   kept; N runs each (N=3), each revert read back exact.
+   kept; N runs each (N=3), each revert read back exact.  Then, with one
+   core busy, `sockbuf_capped` must still never be kept, and how often
+   `ethernet_1g` is kept, and measured again first (a loss beside a
+   gain), is counted.
 
 `--runs N` sets every N.  The cluster and container parts need root;
 each cluster is brought up here under a name of its own and taken down
@@ -49,6 +52,7 @@ from pathlib import Path
 
 from .. import paths
 from ..datafiles import load_yaml
+from ..report import reasons
 from ..rfm import container, session
 from ..textsafe import printable
 from .load import busy_core
@@ -79,6 +83,9 @@ TEST_PROFILES = paths.REPO / "tests" / "data" / "tune" / "profiles"
 #: (profile, its folder: None for the shipped ones, whether it must be kept)
 TUNE_PROFILES = [("ethernet_1g", None, True), ("sockbuf_capped", TEST_PROFILES, False),
                  ("mtu_1500", TEST_PROFILES, False)]
+#: those measured again with one core busy: a loss must still never be
+#: kept; a gain's count is shown (a site tunes a quiet cluster)
+TUNE_BUSY = [("ethernet_1g", None, None), ("sockbuf_capped", TEST_PROFILES, False)]
 
 
 def wilson(k, n, z=Z95):
@@ -179,10 +186,10 @@ def tally(label, results):
         print(f"      {'failed' if tc in failed else 'did not run'}: {tc['name']}: "
               f"{first_line(tc['fail_reason'])}")
     for tc in unnamed:
-        reasons = "; ".join(f"{var}: {first_line(entry.get('reason'))}"
-                            for var, entry in (tc["record"].get("verdicts") or {}).items()
-                            if isinstance(entry, dict) and entry.get("verdict") == "inconclusive")
-        print(f"      inconclusive, no condition named: {tc['name']}: {reasons}")
+        why = "; ".join(f"{var}: {first_line(entry.get('reason'))}"
+                        for var, entry in (tc["record"].get("verdicts") or {}).items()
+                        if isinstance(entry, dict) and entry.get("verdict") == "inconclusive")
+        print(f"      inconclusive, no condition named: {tc['name']}: {why}")
     sys.stdout.flush()
     return cases
 
@@ -403,23 +410,37 @@ def one_tune(profile, profiles):
 
 
 def tune(runs):
-    for profile, profiles, must_keep in TUNE_PROFILES:
-        results = [one_tune(profile, profiles) for _ in range(runs["tune"])]
-        kept = sum(rec["decision"]["kept"] for _, rec, _ in results)
-        exact = sum(rec.get("revert", {}).get("exact") is True for _, rec, _ in results)
-        walls = [wall for _, _, wall in results]
-        print(f"netbench tune {profile}, quiet: {len(results)} runs; wall median "
-              f"{statistics.median(walls):.0f} s; exit codes "
-              f"{sorted({code for code, _, _ in results})}")
-        print(f"    MUST {'be' if must_keep else 'NOT be'} kept: kept {share(kept, len(results))}")
-        print(f"    reverted and read back exact: {share(exact, len(results))}")
-        retested = [rec for _, rec, _ in results if "retested" in rec["decision"]["numbers"]]
-        print(f"    measured again (a loss beside a gain): {share(len(retested), len(results))}"
-              + (f"; then kept {sum(r['decision']['kept'] for r in retested)}" if retested
-                 else ""))
-        for _, rec, _ in results:
-            print(f"      {first_line(rec['decision']['reason'])}")
-        sys.stdout.flush()
+    for label, busy, profiles_measured in (("quiet", False, TUNE_PROFILES),
+                                           ("one core busy", True, TUNE_BUSY)):
+        for profile, profiles, must_keep in profiles_measured:
+            with busy_core(busy):
+                results = [one_tune(profile, profiles) for _ in range(runs["tune"])]
+            tune_tally(f"netbench tune {profile}, {label}", results, must_keep)
+
+
+def tune_tally(label, results, must_keep):
+    """A profile's tunes counted: kept (against what it must be, when it
+    must), reverted exactly, measured again, and each decision's reason."""
+    kept = sum(rec["decision"]["kept"] for _, rec, _ in results)
+    exact = sum(rec.get("revert", {}).get("exact") is True for _, rec, _ in results)
+    walls = [wall for _, _, wall in results]
+    print(f"{label}: {len(results)} runs; wall median "
+          f"{statistics.median(walls):.0f} s; exit codes "
+          f"{sorted({code for code, _, _ in results})}")
+    must = "" if must_keep is None else f"MUST {'be' if must_keep else 'NOT be'} kept: "
+    print(f"    {must}kept {share(kept, len(results))}")
+    print(f"    reverted and read back exact: {share(exact, len(results))}")
+    retested = [rec for _, rec, _ in results if "retested" in rec["decision"]["numbers"]]
+    print(f"    measured again (a loss beside a gain): {share(len(retested), len(results))}"
+          + (f"; then kept {sum(r['decision']['kept'] for r in retested)}" if retested
+             else ""))
+    for _, rec, _ in results:
+        print(f"      {first_line(rec['decision']['reason'])}")
+        first = rec["decision"]["numbers"].get("retested")
+        if first:
+            print(f"        the first {first['rounds']} rounds: worse "
+                  f"{first_line(reasons.named_changes(first['worse']))}")
+    sys.stdout.flush()
 
 
 PARTS = {"local": local, "detect": detect, "sweep": sweep, "parity": parity, "tune": tune}
