@@ -376,8 +376,7 @@ def decide(before_sessions, after_sessions, keep=False, knobs=None, first=None):
     numbers["overridden"] = overridden
     if first is not None:
         numbers["retested"] = {"rounds": first.numbers["rounds"],
-                               "worse": [e.to_json() for e in first.worse],
-                               "improved": [e.to_json() for e in first.improved]}
+                               "worse": [e.to_json() for e in first.worse]}
     return Decision(kept or keep, overridden, code, numbers, improved, worse, isolated)
 
 
