@@ -39,6 +39,7 @@ patches.say_what_was_not_generated()
 patches.find_deprecation_callers_without_source()
 # ReFrame opens its log file in .reframe/logs/ before it creates any folder
 logs.make_state_folders()
+logs.remove_the_start_up_log_at_exit()
 # sbatch and squeue run in ReFrame's own environment: with one virtual
 # cluster running Slurm and SLURM_CONF unset, they need its slurm.conf
 slurm.point_slurm_clients_at_running_cluster()

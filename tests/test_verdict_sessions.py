@@ -137,21 +137,40 @@ def reframe(*args, marker, popen=False, tmpdir=None):
                           timeout=600)
 
 
+def start_up_logs(tmpdir):
+    """The logs ReFrame makes of its start-up in its TMPDIR
+    (rfm.logs.remove_the_start_up_log_at_exit)."""
+    return sorted(path.name for path in tmpdir.glob("rfm-*.log"))
+
+
 def test_a_case_that_passed_on_its_retry_exits_0(tmp_path):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
     proc = reframe("--system", "local", "-r", "--max-retries", "1",
-                   marker=tmp_path / "marker")
+                   marker=tmp_path / "marker", tmpdir=tmpdir)
     out = proc.stdout + proc.stderr
     assert "retried 1 time(s) and  passed" in out, out[-3000:]
     assert proc.returncode == verdict.EXIT_PASS, out[-3000:]
+    # the session's log is in the checkout: the start-up's is gone
+    assert start_up_logs(tmpdir) == [], out[-3000:]
 
 
 @pytest.mark.parametrize("args", [["--system", "local", "-n", "NoSuchCheck", "-r"],
                                   ["--system", "nosuchsystem", "-r"]])
 def test_a_session_that_ran_no_case_is_not_a_loss(tmp_path, args):
-    proc = reframe(*args, marker=tmp_path / "marker")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    proc = reframe(*args, marker=tmp_path / "marker", tmpdir=tmpdir)
     out = proc.stdout + proc.stderr
     assert proc.returncode == verdict.EXIT_NOT_RUN, out[-3000:]
     assert not (tmp_path / "marker").exists()
+    if "nosuchsystem" in args:
+        # the configuration never loaded: the start-up's log is the one
+        # ReFrame names, and it stays
+        assert [f"Log file(s) saved in '{tmpdir / name}'" for name in start_up_logs(tmpdir)] \
+            == [line for line in out.splitlines() if line.startswith("Log file(s)")], out
+    else:
+        assert start_up_logs(tmpdir) == [], out[-3000:]
 
 
 def processes_naming(text):
@@ -202,5 +221,5 @@ def test_an_interrupted_session_exits_130(tmp_path):
     for pid in left:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    # (ReFrame's own rfm-*.log stays there: it is ReFrame's)
     assert left == [] and list(tmpdir.glob("netbench-launch-*")) == []
+    assert start_up_logs(tmpdir) == []

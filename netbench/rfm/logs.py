@@ -1,8 +1,12 @@
 """ReFrame's logging, its JUnit file and its working folders below the
 repository (paths.STATE): every output ReFrame writes stays inside the
-checkout."""
+checkout, and the log of its start-up, which ReFrame leaves in the
+temporary folder, is removed when the session ends."""
 
+import atexit
+import contextlib
 import os
+import tempfile
 
 from .. import paths
 
@@ -50,3 +54,40 @@ def make_state_folders():
     for sub in STATE_FOLDERS:
         paths.state_dir(sub)
     os.makedirs(paths.REPORTS, exist_ok=True)
+
+
+def remove_the_start_up_log_at_exit():
+    """ReFrame logs its start-up, until it has read this configuration, to a
+    file it makes in the temporary folder (its builtin configuration's
+    unnamed file handler: rfm-XXXXXXXX.log) and never removes: one file a
+    session, in /tmp on a shared machine.  Called while ReFrame loads this
+    configuration, when that file is its only log, this removes it when the
+    process ends, if ReFrame's logging has moved on to logging_config's.  If
+    it has not, the configuration did not load and ReFrame has named that
+    file as its log: it stays."""
+    from reframe.core import logging as rfm_logging
+    try:
+        logged = rfm_logging.log_files()
+    except AttributeError:        # no logger: not loaded by ReFrame's command line
+        return
+    start_up = [path for path in logged if _made_by_reframe_for_its_start_up(path)]
+    if start_up:
+        atexit.register(_remove_unless_still_logged, start_up, rfm_logging)
+
+
+def _made_by_reframe_for_its_start_up(path):
+    """Whether `path` is a name ReFrame gives a log it makes itself
+    (reframe.utility.osext.mkstemp_path: rfm-*.log in the temporary
+    folder), never a log a configuration named."""
+    name = os.path.basename(path)
+    return (os.path.dirname(path) == tempfile.gettempdir()
+            and name.startswith("rfm-") and name.endswith(".log"))
+
+
+def _remove_unless_still_logged(start_up, rfm_logging):
+    with contextlib.suppress(AttributeError):
+        if set(start_up) & set(rfm_logging.log_files()):
+            return
+    for path in start_up:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
