@@ -20,7 +20,9 @@ from netbench.rfm import config, launchers, logs, patches, slurm  # noqa: E402
 try:
     site_configuration = config.site_configuration()
 except DataError as _err:
-    # one line naming the file and key, not a traceback of the loader
+    # one line naming the file and key, not a traceback of the loader;
+    # ReFrame names no log after it, so its start-up log goes now
+    logs.remove_the_start_up_log()
     sys.exit(f"netbench: {_err}")
 
 # the partitions name netbench's launchers (netbench-mpirun, -ssh, -alloc)

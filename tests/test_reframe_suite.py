@@ -1,5 +1,5 @@
 """ReFrame with netbench's configuration: loud without it, the suite with
-it, every output inside the repository."""
+it, every output inside the repository and nothing left in TMPDIR."""
 
 import json
 import re
@@ -19,7 +19,8 @@ def home(tmp_path):
 
 def test_without_the_config_the_checks_fail_loudly(tmp_path, home):
     reframe = paths.REPO / ".venv" / "bin" / "reframe"
-    proc = bash(f"{reframe} -c {paths.CHECKS} -r", tmp_path, home)
+    # ReFrame's own configuration logs to a file it makes in TMPDIR
+    proc = bash(f"TMPDIR={tmp_path} {reframe} -c {paths.CHECKS} -r", tmp_path, home)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "netbench: the netbench ReFrame configuration is not loaded" in out
@@ -58,13 +59,17 @@ def test_the_default_suite_runs_and_reports(tmp_path, home):
     case, correctly, but which would make this test flaky.)"""
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    proc = bash(f"source {ACTIVATE} && reframe -c {paths.CHECKS} -r -p '^(mpich|openmpi)$'",
-                elsewhere, home)
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    proc = bash(f"source {ACTIVATE} && TMPDIR={tmpdir} "
+                f"reframe -c {paths.CHECKS} -r -p '^(mpich|openmpi)$'", elsewhere, home)
     assert proc.returncode in session.NO_FAILURE, proc.stdout[-5000:] + proc.stderr[-2000:]
     # the focused default set: only cases that can run are generated
     assert "SKIP" not in proc.stdout, proc.stdout[-5000:]
     assert list(elsewhere.iterdir()) == [], "ReFrame wrote into the caller's folder"
     assert not (home / ".reframe").exists(), "ReFrame wrote into ~/.reframe"
+    # the launches' own temporary folders and ReFrame's start-up log
+    assert list(tmpdir.iterdir()) == [], "the session left files in TMPDIR"
 
     report = newest_report()
     assert f"-c {paths.CHECKS} -r" in report["session_info"]["cmdline"]

@@ -51,9 +51,11 @@ def site_copy(tmp_path, **changes):
     return folder
 
 
-def reframe_site(folder, *args):
+def reframe_site(folder, *args, tmpdir=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RFM_", "NETBENCH_"))}
     env["NETBENCH_SITES"] = str(folder)
+    if tmpdir:
+        env["TMPDIR"] = str(tmpdir)
     reframe = paths.REPO / ".venv" / "bin" / "reframe"
     return subprocess.run([str(reframe), "-C", str(paths.CONFIG), "-c", str(paths.CHECKS),
                            *args], cwd=paths.REPO, env=env, capture_output=True,
@@ -97,6 +99,10 @@ def test_a_broken_site_fails_with_one_line(tmp_path, change, key, problem):
     with pytest.raises(DataError) as err:
         sites.site_systems(VIEWS, folder)
     assert str(err.value).startswith(f"{folder / 'mysite.yaml'}: {key}: {problem}")
-    proc = reframe_site(folder, "-l")
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    proc = reframe_site(folder, "-l", tmpdir=tmpdir)
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [f"netbench: {err.value}"]
+    # ReFrame names no log after netbench's line: its start-up log is gone
+    assert list(tmpdir.glob("rfm-*.log")) == []

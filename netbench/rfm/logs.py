@@ -65,14 +65,27 @@ def remove_the_start_up_log_at_exit():
     process ends, if ReFrame's logging has moved on to logging_config's.  If
     it has not, the configuration did not load and ReFrame has named that
     file as its log: it stays."""
+    start_up = _start_up_logs()
+    if start_up:
+        atexit.register(_remove_unless_still_logged, start_up)
+
+
+def remove_the_start_up_log():
+    """Remove ReFrame's start-up log now: for a configuration that ends the
+    process itself, with its own one-line error, where ReFrame names no
+    log."""
+    _remove(_start_up_logs())
+
+
+def _start_up_logs():
+    """The files ReFrame's logger writes that ReFrame made itself, as it
+    does for its start-up; [] outside ReFrame's command line."""
     from reframe.core import logging as rfm_logging
     try:
         logged = rfm_logging.log_files()
     except AttributeError:        # no logger: not loaded by ReFrame's command line
-        return
-    start_up = [path for path in logged if _made_by_reframe_for_its_start_up(path)]
-    if start_up:
-        atexit.register(_remove_unless_still_logged, start_up, rfm_logging)
+        return []
+    return [path for path in logged if _made_by_reframe_for_its_start_up(path)]
 
 
 def _made_by_reframe_for_its_start_up(path):
@@ -84,10 +97,15 @@ def _made_by_reframe_for_its_start_up(path):
             and name.startswith("rfm-") and name.endswith(".log"))
 
 
-def _remove_unless_still_logged(start_up, rfm_logging):
+def _remove_unless_still_logged(start_up):
+    from reframe.core import logging as rfm_logging
     with contextlib.suppress(AttributeError):
         if set(start_up) & set(rfm_logging.log_files()):
             return
-    for path in start_up:
+    _remove(start_up)
+
+
+def _remove(files):
+    for path in files:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
