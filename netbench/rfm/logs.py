@@ -98,11 +98,8 @@ def _made_by_reframe_for_its_start_up(path):
 
 
 def _remove_unless_still_logged(start_up):
-    from reframe.core import logging as rfm_logging
-    with contextlib.suppress(AttributeError):
-        if set(start_up) & set(rfm_logging.log_files()):
-            return
-    _remove(start_up)
+    if not set(start_up) & set(_start_up_logs()):
+        _remove(start_up)
 
 
 def _remove(files):
