@@ -266,3 +266,77 @@ def require(mapping, key, kind, path, where):
     if isinstance(value, float) and not math.isfinite(value):
         raise DataError(path, full, f"expected a finite number, got {value!r}")
     return value
+
+
+# ---- files a user named, read as root: errors that never quote them ---------
+
+def checked_unquoted(path, schema, load=None):
+    """The document in `path` (read by `load`, default load_yaml) held to
+    `schema`, for a file a user named that netbench reads as root (a site's
+    judging profile): DataError naming the file, the line or the schema's
+    own keys and what was expected, and never a line, key or value of the
+    file, which need not be what the user thought (/etc/shadow is valid
+    YAML).  `schema` closes every mapping (additionalProperties: false), so
+    the keys a violation's path holds are the schema's."""
+    try:
+        data = (load or load_yaml)(path)
+    except DataError as err:
+        raise unquoted(err) from err
+    try:
+        if plainly_valid(data, schema):
+            return data
+    except (_Unsupported, OverflowError, RecursionError):
+        pass
+    try:
+        errors = list(Validator(schema).iter_errors(data))
+    except RecursionError as err:
+        raise DataError(path, None, "nested too deeply to check") from err
+    if not errors:
+        return data
+    error = jsonschema.exceptions.best_match(errors)
+    raise DataError(path, dotted(error.absolute_path) or None, _unquoted_problem(error))
+
+
+def unquoted(err):
+    """A DataError of reading or parsing a file, without the file's text:
+    a YAML or JSON parser's problem quotes the characters it met, a
+    decoding error the byte.  What reading says (cannot read, its type at
+    the top level, its size) quotes nothing and stays."""
+    cause = err.__cause__
+    if isinstance(cause, yaml.YAMLError):
+        mark = getattr(cause, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark else ""
+        return DataError(err.path, None, f"{line}not valid YAML")
+    if isinstance(cause, UnicodeDecodeError):
+        return DataError(err.path, None, f"not UTF-8 text (byte {cause.start})")
+    if isinstance(cause, json.JSONDecodeError):
+        return DataError(err.path, None, f"line {cause.lineno}: not valid JSON")
+    return err
+
+
+def _unquoted_problem(error):
+    """What `error` (a jsonschema violation) expected, in the schema's words
+    only: never the value met, nor an unknown key's name."""
+    rule = error.validator_value
+    if error.validator == "additionalProperties":
+        known = ", ".join(sorted(error.schema.get("properties", {})))
+        return f"an unknown key (known: {known})"
+    if error.validator == "required":
+        return f"a required key is missing ({', '.join(rule)})"
+    if error.validator == "type":
+        names = rule if isinstance(rule, list) else [rule]
+        return (f"expected {' or '.join(_TYPE_NAMES.get(n, n) for n in names)}, got "
+                f"{_TYPE_NAMES.get(_json_type(error.instance), 'another type')}")
+    if error.validator in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        return f"out of range ({error.validator} {rule})"
+    if error.validator == "enum":
+        return f"use one of {', '.join(map(str, rule))}"
+    return error.schema.get("description") or f"does not hold to the schema's {error.validator}"
+
+
+def _json_type(value):
+    """The JSON Schema type name of a parsed value."""
+    for name in ("boolean", "integer", "number", "string", "array", "object", "null"):
+        if _is_type(value, name):
+            return name
+    return None

@@ -102,6 +102,13 @@ def site_file(tmp_path, change=None, raw=None):
      "partitions[1].time_limit", "e.g. 30m, 1h30m, 90s, 1d"),
     (lambda d: d["partitions"][1].update(name="ib"), None,
      "partitions[1].name", "'ib' is already the name of partitions[0]"),
+    # extras the code reads are typed: a path a check reads stays where it belongs
+    (lambda d: d["partitions"][0]["extras"].update(link_counters=["/etc"]), None,
+     "partitions[0].extras.link_counters[0]", "a /sys/class/net/<interface>/statistics"),
+    (lambda d: d["partitions"][0]["extras"].update(set_mtu="ip link set mtu"), None,
+     "partitions[0].extras.set_mtu", "expected a list, got str"),
+    (lambda d: d["partitions"][0]["extras"].update(sweep_rounds_contend="yes"), None,
+     "partitions[0].extras.sweep_rounds_contend", "expected true or false, got str"),
 ])
 def test_bad_site_files_give_one_line(tmp_path, change, raw, key, problem):
     path = site_file(tmp_path, change, raw)
