@@ -101,9 +101,77 @@ def test_the_wheel_carries_every_module_data_file_and_reference(wheel):
     package = [p.relative_to(source).as_posix() for p in (source / "netbench").rglob("*")
                if p.is_file() and "__pycache__" not in p.parts]
     assert package and sorted(set(package) - names) == []
-    references = sorted((source / "reframe_checks" / "references").glob("*.yaml"))
-    shipped = {n.rsplit("/", 1)[-1] for n in names if "/share/netbench/references/" in n}
-    assert references and {r.name for r in references} == shipped
+    folder = source / "reframe_checks" / "references"
+    references = {r.relative_to(folder).as_posix() for r in folder.rglob("*.yaml")}
+    shipped = {n.split("/share/netbench/references/", 1)[1] for n in names
+               if "/share/netbench/references/" in n}
+    assert "profiles/virtual-cluster.yaml" in references and references == shipped
+
+
+#: prints, as JSON, every Path constant of netbench's modules that lies in
+#: what a wheel carries (the package, or the references its data-files
+#: install): {module.NAME: [root, path relative to it, kind, files below]}
+DATA_PATHS_PROBE = """
+import importlib, json, pkgutil
+from pathlib import PurePath, Path
+import netbench
+from netbench import paths
+roots = {"package": paths.PACKAGE, "references": paths.REFERENCES}
+found = {"netbench": [None, netbench.__file__, None, []]}
+for info in pkgutil.walk_packages(netbench.__path__, "netbench."):
+    module = importlib.import_module(info.name)
+    for name, value in vars(module).items():
+        if not isinstance(value, PurePath) or name.startswith("_"):
+            continue
+        path = Path(value)
+        root = next((r for r, top in roots.items() if path.is_relative_to(top)), None)
+        rel = str(path.relative_to(roots[root])) if root else str(path)
+        kind = "file" if path.is_file() else "folder" if path.is_dir() else None
+        files = sorted(str(f.relative_to(path)) for f in path.rglob("*")
+                       if f.is_file() and "__pycache__" not in f.parts) if kind == "folder" else []
+        found[f"{info.name}.{name}"] = [root, rel, kind, files]
+print(json.dumps(found))
+"""
+
+
+def data_paths(python, cwd):
+    proc = subprocess.run([str(python), "-c", DATA_PATHS_PROBE], capture_output=True,
+                          text=True, cwd=cwd, env=outside_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+def test_the_install_holds_every_data_file_the_code_names(installed):
+    """Every file or folder a module's constant names in the checkout's
+    package or references (git's files only: a clean copy) is where the
+    installed module's constant names it, with every file the folder
+    holds: a data file the wheel does not ship, or a constant that finds
+    its file through the checkout rather than the package, fails here."""
+    bin_dir, source, elsewhere = installed
+    checkout = data_paths(sys.executable, source)
+    assert checkout.pop("netbench")[1].startswith(str(source))
+    shipped = data_paths(bin_dir / "python", elsewhere)
+    assert shipped.pop("netbench")[1].startswith(str(bin_dir.parent))
+    named = {k: v for k, v in checkout.items() if v[0] and v[2]}
+    assert {"netbench.judgement.knobs.PROFILES", "netbench.paths.DATA"} <= set(named)
+    missing = {}
+    for constant, (root, rel, kind, files) in named.items():
+        there = shipped.get(constant)
+        if there is None or there[:3] != [root, rel, kind] or set(files) - set(there[3]):
+            missing[constant] = (root, rel, sorted(set(files) - set(there[3])) if there
+                                 else None, there)
+    assert missing == {}, json.dumps(missing, indent=1)
+
+
+def test_the_virtual_clusters_profile_is_found_outside_a_checkout(installed):
+    bin_dir, _, elsewhere = installed
+    probe = ("from netbench.judgement import knobs\n"
+             "print(knobs.load(profile='virtual-cluster').sources[-1])\n")
+    proc = subprocess.run([str(bin_dir / "python"), "-c", probe], capture_output=True,
+                          text=True, cwd=elsewhere, env=outside_env(), timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    shipped = bin_dir.parent / "share" / "netbench" / "references" / "profiles"
+    assert proc.stdout.strip() == str((shipped / "virtual-cluster.yaml").resolve())
 
 
 def test_every_module_imports_from_the_install(installed):

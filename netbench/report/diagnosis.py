@@ -22,7 +22,9 @@ from ..judgement.figures import row_estimate
 from . import reasons
 from .sides import size_figures
 
-RULES_FILE = paths.REPO / "netbench" / "data" / "diagnosis.yaml"
+# the package's own copy: an installed netbench's home is the current folder,
+# whose netbench/data/ is nobody's promise
+RULES_FILE = paths.DATA / "diagnosis.yaml"
 RULES_SCHEMA = {
     "type": "object", "required": ["rules"], "additionalProperties": False,
     "properties": {"rules": {"type": "array", "items": {
