@@ -120,6 +120,23 @@ def test_up_twice_and_down_twice_change_nothing():
     assert gone.returncode == 0 and "not up" in gone.stdout
 
 
+def test_up_on_a_broken_cluster_says_broken_and_what_to_do():
+    with cluster("tbrk", nodes=2) as state:
+        sshd = state["nodes"][1]["sshd_pid"]
+        os.kill(sshd, 9)
+        for _ in range(100):
+            if not netns.alive(sshd):
+                break
+            time.sleep(0.05)
+        again = netbench_cli("vcluster", "up", "--name", "tbrk", "--nodes", "2")
+        assert again.returncode == 2, again.stdout + again.stderr
+        assert "nothing changed" not in again.stdout
+        assert again.stderr.strip().splitlines() == [
+            f"netbench vcluster: cluster tbrk is up but BROKEN (tbrk-n2: sshd (pid {sshd}) is "
+            f"not running): take it down first (`netbench vcluster down --name tbrk`), then "
+            f"bring it up again"]
+
+
 def test_a_failed_test_still_leaves_nothing_behind():
     with pytest.raises(RuntimeError, match="test failed"):
         with cluster("tfail", nodes=2) as state:

@@ -121,6 +121,18 @@ def test_a_bad_topology_is_refused_in_one_line_and_nothing_is_left(tmp_path, tex
     assert vcluster.leftovers("tobad") == []
 
 
+def test_a_topology_of_too_many_nodes_is_refused_for_what_it_names(tmp_path):
+    """Not as `--nodes N`, an option never given, and before a name is
+    made for each of its nodes."""
+    path = tmp_path / "topology.conf"
+    path.write_text("SwitchName=a Nodes=tobig-n[1-100000]\n")
+    with pytest.raises(vcluster.VclusterError) as err:
+        vcluster.up("tobig", topology=str(path))
+    assert str(err.value) == f"--topology {path}: names 100000 nodes: a cluster has 1 to 64"
+    with pytest.raises(vcluster.VclusterError, match=r"^--nodes 100000: use 1 to 64$"):
+        vcluster.up("tobig", nodes=100000, topology=str(path))
+
+
 # ---- the sweep on a 9-node fabric ------------------------------------------------
 
 #: one MPI, one pair at a time and 64 KiB streams, which reach a 100 Mbit/s

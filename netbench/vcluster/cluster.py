@@ -91,13 +91,14 @@ def up(name="vc", nodes=None, rate="none", mtu=1500, interconnect=None, switch_m
     (None: as many as it names) must match it.  Whatever ends a bring-up
     early (an error, Ctrl-C) takes back all of it."""
     check_name(name)
+    # --nodes as given (a topology's count is read_topology's to refuse)
+    if nodes is not None and not 1 <= nodes <= MAX_NODES:
+        raise VclusterError(f"--nodes {nodes}: use 1 to {MAX_NODES}")
     fabric = None
     if topology is not None:
         parsed = read_topology(topology, name, nodes)
         fabric, nodes = fabric_of(name, parsed), len(parsed.all_nodes())
     nodes = 2 if nodes is None else nodes
-    if not 1 <= nodes <= MAX_NODES:
-        raise VclusterError(f"--nodes {nodes}: use 1 to {MAX_NODES}")
     link = link_settings(rate, mtu, interconnect, switch_mtu=switch_mtu)
     require_root()
     if slurm:
@@ -114,6 +115,13 @@ def up(name="vc", nodes=None, rate="none", mtu=1500, interconnect=None, switch_m
                     raise VclusterError(f"cluster {name} is already up with other settings "
                                         f"({'; '.join(differences)}): to change them, take it "
                                         f"down first (`netbench vcluster down --name {name}`)")
+                # up, but not working: never "nothing changed"
+                broken = health_problems(existing)
+                if broken:
+                    raise VclusterError(f"cluster {name} is up but BROKEN "
+                                        f"({'; '.join(broken)}): take it down first "
+                                        f"(`netbench vcluster down --name {name}`), then bring "
+                                        f"it up again")
                 return existing, False
         rest = leftovers(name)
         if entry is None and unclaimed_but_running(name):
@@ -355,16 +363,7 @@ def status():
             clusters.append({"name": name, **owner, "healthy": False, "problem": problem,
                              "problems": [problem]})
             continue
-        problems = [f"{n['name']}: sshd (pid {n['sshd_pid']}) is not running"
-                    for n in state["nodes"]
-                    if not is_recorded([n.get("sshd_pid"), n.get("sshd_start")])]
-        problems += [f"{n['name']}: namespace {n['namespace']} is missing"
-                     for n in state["nodes"] if n["namespace"] not in present]
-        head = state.get("launcher") or {}
-        if head.get("namespace") not in present:
-            problems.append(f"head namespace {head.get('namespace', '(none recorded)')} is "
-                            f"missing: MPI launchers have nowhere to start")
-        problems += slurm_problems(state)
+        problems = health_problems(state, present)
         state.update(owner)
         state["healthy"] = not problems
         state["problems"] = problems
@@ -373,6 +372,23 @@ def status():
         state["drift"] = drift(state, present)
         clusters.append(state)
     return clusters
+
+
+def health_problems(state, present=None):
+    """What is wrong with a cluster that is up (its recorded `state`):
+    daemons not running, namespaces missing; `present`: the namespaces
+    there are (default: read now)."""
+    present = namespaces() if present is None else present
+    problems = [f"{n['name']}: sshd (pid {n['sshd_pid']}) is not running"
+                for n in state["nodes"]
+                if not is_recorded([n.get("sshd_pid"), n.get("sshd_start")])]
+    problems += [f"{n['name']}: namespace {n['namespace']} is missing"
+                 for n in state["nodes"] if n["namespace"] not in present]
+    head = state.get("launcher") or {}
+    if head.get("namespace") not in present:
+        problems.append(f"head namespace {head.get('namespace', '(none recorded)')} is "
+                        f"missing: MPI launchers have nowhere to start")
+    return problems + slurm_problems(state)
 
 
 def running_state(name):

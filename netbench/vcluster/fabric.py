@@ -24,7 +24,7 @@ partition names (extras `topology`) for the sweep's judgement.
 
 from ..datafiles import DataError
 from ..fleet.topology import load_topology
-from .names import VclusterError, bridge_name, host_name, link_settings
+from .names import MAX_NODES, VclusterError, bridge_name, host_name, link_settings
 from .netns import delete_link, run, shape
 
 #: the file the cluster's folder keeps (systems.py names it to ReFrame)
@@ -39,6 +39,9 @@ def read_topology(path, name, nodes=None):
     one top switch.  VclusterError in one line naming the file otherwise."""
     try:
         count = nodes or len(load_topology(path).all_nodes())
+        if not 1 <= count <= MAX_NODES:     # before a name is made for each
+            raise VclusterError(f"--topology {path}: names {count} nodes: a cluster has 1 "
+                                f"to {MAX_NODES}")
         topology = load_topology(path, known={host_name(name, i)
                                               for i in range(1, count + 1)})
     except DataError as err:
