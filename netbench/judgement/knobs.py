@@ -10,7 +10,7 @@ import functools
 from pathlib import Path
 
 from .. import paths
-from ..datafiles import DataError, load_yaml, validate
+from ..datafiles import DataError, checked_unquoted, load_yaml, validate
 
 KNOBS_FILE = paths.REFERENCES / "judging.yaml"
 PROFILES = paths.REFERENCES / "profiles"
@@ -112,11 +112,15 @@ def _stamp(path):
 
 
 @functools.lru_cache(maxsize=64)
-def _load(path, profile, stamps):
+def _load(path, profile, stamps, named_by_path=False):
     data = validate(load_yaml(path), SCHEMA, path)
     sources = [path]
     if profile is not None:
-        data = merged(data, validate(load_yaml(profile), PROFILE_SCHEMA, profile))
+        # a path is a user's (a site's profile, --profile): root may read a
+        # file that is no profile, and its errors must not show its lines
+        override = checked_unquoted(profile, PROFILE_SCHEMA) if named_by_path else \
+            validate(load_yaml(profile), PROFILE_SCHEMA, profile)
+        data = merged(data, override)
         sources.append(profile)
         data = validate(data, SCHEMA, profile)
     if data["replicates"]["min_to_fail"] > data["replicates"]["launches"]:
@@ -140,12 +144,14 @@ def profile_path(name, folder=None):
 
 def load(folder=None, profile=None):
     """The knobs of a references folder (its judging.yaml, else netbench's),
-    with a profile's (a name or a file) put over them."""
+    with a profile's (a name or a file) put over them.  A profile named by
+    its path is checked without quoting it (datafiles.checked_unquoted)."""
     path = Path(folder) / KNOBS_FILE.name if folder else KNOBS_FILE
     if not path.exists():
         path = KNOBS_FILE
     chosen = profile_path(profile, folder) if profile else None
-    return _load(Path(path), chosen, (_stamp(path), chosen and _stamp(chosen)))
+    return _load(Path(path), chosen, (_stamp(path), chosen and _stamp(chosen)),
+                 "/" in str(profile or ""))
 
 
 def from_json(data, where="judging.json"):

@@ -15,7 +15,7 @@ from pathlib import Path
 from .. import paths, references
 from ..probe import linerate
 from ..judgement import knobs
-from ..datafiles import DataError, checked_unquoted, load_yaml, validate
+from ..datafiles import DataError, load_yaml, validate
 from ..fleet.topology import load_topology
 from ..vcluster.registry import invoking_uid
 
@@ -211,8 +211,8 @@ def site_profile(value, site, key):
     reframe_checks/references/profiles/), kept as the name, or a file beside
     the site file (a value with a / or ending in .yaml), as its absolute
     path once site_file trusts it.  The file is checked as a profile before
-    anything else reads it, with errors that never quote it: root reads it,
-    and the user named it."""
+    anything else reads it, with errors that never quote it (knobs.load of
+    a path): root reads it, and the user named it."""
     if "/" not in value and not value.endswith((".yaml", ".yml")):
         if not PROFILE_NAME.match(value) or not (knobs.PROFILES / f"{value}.yaml").is_file():
             known = ", ".join(sorted(p.stem for p in knobs.PROFILES.glob("*.yaml")))
@@ -222,8 +222,7 @@ def site_profile(value, site, key):
         return value
     file = site_file(value, site, key, beside_only=True)
     try:
-        checked_unquoted(file, knobs.PROFILE_SCHEMA)
-        knobs.load(profile=str(file))
+        knobs.load(profile=str(file))          # by its path: errors never quote it
     except DataError as err:
         raise DataError(site, key, str(err)) from err
     return str(file)
