@@ -10,6 +10,7 @@ than the check.
 
 import json
 import math
+import os
 import re
 
 import jsonschema
@@ -295,6 +296,29 @@ def checked_unquoted(path, schema, load=None):
         return data
     error = jsonschema.exceptions.best_match(errors)
     raise DataError(path, dotted(error.absolute_path) or None, _unquoted_problem(error))
+
+
+def caller_may_read(path):
+    """Whether the user who ran netbench (through sudo, the one sudo names)
+    could read `path` without it, by the file's mode bits: an error may
+    quote a file only then.  Group rights count as none (a conservative
+    no); netbench run by root itself may read anything."""
+    uid = os.environ.get("SUDO_UID", "")
+    uid = int(uid) if uid.isdigit() else os.getuid()
+    if uid == 0:
+        return True
+    try:
+        info = os.stat(path)
+    except OSError:
+        return True             # nothing was read: the error quotes nothing
+    return bool(info.st_mode & (0o400 if info.st_uid == uid else 0o004))
+
+
+def without_contents(err, what):
+    """`err`, read from a file that must not be quoted, as one line naming
+    the file, the line where known and `what` the file was not."""
+    line = err.key if re.fullmatch(r"line \d+", str(err.key)) else None
+    return DataError(err.path, line, f"not {what}")
 
 
 def unquoted(err):

@@ -16,6 +16,7 @@ each, by `make bench-sweep-topology` (validation.md); a slowed node on a
 flat fabric is tests/test_link_sweep.py's."""
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -131,6 +132,23 @@ def test_a_topology_of_too_many_nodes_is_refused_for_what_it_names(tmp_path):
     assert str(err.value) == f"--topology {path}: names 100000 nodes: a cluster has 1 to 64"
     with pytest.raises(vcluster.VclusterError, match=r"^--nodes 100000: use 1 to 64$"):
         vcluster.up("tobig", nodes=100000, topology=str(path))
+
+
+def test_a_topology_the_caller_cannot_read_is_never_quoted(tmp_path):
+    """Through sudo, root reads what the user names: a file the user could
+    not read themselves (/etc/shadow's mode) is refused without its lines;
+    one they could read keeps the line that says what is wrong."""
+    require_root()
+    path = tmp_path / "topology.conf"
+    path.write_text("S3cret-entry:x:0:0\n")
+    for mode, quoted in ((0o600, False), (0o644, True)):
+        path.chmod(mode)
+        proc = netbench_cli("vcluster", "up", "--name", "tosec", "--topology", str(path),
+                            env={**os.environ, "SUDO_UID": "65534"})
+        assert proc.returncode == 2, proc.stdout + proc.stderr
+        assert proc.stderr.startswith(f"netbench vcluster: --topology {path}: line 1: ")
+        assert ("S3cret-entry" in proc.stderr) == quoted, proc.stderr
+    assert vcluster.leftovers("tosec") == []
 
 
 # ---- the sweep on a 9-node fabric ------------------------------------------------

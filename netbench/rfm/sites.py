@@ -15,8 +15,9 @@ from pathlib import Path
 from .. import paths, references
 from ..probe import linerate
 from ..judgement import knobs
-from ..datafiles import DataError, load_yaml, validate
+from ..datafiles import DataError, load_yaml, validate, without_contents
 from ..fleet.topology import load_topology
+from ..vcluster.fabric import TOPOLOGY_KIND
 from ..vcluster.registry import invoking_uid
 
 SITES = paths.CHECKS / "sites"
@@ -237,10 +238,7 @@ def site_topology(value, site, key):
     try:
         load_topology(file)
     except DataError as err:
-        line = err.key if re.fullmatch(r"line \d+", str(err.key)) else None
-        raise DataError(site, key, f"{file}: {line + ': ' if line else ''}not a topology "
-                                   f"netbench reads (Slurm's topology.conf, or netbench's "
-                                   f"topology YAML by its .yaml suffix)") from err
+        raise DataError(site, key, str(without_contents(err, TOPOLOGY_KIND))) from err
     return str(file)
 
 

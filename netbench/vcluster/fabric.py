@@ -22,13 +22,17 @@ parsed (`topology.conf` in its root-owned folder), which its ReFrame
 partition names (extras `topology`) for the sweep's judgement.
 """
 
-from ..datafiles import DataError
+from ..datafiles import DataError, caller_may_read, without_contents
 from ..fleet.topology import load_topology
 from .names import MAX_NODES, VclusterError, bridge_name, host_name, link_settings
 from .netns import delete_link, run, shape
 
 #: the file the cluster's folder keeps (systems.py names it to ReFrame)
 TOPOLOGY_FILE = "topology.conf"
+#: what a topology file that does not read is not, in an error that must
+#: not quote it (datafiles.without_contents)
+TOPOLOGY_KIND = ("a topology netbench reads (Slurm's topology.conf, or netbench's topology "
+                 "YAML by its .yaml suffix)")
 #: switch k's bridge and link ends must fit IFNAMSIZ: nb-<6>-s<2 digits>
 MAX_SWITCHES = 99
 
@@ -45,7 +49,9 @@ def read_topology(path, name, nodes=None):
         topology = load_topology(path, known={host_name(name, i)
                                               for i in range(1, count + 1)})
     except DataError as err:
-        raise VclusterError(f"--topology {err}") from err
+        # root reads it: quoted only where the caller could read it anyway
+        shown = err if caller_may_read(path) else without_contents(err, TOPOLOGY_KIND)
+        raise VclusterError(f"--topology {shown}") from err
     if len(topology.roots) != 1:
         raise VclusterError(f"--topology {path}: {len(topology.roots)} top switches "
                             f"({', '.join(topology.roots)}): a cluster's fabric is one tree")
