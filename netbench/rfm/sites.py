@@ -218,8 +218,8 @@ def site_profile(value, site, key):
         if not PROFILE_NAME.match(value) or not (knobs.PROFILES / f"{value}.yaml").is_file():
             known = ", ".join(sorted(p.stem for p in knobs.PROFILES.glob("*.yaml")))
             raise DataError(site, key, f"{value!r}: no such judging profile (known: {known}; "
-                                       f"or a file beside the site file, e.g. "
-                                       f"./my-profile.yaml)")
+                                       f"or a file in a folder beside the site file, e.g. "
+                                       f"profiles/{value}.yaml)")
         return value
     file = site_file(value, site, key, beside_only=True)
     try:
