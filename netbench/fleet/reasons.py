@@ -24,11 +24,13 @@ def describe(suspect):
         return describe_lost(suspect)
     names = "->".join(suspect.names) if suspect.kind == "pair" else suspect.names[0]
     if suspect.kind == "switch-link":
-        names = f"{suspect.names[0]}<->{suspect.names[-1]}"
+        names = suspect.component or f"{suspect.names[0]}<->{suspect.names[-1]}"
     pairs = ", ".join(f"{e.src}->{e.dst} {e.value:.4g}" for e in suspect.evidence[:6])
+    # a path's links the pairs cannot tell apart (fleet.components.path_suspect)
+    why = f" ({suspect.reason})" if suspect.reason else ""
     return printable(f"{suspect.kind} {names} ({suspect.direction}): {suspect.metric} "
                      f"{suspect.value:.4g} vs fleet median {suspect.fleet_median:.4g} "
-                     f"[{pairs}]{describe_confirmation(suspect)}")
+                     f"[{pairs}]{why}{describe_confirmation(suspect)}")
 
 
 def describe_confirmation(suspect):
