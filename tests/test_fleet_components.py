@@ -228,3 +228,23 @@ def test_the_path_between_two_leaves_in_suspects_json_the_reason_and_drain(tmp_p
     script = drain.drain_script(found)
     assert f"path {TWO_LEAVES_PATH} between switches leaf1 and leaf2 (leaf2->leaf1)" in script
     assert "scontrol" not in script.split("Suspect links")[1]
+
+
+def test_the_pass_between_measures_again_the_pairs_across_two_leaves(tmp_path):
+    """The re-measure step between a sweep's passes judges with the
+    partition's topology as the check does: the pairs across two leaves
+    whose path is slow are what it measures again (judged without it, the
+    slow majority is the fleet's median, and a healthy pair under a leaf
+    may be what stands out)."""
+    from helpers.sweepfiles import sweep_text
+    from netbench.fleet import remeasure
+    hosts = ["a1", "a2", "a3", "b1", "b2", "b3"]
+    (tmp_path / "sweep.out").write_text(
+        sweep_text(hosts, lambda s, d: 1 / 3 if s[0] != d[0] else 1.0, seed=5))
+    conf = tmp_path / "topology.conf"
+    conf.write_text("SwitchName=spine Switches=leaf[1-2]\n"
+                    "SwitchName=leaf1 Nodes=a[1-3]\nSwitchName=leaf2 Nodes=b[1-3]\n")
+    listed = remeasure.next_pass(tmp_path / "sweep.out", topology=str(conf)).listed
+    ranks = {tuple(map(int, p.split(":"))) for p in listed.split(",")}
+    across = {(a, b) for a in range(3) for b in range(3, 6)}
+    assert ranks == across

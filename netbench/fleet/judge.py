@@ -319,17 +319,19 @@ def merge_passes(passes):
     return merged
 
 
-def pairs_still_undecided(passes, knobs, rule=None):
+def pairs_still_undecided(passes, knobs, rule=None, topology=None):
     """The directions a sweep measures in its next pass, by the judging
     knobs (judgement.knobs) and the sweep's `rule` (the check's own:
     references.SweepThresholds of its references and profile): a pair
     outside the band in every pass so far is named only after
     `min_to_fail` passes, so until then it is measured again; a pair
     within the band in any pass is decided (a sweep's figures are points,
-    never straddling a bound)."""
+    never straddling a bound).  `topology`: the partition's, as the check
+    judges with it: a fault the majority of pairs share is outside the
+    band only against the other paths (fleet_stat)."""
     if len(passes) >= knobs.min_to_fail:
         return []
-    return pairs_to_remeasure(judge(merge_passes(passes), rule=rule))
+    return pairs_to_remeasure(judge(merge_passes(passes), rule=rule, topology=topology))
 
 
 def whole_passes(first, again):
