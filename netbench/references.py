@@ -91,7 +91,7 @@ SWEEP_SCHEMA = {
     "type": "object",
     "required": ["latency_factor", "mad_multiple", "node_majority",
                  "node_min_bad_pairs", "line_rate_fraction", "fleet_fraction",
-                 "confirm_partners"],
+                 "confirm_partners", "min_other_pairs"],
     "additionalProperties": False,
     "properties": {
         "latency_factor": {"type": "number", "exclusiveMinimum": 1},
@@ -101,6 +101,7 @@ SWEEP_SCHEMA = {
         "line_rate_fraction": {"type": "number", "exclusiveMinimum": 0, "maximum": 1},
         "fleet_fraction": {"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1},
         "confirm_partners": {"type": "integer", "minimum": 0},
+        "min_other_pairs": {"type": "integer", "minimum": 1},
     },
 }
 
@@ -492,6 +493,7 @@ class SweepThresholds:
     line_rate_fraction: float
     fleet_fraction: float
     confirm_partners: int
+    min_other_pairs: int
 
 
 @functools.lru_cache(maxsize=None)

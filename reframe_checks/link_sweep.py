@@ -22,6 +22,7 @@ A sweep holds its partition for itself (netbench/checks/exclusive.py):
 two sweeps at once would each see the other's traffic as a slow node."""
 
 import json
+import math
 import shlex
 import sys
 from pathlib import Path
@@ -32,13 +33,14 @@ import reframe.utility.typecheck as typ
 from reframe.core.builtins import performance_function, run_before, sanity_function, variable
 
 from netbench import benchspec, checks, references
-from netbench.checks import exclusive
+from netbench.checks import exclusive, sweeptime
 from netbench.fleet import attribution, figures
 from netbench.fleet import judge as fleet
 from netbench.fleet import reasons, remeasure
 from netbench.fleet.topology import load_topology
 from netbench.judgement import conditions
 from netbench.report import reasons as reason_words
+from netbench.judgement import remeasure as remeasure_launches
 from netbench.judgement.remeasure import launch_files
 from netbench.results.suspects import suspects_json
 from netbench.results.sweep import (lost_hosts, parse_sweep, reached_nodes, round_robin,
@@ -86,7 +88,10 @@ class LinkSweep(checks.NetbenchRun):
     #: fleet (attribution.partner_pairs), n*K/2 pairs instead of n(n-1)/2, for
     #: fleets too large to sweep whole (docs/howto/find-bad-node.md, "What it costs")
     partners = variable(int, value=0)
-    time_limit = "10m"
+    #: unset: derived from the pairs, the line rate and the sizes
+    #: (netbench/checks/sweeptime.py, netbench/data/sweep_time.yaml);
+    #: -S time_limit=... sets it
+    time_limit = None
     #: every node to itself: Slurm's (LSF's) exclusive allocation; on other
     #: partitions the partition's lock (hold_the_partition)
     exclusive_access = True
@@ -98,6 +103,27 @@ class LinkSweep(checks.NetbenchRun):
         if part.extras.get("nodes", 1) < MIN_NODES:
             return f"a fabric sweep needs a partition of {MIN_NODES}+ nodes"
         return exclusive.problem(part) or super().partition_problem(part)
+
+    @run_before("run")
+    def derive_the_time_limit(self):
+        """The job's time limit, unless given: the sweep's passes (judging.yaml
+        min_to_fail: a later pass may measure every pair again) of its
+        pairs one at a time, or its rounds at once, at the link rate and
+        sizes (sweeptime).  A fixed limit killed a 9-node sweep at 100
+        Mbit/s in its confirming pass, and the whole first pass with it."""
+        if self.time_limit is None:
+            self.time_limit = self.derived_time_limit()
+
+    def derived_time_limit(self):
+        """The limit sweeptime.time_limit gives this sweep, in seconds."""
+        pairs = self.chosen_pairs()
+        n = self.num_tasks
+        if self.rounds_at_once() and pairs is None:
+            units = len(round_robin(n))
+        else:
+            units = len(pairs) if pairs is not None else n * (n - 1) // 2
+        return sweeptime.time_limit(units, self.judging_knobs().min_to_fail, self.sizes,
+                                    self.line_rate().mbps, self.min_samples, self.budget)
 
     @run_before("run")
     def hold_the_partition(self):
@@ -164,7 +190,17 @@ class LinkSweep(checks.NetbenchRun):
         knobs = self.judging_knobs()
         if knobs.launches < 2:
             return
-        launch = self.launch_prefix()
+        # each later pass ends itself before the job's limit, keeping what
+        # the passes before it measured (the first pass's launch has the
+        # job's limit, ReFrame's, as every launch)
+        self.prerun_cmds.insert(0, remeasure_launches.START_LINE)
+        limit = int(self.time_limit)
+        left = (f"left=$(( {limit} - ($(date +%s) - ${remeasure_launches.START}) "
+                f"- {int(sweeptime.load().reserve_seconds)} ))")
+        per_pair = math.ceil(sweeptime.pair_seconds(
+            self.sizes, self.line_rate().mbps or 0, self.min_samples, self.budget,
+            sweeptime.load())) if self.line_rate().mbps else 0
+        launch = self.launch_prefix(time_limit_variable="left")
         bandwidth_only = " --bandwidth-only" if "latency" in self.unjudged_figures() else ""
         profile = self.current_partition.extras.get("judging_profile")
         # the job's band is the check's: its references and profile
@@ -177,7 +213,9 @@ class LinkSweep(checks.NetbenchRun):
                  f"{remeasure.confirming_file(remeasure.RUN + '-$n.out')} {self.job.stdout}")
         self.postrun_cmds.append(
             f"for n in $(seq 2 {knobs.launches}); do "
-            f'pairs=$({pairs}) || break; [ -n "$pairs" ] || break; '
+            f'pairs=$({pairs}) || break; [ -n "$pairs" ] || break; {left}; '
+            f'if [ "$left" -lt {max(per_pair, 1)} ]; then echo "{reasons.NO_TIME_LEFT} $n: $left s '
+            f'left of the job\'s {limit} s time limit" >&2; break; fi; '
             f"echo \"netbench: sweeping again: $pairs\" >&2; "
             f'{launch} {self.executable} {" ".join(self.executable_opts)} '
             f'{pairs_flag()} "$pairs" > {remeasure.RUN}-$n.out; done')
@@ -321,6 +359,10 @@ class LinkSweep(checks.NetbenchRun):
             "findings": [f["text"] for f in found["findings"]],
             "remeasured": [list(p) for p in sorted({p for a in again for p in a.by_host})],
             "sweep_seconds": first.sweep_seconds,
+            # the job's limit (derived: sweeptime) and, when the first pass
+            # reached it, the directions it did not measure
+            "time_limit_s": int(self.time_limit) if self.time_limit else None,
+            "not_measured": self.missing_pairs(first) if self.out_of_time(first) else [],
             # each node's leaf switch, in the topology's order: the heat
             # map's rows follow it, so a leaf is a block
             **({"leaves": leaves_of(topology, swept)} if topology else {}),
@@ -365,6 +407,8 @@ class LinkSweep(checks.NetbenchRun):
         on before any judgement), or None."""
         if exclusive.refusal(self.job_texts()[self.job.stderr]):
             return "the partition was not held"
+        if self.out_of_time(first):
+            return "the sweep reached the job's time limit"
         if not first.finished:
             return "the sweep did not finish"
         if len(set(first.hosts.values())) != self.num_tasks:
@@ -384,8 +428,7 @@ class LinkSweep(checks.NetbenchRun):
         (and the contention that spread it, when the host was busy)."""
         parts = []
         if once:
-            again = ("the pass measuring them again was cut short" if cut_short_again
-                     else "nothing was measured again")
+            again = self.why_not_measured_again(cut_short_again)
             parts.append(f"outside the band in the one whole pass the sweep made, where a "
                          f"pair is named only after {min_to_fail} ({again}): "
                          + "; ".join(reasons.describe(s) for s in once))
@@ -403,6 +446,29 @@ class LinkSweep(checks.NetbenchRun):
                 for s in noisy)
                 + (f" (while {contention})" if contention else ""))
         return "; ".join(parts)
+
+    def why_not_measured_again(self, cut_short_again):
+        """Why the sweep's suspects were measured in one whole pass only:
+        the job's time limit left no time for another, or cut it short, or
+        the first pass itself was cut short (none follows it)."""
+        stderr = self.job_texts()[self.job.stderr]
+        timed_out = reasons.TIME_LIMIT.search(stderr)
+        if reasons.NO_TIME_LEFT in stderr:
+            return "the job's time limit left no time to measure them again"
+        if cut_short_again:
+            return ("the pass measuring them again was cut short"
+                    + (" by the job's time limit: the confirmation did not finish"
+                       if timed_out else ""))
+        if timed_out and not self.sweeps()[0].finished:
+            return "the sweep itself was cut short by the job's time limit"
+        return "nothing was measured again"
+
+    def out_of_time(self, first):
+        """The launch's words when it ended the sweep's first pass at the
+        job's time limit (rfm.supervise), else None."""
+        if first.finished:
+            return None
+        return reasons.TIME_LIMIT.search(self.job_texts()[self.job.stderr])
 
     def fabric_topology(self):
         """The fabric's switches, from the partition's `topology` (Slurm's
@@ -436,9 +502,26 @@ class LinkSweep(checks.NetbenchRun):
         if first.finished:
             return True
         lost = [s for s in self.verdict.suspects if s.direction == fleet.UNREACHABLE]
+        stopped = self.out_of_time(first)
+        if stopped and not lost:
+            # what it measured is kept and judged; the pairs it did not
+            # reach are named
+            raise sn.SanityError(reasons.out_of_time(
+                int(stopped["limit"]), len(first.by_host), self.missing_pairs(first),
+                self.measured_verdict_words()))
         # job_outcome: the launcher's report, read once before sanity (JobOutcome)
         raise sn.SanityError(reasons.unfinished(lost, self.job_outcome or None,
                                                 self.job_texts()[self.job.stderr]))
+
+    def measured_verdict_words(self):
+        """What the pairs a sweep cut short measured say: its suspects, those
+        left unconfirmed, or nothing outside the band."""
+        if self.verdict.suspects:
+            return "suspects: " + "; ".join(reasons.describe(s) for s in self.verdict.suspects)
+        fleet_record = self.record.get("fleet", {})
+        if fleet_record.get("unconfirmed_why"):
+            return "not named: " + fleet_record["unconfirmed_why"]
+        return "no pair outside the band"
 
     @sn.deferrable
     def assert_every_pair_measured(self):

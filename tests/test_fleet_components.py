@@ -131,3 +131,120 @@ def test_the_heat_map_shows_a_leaf_as_a_block():
     grids, _ = sweep.matrices(ordered)
     assert grids["bandwidth"][0, 1] == 90.0
     assert sweep.by_topology({**fleet, "leaves": None})["hosts"] == fleet["hosts"]
+
+
+# -- the fault that is the majority: two leaves (issue 54) -------------------------
+
+TWO_LEAVES_PATH = "leaf1<->spine<->leaf2"
+
+
+def crossing(e):
+    return e.src[1] != e.dst[1]          # n<leaf><i>: the leaf is the name's 2nd character
+
+
+@pytest.mark.parametrize("per_leaf", [2, 3, 4])
+def test_a_slow_uplink_between_two_leaves_is_named_though_it_is_the_majority(
+        tmp_path, per_leaf):
+    """Every pair across two leaves runs through both uplinks and the
+    spine: most of the fleet's pairs, so its median is the slow figure.
+    Held to the pairs under the leaves, they are named, as the path
+    between the leaves (no pair can tell leaf1's uplink from leaf2's), no
+    node is blamed, and the fleet is not failed as a whole."""
+    for seed in range(20):
+        fleet, lines = leaves_fleet(2, per_leaf, seed, slow_uplinks=["leaf2"])
+        verdict = judged(fleet, lines, tmp_path)
+        assert named(verdict) == [("switch-link", TWO_LEAVES_PATH, "both")], (per_leaf, seed)
+        suspect = verdict.suspects[0]
+        assert suspect.names == ("leaf1", "leaf2")
+        assert "cannot tell which is slow" in suspect.reason
+        assert suspect.evidence and all(crossing(e) for e in suspect.evidence)
+        assert suspect.value < suspect.fleet_median / 2
+        assert verdict.findings == [], seed
+        assert verdict.stats[suspect.metric].fleet_median > 0.9 * LINE_MBPS
+
+
+@pytest.mark.parametrize("direction,expected", [("out", "leaf2->leaf1"), ("in", "leaf1->leaf2")])
+def test_one_direction_between_two_leaves_is_named_with_it(tmp_path, direction, expected):
+    for seed in range(10):
+        fleet, lines = leaves_fleet(2, 3, seed, slow_uplinks=["leaf2"], direction=direction)
+        assert named(judged(fleet, lines, tmp_path)) == [
+            ("switch-link", TWO_LEAVES_PATH, expected)], seed
+
+
+def test_a_leaf_under_another_names_its_one_link(tmp_path):
+    """Two leaves joined by one link (leaf2's parent is leaf1): that link
+    is the only component the crossing pairs share, and it is named."""
+    lines = ["SwitchName=leaf1 Nodes=n1[1-3] Switches=leaf2", "SwitchName=leaf2 Nodes=n2[1-3]"]
+    for seed in range(10):
+        fleet, _ = leaves_fleet(2, 3, seed, slow_uplinks=["leaf2"])
+        verdict = judged(fleet, lines, tmp_path)
+        assert named(verdict) == [("switch-link", "leaf2<->leaf1", "both")], seed
+        assert verdict.suspects[0].reason is None
+
+
+def test_two_healthy_leaves_name_nothing(tmp_path):
+    for seed in range(50):
+        for per_leaf in (2, 3, 4):
+            fleet, lines = leaves_fleet(2, per_leaf, seed, noise=0.05)
+            verdict = judged(fleet, lines, tmp_path, profile="virtual-cluster")
+            assert verdict.suspects == [] and verdict.within_noise == [], (per_leaf, seed)
+            assert verdict.findings == []
+
+
+def test_a_slow_node_on_two_leaves_is_the_node_alone(tmp_path):
+    for seed in range(20):
+        fleet, lines = leaves_fleet(2, 3, seed, slow_nodes=["n12"])
+        assert named(judged(fleet, lines, tmp_path)) == [("node", "n12", "both")], seed
+
+
+def test_without_pairs_under_the_leaves_nothing_is_named_and_the_finding_says_why(tmp_path):
+    """Only pairs across the leaves measured (a partial sweep): nothing to
+    hold the path to, so no component is named; the fleet fails on its
+    line rate, and the finding says why the path is not named."""
+    fleet, lines = leaves_fleet(2, 3, 4, slow_uplinks=["leaf2"])
+    across = {p: f for p, f in fleet.items() if p[0][1] != p[1][1]}
+    path = tmp_path / "topology.conf"
+    path.write_text("\n".join(lines) + "\n")
+    verdict = judge.judge(across, line_rate_mbps=LINE_MBPS, reference_latency_us=LATENCY_US,
+                          topology=topology.load_topology(path))
+    assert verdict.suspects == []
+    [finding] = verdict.findings
+    assert "not named as a component" in finding.text
+    assert "leaf2<->spine (0 other)" in finding.text and "min_other_pairs" in finding.text
+
+
+def test_the_path_between_two_leaves_in_suspects_json_the_reason_and_drain(tmp_path):
+    from netbench.fleet import drain, reasons
+    fleet, lines = leaves_fleet(2, 3, 7, slow_uplinks=["leaf2"], direction="out")
+    verdict = judged(fleet, lines, tmp_path)
+    path = tmp_path / "suspects.json"
+    path.write_text(verdict.to_json())
+    found, data = suspects_format.read_suspects(path)
+    assert [(s["kind"], s["names"], s["component"], s["direction"])
+            for s in data["suspects"]] == [
+        ("switch-link", ["leaf1", "leaf2"], TWO_LEAVES_PATH, "leaf2->leaf1")]
+    assert reasons.describe(found[0]).startswith(
+        f"switch-link {TWO_LEAVES_PATH} (leaf2->leaf1): bw_Mbps")
+    script = drain.drain_script(found)
+    assert f"path {TWO_LEAVES_PATH} between switches leaf1 and leaf2 (leaf2->leaf1)" in script
+    assert "scontrol" not in script.split("Suspect links")[1]
+
+
+def test_the_pass_between_measures_again_the_pairs_across_two_leaves(tmp_path):
+    """The re-measure step between a sweep's passes judges with the
+    partition's topology as the check does: the pairs across two leaves
+    whose path is slow are what it measures again (judged without it, the
+    slow majority is the fleet's median, and a healthy pair under a leaf
+    may be what stands out)."""
+    from helpers.sweepfiles import sweep_text
+    from netbench.fleet import remeasure
+    hosts = ["a1", "a2", "a3", "b1", "b2", "b3"]
+    (tmp_path / "sweep.out").write_text(
+        sweep_text(hosts, lambda s, d: 1 / 3 if s[0] != d[0] else 1.0, seed=5))
+    conf = tmp_path / "topology.conf"
+    conf.write_text("SwitchName=spine Switches=leaf[1-2]\n"
+                    "SwitchName=leaf1 Nodes=a[1-3]\nSwitchName=leaf2 Nodes=b[1-3]\n")
+    listed = remeasure.next_pass(tmp_path / "sweep.out", topology=str(conf)).listed
+    ranks = {tuple(map(int, p.split(":"))) for p in listed.split(",")}
+    across = {(a, b) for a in range(3) for b in range(3, 6)}
+    assert ranks == across

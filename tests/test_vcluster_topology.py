@@ -216,3 +216,64 @@ def test_a_fabric_that_fails_half_way_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(vcluster.VclusterError, match="injected failure"):
         vcluster.up("tofail", rate="100mbit", topology=str(topology))
     assert vcluster.leftovers("tofail") == []
+
+
+# ---- two leaves: the fault is the majority (issue 54) ------------------------------
+
+@pytest.fixture(scope="module")
+def two_leaves(tmp_path_factory):
+    """Two leaves of three nodes under one spine, 100mbit: 9 of its 15
+    pairs cross the leaves."""
+    topology = write_topology(tmp_path_factory.mktemp("fabric2"), "tomaj", leaves=2,
+                              per_leaf=3)
+    with cluster("tomaj", rate="100mbit", topology=str(topology)) as state:
+        yield state
+
+
+def sweep_case(state, *extra):
+    """(the ReFrame process, the LinkSweep case of its run report)."""
+    proc = session.run_reframe(state["system"], *SWEEP, *extra, timeout=900)
+    cases = [tc for run in session.latest_report()["runs"][-1:] for tc in run["testcases"]
+             if tc["name"].startswith("LinkSweep")]
+    assert len(cases) == 1, proc.stdout[-3000:]
+    return proc, cases[0]
+
+
+def test_a_slowed_uplink_between_two_leaves_is_named_as_their_path(two_leaves):
+    """Every pair across the leaves is slow, most of the fleet's pairs:
+    held to the pairs under the leaves, they name the path between them
+    (no pair can tell leaf1's uplink from leaf2's), and no node."""
+    vcluster.set_switch_link_fault("tomaj", "leaf2", rate="50mbit")
+    try:
+        proc, case = sweep_case(two_leaves)
+    finally:
+        vcluster.set_switch_link_fault("tomaj", "leaf2", clear_fault=True)
+    fleet = case["record"]["fleet"]
+    if fleet.get("unconfirmed"):
+        assert conditions_differed(case["record"]["host"]), case["record"]["host"]
+    found = {(s["kind"], s["component"], s["direction"])
+             for s in fleet["suspects"] + fleet.get("unconfirmed", [])}
+    assert proc.returncode in (1, 3), proc.stdout[-3000:]
+    assert found == {("switch-link", "leaf1<->spine<->leaf2", "both")}, fleet
+    assert not any(s["kind"] == "node" for s in fleet["suspects"] + fleet["unconfirmed"])
+
+
+def test_a_sweep_that_outlives_its_limit_keeps_its_measured_pairs(two_leaves):
+    """A time limit too short for the sweep (20 timed batches a direction,
+    1 MiB, against 30 s): its launch ends before the job's limit, and the
+    case judges the pairs measured, naming the ones it did not reach;
+    never ReFrame's "job timed out" with nothing kept."""
+    proc, case = sweep_case(two_leaves, "-S", "LinkSweep.sizes=1048576",
+                            "-S", "LinkSweep.min_samples=20", "-S", "LinkSweep.time_limit=30")
+    fleet = case["record"]["fleet"]
+    reason = case["fail_reason"] or ""
+    assert case["result"] == "fail", proc.stdout[-3000:]
+    assert "timed out" not in reason, reason
+    assert "the sweep reached the job's 30 s time limit after " in reason, reason
+    measured = {(p["src"], p["dst"]) for p in fleet["pairs"]}
+    assert measured, reason
+    assert fleet["not_measured"] and fleet["time_limit_s"] == 30
+    every = {(a["name"], b["name"]) for a in two_leaves["nodes"] for b in two_leaves["nodes"]
+             if a != b}
+    assert {tuple(d.split("->")) for d in fleet["not_measured"]} == every - measured
+    assert fleet["no_answer"] == "the sweep reached the job's time limit"

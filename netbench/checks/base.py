@@ -8,6 +8,7 @@ import reframe as rfm
 from reframe.core.builtins import run_after, variable
 
 from ..probe import discovery
+from ..rfm import launchers
 
 KiB, MiB = 1024, 1024 * 1024
 #: the transport of the benchmark's TCP mode: sockets, no MPI in the data path
@@ -153,13 +154,22 @@ class MpiJob(rfm.RunOnlyRegressionTest):
         return 1 if self.placement == "intranode" else \
             -(-self.num_tasks // self.num_tasks_per_node)
 
-    def launch_prefix(self):
+    def launch_prefix(self, time_limit_variable=None):
         """The job's launcher command for a launch of its own (the node
         readers', a re-measurement): ReFrame copies the task counts into
-        the job only after the pre-run hooks, and the launcher needs them."""
+        the job only after the pre-run hooks, and the launcher needs them.
+        `time_limit_variable`: the job script's shell variable holding the
+        seconds this launch may take (netbench's launchers end it before
+        then: rfm.launchers.time_limit_flags)."""
         self.job.num_tasks = self.num_tasks
         self.job.num_tasks_per_node = self.num_tasks_per_node
-        return self.job.launcher.run_command(self.job)
+        if not time_limit_variable:
+            return self.job.launcher.run_command(self.job)
+        setattr(self.job, launchers.TIME_LIMIT_VARIABLE, time_limit_variable)
+        try:
+            return self.job.launcher.run_command(self.job)
+        finally:
+            delattr(self.job, launchers.TIME_LIMIT_VARIABLE)
 
     def read_stage_file(self, name):
         """A file of the stage folder, "" when absent."""

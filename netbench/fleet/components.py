@@ -147,6 +147,28 @@ def explained_by(fabric, kind, index, directions, src, dst):
     return (in_src | in_dst) & ~same_child & known
 
 
+# -- the pairs one component carries --------------------------------------------------
+
+def shared_paths(topology, figures):
+    """[(component, mask of `figures`' entries that run through it)] for
+    every switch link and switch of `topology` that some of the measured
+    pairs run through (fleet.figures.fleet_stat leaves such a component's
+    pairs out of the median it holds the others to; fleet.judge names
+    those that leave too few others)."""
+    fabric = fabric_of(topology, figures.hosts)
+    out = []
+    for index, switch in enumerate(fabric.switches):
+        if not fabric.under[index][:-1].any():
+            continue
+        kinds = (("switch-link", (OUT, IN)),) if fabric.parent[switch] is not None else ()
+        for kind, directions in kinds + (("switch", ("both",)),):
+            mask = explained_by(fabric, kind, index, directions, figures.src, figures.dst)
+            if mask.any():
+                names = component_name(fabric, Candidate(kind, index, directions, 0.0))[1]
+                out.append((names, mask))
+    return out
+
+
 # -- the cover ----------------------------------------------------------------------
 
 @dataclasses.dataclass(frozen=True)
@@ -196,8 +218,9 @@ def candidates(fabric, measured, bad, rule, undirected_family, cleared=()):
 
 def cover(fabric, measured_src, measured_dst, bad_src, bad_dst, rule, undirected_family,
           cleared=()):
-    """[(Candidate, mask of the bad pairs it explains)] chosen greedily, and
-    the mask of the bad pairs none explains."""
+    """[(Candidate, mask of the bad pairs it explains, [the candidates the
+    pairs cannot tell from it])] chosen greedily, and the mask of the bad
+    pairs none explains."""
     measured = counts(fabric, measured_src, measured_dst)
     bad = counts(fabric, bad_src, bad_dst)
     pool = candidates(fabric, measured, bad, rule, undirected_family, cleared)
@@ -214,10 +237,26 @@ def cover(fabric, measured_src, measured_dst, bad_src, bad_dst, rule, undirected
                 best, best_mask, best_key = candidate, mask, key
         if best is None:
             break
-        chosen.append((best, best_mask))
+        twins = alike(fabric, best, pool, measured_src, measured_dst)
+        chosen.append((best, best_mask, twins))
         left &= ~best_mask
-        pool = [c for c in pool if c is not best]
+        pool = [c for c in pool if c is not best and c not in twins]
     return chosen, left
+
+
+def alike(fabric, best, pool, measured_src, measured_dst):
+    """The switch links and switches of `pool` that carry exactly the
+    measured pairs `best` does, in the directions each fits: no sweep can
+    tell them apart (two leaves under one spine: every pair through one
+    uplink runs through the other and the spine).  A node is never one:
+    its pairs are its own."""
+    if best.kind == "node":
+        return []
+    carried = explained_by(fabric, best.kind, best.index, best.directions,
+                           measured_src, measured_dst)
+    return [c for c in pool if c is not best and c.kind != "node"
+            and np.array_equal(explained_by(fabric, c.kind, c.index, c.directions,
+                                            measured_src, measured_dst), carried)]
 
 
 # -- suspects --------------------------------------------------------------------------
@@ -232,6 +271,73 @@ def component_name(fabric, candidate):
         return (switch,), switch
     parent = fabric.parent[switch]
     return (switch, parent), f"{switch}<->{parent}"
+
+
+def path_suspect(fabric, alike_candidates, evidence, stats, reference_of):
+    """One suspect for switch links and switches the sweep cannot tell
+    apart (alike): of kind ``switch-link`` when a link is among them,
+    named by the two switches at the ends of the path they make (leaf1,
+    leaf2), its component that path (`leaf1<->spine<->leaf2`), its
+    direction from one end to the other where only one is bad, and its
+    reason which components the pairs cannot separate."""
+    names = sorted(component_name(fabric, c)[1] for c in alike_candidates)
+    ends = path_ends(fabric, alike_candidates)
+    why = (f"every pair through one of {', '.join(names)} runs through the others: "
+           f"the sweep cannot tell which is slow")
+    if ends is None:
+        first = alike_candidates[0]
+        suspect = make_suspect(first.kind, component_name(fabric, first)[0], "both",
+                               evidence, stats, reference_of, " | ".join(names))
+        return dataclasses.replace(suspect, reason=why)
+    a, b = ends
+    path = fabric_path(fabric, a, b)
+    kind = "switch-link" if any(c.kind == "switch-link" for c in alike_candidates) \
+        else "switch"
+    suspect = make_suspect(kind, (a, b), path_direction(fabric, a, b, evidence), evidence,
+                           stats, reference_of, "<->".join(path))
+    return dataclasses.replace(suspect, reason=why)
+
+
+def path_ends(fabric, alike_candidates):
+    """The two switches at the ends of the path the alike switch links
+    make (each the end of one link only), or None when they make none."""
+    seen = {}
+    for c in alike_candidates:
+        if c.kind == "switch-link":
+            switch = fabric.switches[c.index]
+            for end in (switch, fabric.parent[switch]):
+                seen[end] = seen.get(end, 0) + 1
+    ends = sorted(s for s, count in seen.items() if count == 1)
+    return tuple(ends) if len(ends) == 2 else None
+
+
+def fabric_path(fabric, a, b):
+    """The switches from `a` up to the lowest switch above both, and down
+    to `b`."""
+    up_a, up_b = [a], [b]
+    while up_a[-1] is not None:
+        up_a.append(fabric.parent[up_a[-1]])
+    while up_b[-1] is not None:
+        up_b.append(fabric.parent[up_b[-1]])
+    top = next(s for s in up_a if s in up_b)
+    return up_a[:up_a.index(top) + 1] + list(reversed(up_b[:up_b.index(top)]))
+
+
+def path_direction(fabric, a, b, evidence):
+    """`a->b` when every bad pair runs from a's side of the path to b's,
+    `b->a` the other way, else both."""
+    index = {h: i for i, h in enumerate(fabric.hosts)}
+    column = {s: k for k, s in enumerate(fabric.switches)}
+
+    def on_side(switch, host):
+        return bool(fabric.under[column[switch]][fabric.leaf[index[host]]])
+    if any(e.metric == LATENCY for e in evidence):
+        return "both"
+    if all(on_side(a, e.src) and on_side(b, e.dst) for e in evidence):
+        return f"{a}->{b}"
+    if all(on_side(b, e.src) and on_side(a, e.dst) for e in evidence):
+        return f"{b}->{a}"
+    return "both"
 
 
 def direction_of(candidate):
@@ -265,8 +371,12 @@ def attribute(bad, figures_by_metric, stats, rule, reference_of, topology, clear
         bad_codes, which = np.unique(pair_codes, return_inverse=True)
         chosen, left = cover(fabric, measured // n, measured % n, bad_codes // n,
                              bad_codes % n, rule, undirected_family, cleared)
-        for candidate, mask in chosen:
+        for candidate, mask, twins in chosen:
             evidence = [e for e, i in zip(in_family, which) if mask[i]]
+            if twins:
+                suspects.append(path_suspect(fabric, [candidate] + twins, evidence, stats,
+                                             reference_of))
+                continue
             names, component = component_name(fabric, candidate)
             suspects.append(make_suspect(candidate.kind, names, direction_of(candidate),
                                          evidence, stats, reference_of, component))

@@ -133,6 +133,15 @@ def switch_lines(suspect):
     names = [safe_host(n) or f"refused name {refused_name(n)}" for n in suspect.names[:2]]
     what = (f"link between switch {names[0]} and its parent {names[-1]}"
             if suspect.kind == "switch-link" else f"switch {names[0]}")
+    if suspect.reason and suspect.component:
+        # a path whose links and switches the sweep cannot tell apart
+        # (fleet.components.path_suspect): every one of them to check
+        path = comment_text(suspect.component)
+        what = f"path {path} between switches {names[0]} and {names[-1]}"
+        ends = [safe_host(n) for n in suspect.names[:2]]
+        return [f"# {what} ({pair_direction(suspect, ends)}): {metric_of(suspect)} "
+                f"{figure(suspect.value)} vs fleet median {figure(suspect.fleet_median)}; "
+                f"not drained, the sweep cannot tell its links apart: check each"]
     return [f"# {what} ({node_direction(suspect)}): {metric_of(suspect)} "
             f"{figure(suspect.value)} vs fleet median {figure(suspect.fleet_median)}; "
             f"not drained, check the switch and its ports"]

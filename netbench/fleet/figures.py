@@ -183,22 +183,54 @@ def higher_is_better(metric):
     return metric != LATENCY
 
 
-def fleet_stat(metric, figures, rule):
+def fleet_stat(metric, figures, rule, shared=()):
     """Median and MAD over every pair (`figures`: Figures), and the median
     pairs are held to: without the pairs of the one node whose absence
     moves it most towards healthy (with 3 nodes, one bad node's pairs are
-    2 of 3).  The first such node in host order wins a tie."""
+    2 of 3).  The first such node in host order wins a tie.
+
+    `shared`: [(component, mask of the figures' entries that run through
+    it)], the switch links and switches of a topology
+    (components.shared_paths): with two leaves every pair across them
+    runs through one uplink, the majority of the pairs, so a slow uplink
+    would be the fleet's median.  A component's pairs are left out instead
+    when the median of the others (at least the rule's `min_other_pairs`)
+    holds the whole fleet's median outside its relative band: the fleet's
+    median is then the component's figure, not the fleet's.  Of those,
+    the one that leaves the most pairs to compare with (the smallest),
+    the healthier on a tie.  A gate, not the healthiest of every subset:
+    the best of many small subsets' medians is a lucky one, and would
+    hold a healthy fleet to it."""
     values = figures.values
     median, mad = median_and_mad(values)
-    left_out, best = None, median
+    left_out, best, kept = None, median, values
     for i, rest_median in leave_one_out_medians(figures):
         if is_healthier(metric, rest_median, best):
-            left_out, best = i, rest_median
-    kept = values if left_out is None else \
-        values[(figures.src != left_out) & (figures.dst != left_out)]
+            left_out, best = figures.hosts[i], rest_median
+            kept = values[(figures.src != i) & (figures.dst != i)]
+    majority = majority_component(metric, values, median, shared, rule)
+    if majority is not None:
+        left_out, best, kept = majority
     return FleetStat(metric, len(values), median, mad, best,
-                     noise_of(metric, kept, best, rule),
-                     None if left_out is None else figures.hosts[left_out])
+                     noise_of(metric, kept, best, rule), left_out)
+
+
+def majority_component(metric, values, median, shared, rule):
+    """(component, the others' median, the others' figures) of the shared
+    component (fleet_stat) whose pairs the whole fleet's `median` is, or
+    None."""
+    found = None
+    for component, through in shared:
+        others = values[~through]
+        if len(others) < rule.min_other_pairs:
+            continue
+        rest_median = median_of_sorted(np.sort(others))
+        if not is_beyond(metric, median, relative_bound(metric, rest_median, rule)):
+            continue
+        key = (len(others), rest_median if higher_is_better(metric) else -rest_median)
+        if found is None or key > found[0]:
+            found = (key, (component, rest_median, others))
+    return None if found is None else found[1]
 
 
 def leave_one_out_medians(figures):

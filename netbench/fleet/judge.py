@@ -14,7 +14,14 @@ The rule (parameters and their reasons: thresholds.yaml `sweep:`):
   moves it most towards healthy: one bad node must not drag the baseline,
   and with 3 nodes its 2 bad pairs of 3 would be the median itself.  Its
   MAD is that of the pairs inside the relative band below, the noise of
-  healthy pairs, which gross faults cannot inflate.
+  healthy pairs, which gross faults cannot inflate.  With a topology, a
+  switch link or switch that most pairs run through (two leaves: every
+  pair across them) would be the median itself: when the median of the
+  pairs that do not run through it (at least ``min_other_pairs``) holds
+  the whole fleet's outside its band, its pairs are left out instead
+  (figures.fleet_stat), and the pairs through it are held to the other
+  paths; with too few other pairs, the fleet's finding says which
+  components it cannot separate (`unseparated`).
 - A direction is bad when its bandwidth is below both ``bandwidth_fraction``
   x median and median - ``mad_multiple`` x MAD; a pair is bad when its
   latency is above both ``latency_factor`` x median and median +
@@ -122,7 +129,10 @@ def is_positive_figure(value):
         and math.isfinite(value) and value > 0
 
 
-def fleet_findings(stats, refs, rule):
+def fleet_findings(stats, refs, rule, shared=None):
+    """The metrics whose fleet median misses its reference; `shared`:
+    {metric: components.shared_paths}, whose components too few other
+    pairs could be held against are named in the finding."""
     findings = []
     for metric, reference in refs.items():
         median = stats[metric].fleet_median
@@ -135,8 +145,25 @@ def fleet_findings(stats, refs, rule):
             text = f"the whole fleet's {metric} is {median:g}, above {bound:g} " \
                    f"({rule.latency_factor:g} x the reference {reference:g})"
         if is_beyond(metric, median, bound):
+            text += unseparated((shared or {}).get(metric, ()), rule)
             findings.append(Finding(metric, median, reference, bound, text))
     return findings
+
+
+def unseparated(shared, rule):
+    """Why a slow fleet may be one switch link or switch the sweep cannot
+    separate from it: the components (components.shared_paths) that all
+    but fewer than `min_other_pairs` of the measured pairs run through
+    (two leaves with no pair measured under either), in words; "" when
+    there is none."""
+    alone = [(component, int((~through).sum())) for component, through in shared
+             if (~through).sum() < rule.min_other_pairs]
+    if not alone:
+        return ""
+    named = ", ".join(f"{component} ({others} other)" for component, others in alone)
+    return (f"; not named as a component: all but fewer than {rule.min_other_pairs} of "
+            f"the measured pairs run through {named}, so no other path was measured to "
+            f"hold them to (thresholds.yaml sweep: min_other_pairs)")
 
 
 # -- nodes that stopped answering ---------------------------------------------
@@ -201,7 +228,9 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
     hosts = hosts_of(measurements)
     codes = pair_codes(measurements, hosts)
     by_metric = figures_by_metric(measurements, hosts, codes)
-    stats = {m: fleet_stat(m, figs, rule) for m, figs in sorted(by_metric.items())}
+    shared = {m: components.shared_paths(topology, figs) if topology is not None else []
+              for m, figs in by_metric.items()}
+    stats = {m: fleet_stat(m, figs, rule, shared[m]) for m, figs in sorted(by_metric.items())}
     bad = [e for m, figs in sorted(by_metric.items())
            for e in bad_pairs_of(m, figs, stats[m], rule)]
     refs = fleet_references(stats, reference_latency_us, reference_bw_mbps,
@@ -223,7 +252,7 @@ def judge(measurements, reference_latency_us=None, reference_bw_mbps=None,
                                           remeasured, confirming)
     noisy = [e for m, figs in sorted(by_metric.items())
              for e in noisy_pairs_of(m, figs, stats[m], rule)]
-    return FleetVerdict(suspects, bad, stats, fleet_findings(stats, refs, rule),
+    return FleetVerdict(suspects, bad, stats, fleet_findings(stats, refs, rule, shared),
                         measurements, noisy, not_named(named(noisy), suspects))
 
 
@@ -290,17 +319,19 @@ def merge_passes(passes):
     return merged
 
 
-def pairs_still_undecided(passes, knobs, rule=None):
+def pairs_still_undecided(passes, knobs, rule=None, topology=None):
     """The directions a sweep measures in its next pass, by the judging
     knobs (judgement.knobs) and the sweep's `rule` (the check's own:
     references.SweepThresholds of its references and profile): a pair
     outside the band in every pass so far is named only after
     `min_to_fail` passes, so until then it is measured again; a pair
     within the band in any pass is decided (a sweep's figures are points,
-    never straddling a bound)."""
+    never straddling a bound).  `topology`: the partition's, as the check
+    judges with it: a fault the majority of pairs share is outside the
+    band only against the other paths (fleet_stat)."""
     if len(passes) >= knobs.min_to_fail:
         return []
-    return pairs_to_remeasure(judge(merge_passes(passes), rule=rule))
+    return pairs_to_remeasure(judge(merge_passes(passes), rule=rule, topology=topology))
 
 
 def whole_passes(first, again):

@@ -4,6 +4,8 @@ nodes called themselves and launcher messages whatever the launcher
 printed: both pass through textsafe.printable, so a name holding terminal
 escapes reaches the operator's terminal as the escapes it is made of."""
 
+import re
+
 from ..textsafe import printable
 from ..results.benchmark import LAUNCH_LEFT_BEHIND
 from ..results.suspects import (END_SLOW, ENDS_FINE, NO_HEALTHY_PARTNER, SLOW_WITH_HEALTHY,
@@ -24,11 +26,13 @@ def describe(suspect):
         return describe_lost(suspect)
     names = "->".join(suspect.names) if suspect.kind == "pair" else suspect.names[0]
     if suspect.kind == "switch-link":
-        names = f"{suspect.names[0]}<->{suspect.names[-1]}"
+        names = suspect.component or f"{suspect.names[0]}<->{suspect.names[-1]}"
     pairs = ", ".join(f"{e.src}->{e.dst} {e.value:.4g}" for e in suspect.evidence[:6])
+    # a path's links the pairs cannot tell apart (fleet.components.path_suspect)
+    why = f" ({suspect.reason})" if suspect.reason else ""
     return printable(f"{suspect.kind} {names} ({suspect.direction}): {suspect.metric} "
                      f"{suspect.value:.4g} vs fleet median {suspect.fleet_median:.4g} "
-                     f"[{pairs}]{describe_confirmation(suspect)}")
+                     f"[{pairs}]{why}{describe_confirmation(suspect)}")
 
 
 def describe_confirmation(suspect):
@@ -63,8 +67,15 @@ def describe_lost(suspect):
                      f"{suspect.fleet_median:g}){before}")
 
 
+#: the job's note when what is left of its time limit is too little for
+#: another pass (reframe_checks/link_sweep.py): "<this> N: S s left ..."
+NO_TIME_LEFT = "netbench: no time left for sweep pass"
+#: netbench's launch, ending a launch at its time limit (rfm/supervise.py)
+TIME_LIMIT = re.compile(r"^netbench\.launch: stopped the job (?P<after>\d+) s into its "
+                        r"(?P<limit>\d+) s time limit", re.MULTILINE)
+
 #: lines of the job's stderr that netbench's own tools wrote: no cause
-OURS = ("# launch:", "netbench.fleet.remeasure:", "netbench: sweeping again",
+OURS = ("# launch:", "netbench.fleet.remeasure:", "netbench: sweeping again", NO_TIME_LEFT,
         "netbench.launch: ssh reaches",
         LAUNCH_LEFT_BEHIND)
 #: ssh, the launchers' agent, saying why it reached no node, in its own
@@ -100,3 +111,15 @@ def unfinished(lost, launcher_failure, stderr_text):
     if cause and not any(s.reason and s.reason in cause for s in lost):
         text += f"{'; ' if lost else ': '}{cause}"
     return printable(text)
+
+
+def out_of_time(limit, measured, missing, verdict_words):
+    """The reason of a sweep its launch ended at the job's time limit
+    (`limit` seconds): how many pairs it measured, those it did not reach
+    (`missing`: "a->b" directions, the first few named), and what the
+    pairs it measured say (`verdict_words`)."""
+    shown = ", ".join(missing[:8]) + (f", ... ({len(missing)} in all)"
+                                      if len(missing) > 8 else "")
+    return printable(f"the sweep reached the job's {limit} s time limit after {measured} "
+                     f"directions of pairs; not measured: {shown or 'none'}; "
+                     f"of what it measured: {verdict_words}")

@@ -206,8 +206,9 @@ def next_pass(path, bandwidth_only=False, passes_to_fail=None, folder=paths.REFE
     if passes_to_fail is not None:
         knobs = dataclasses.replace(knobs, min_to_fail=passes_to_fail)
     rule = references.sweep_thresholds(Path(folder), profile)
-    undecided = pairs_still_undecided(passes, knobs, rule)
-    leaf_of = load_topology(topology).leaf_of() if topology else None
+    fabric = load_topology(topology) if topology else None
+    undecided = pairs_still_undecided(passes, knobs, rule, fabric)
+    leaf_of = fabric.leaf_of() if fabric else None
     rank_of = {host: rank for rank, host in sweep.hosts.items()}
     confirming = confirm.confirmation_pairs(undecided, sorted(rank_of), rule,
                                             rule.confirm_partners, rank_of, leaf_of)

@@ -151,6 +151,10 @@ SCHEMA = {
             "findings": {"type": "array", "items": _STRING},
             "remeasured": {"type": "array", "items": {"type": "array", "items": _STRING}},
             "sweep_seconds": _NUMBER_OR_NULL,
+            # the job's time limit (LinkSweep derives it: checks/sweeptime.py),
+            # and the directions a first pass cut short by it did not reach
+            "time_limit_s": {"type": ["integer", "null"]},
+            "not_measured": {"type": "array", "items": _STRING},
             # node -> its leaf switch, in the topology's order (a partition
             # with extras `topology`)
             "leaves": {"type": "object", "additionalProperties": _STRING},

@@ -19,12 +19,16 @@ with `read_suspects`)::
                                     "evidence": [the same as evidence]}}],
      "bad_pairs": [the same as evidence, every bad pair],
      "fleet": {metric: {"n", "median", "mad", "fleet_median", "fleet_mad",
-                        "left_out": host or null}},
+                        "left_out": host, switch link, switch or null}},
      "findings": [{"metric", "fleet_median", "reference", "bound", "text"}]}
 
 A switch link's names are the switch and its parent, its direction
 ``egress`` when only what leaves the switch's subtree is slow, ``ingress``
-only what enters it (netbench.fleet.components).  A node's direction: ``egress`` when only the directions from it are bad,
+only what enters it (netbench.fleet.components).  Switch links the pairs
+cannot tell apart (two leaves' uplinks under one spine) are one suspect of
+kind ``switch-link``: names the two switches at the path's ends, component
+the path (``leaf1<->spine<->leaf2``), direction ``both`` or
+``leaf2->leaf1``, and ``reason`` saying which links it cannot separate.  A node's direction: ``egress`` when only the directions from it are bad,
 ``ingress`` only those to it; a pair's ``a->b`` when only that direction is.
 
 A lost node (the rank or sshd of a node that went silent mid-sweep, or a

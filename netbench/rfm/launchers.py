@@ -43,10 +43,19 @@ def register_launchers():
 SCRIPT_WAITS_FOR_THE_LAUNCH = ["trap", "'exit 143'", "TERM;"]
 
 
+#: the job's attribute naming a shell variable of the job script that holds
+#: a launch's own time limit (checks.base.launch_prefix): a later launch of
+#: the job has what is left of the job's limit, not all of it
+TIME_LIMIT_VARIABLE = "netbench_time_limit_variable"
+
+
 def time_limit_flags(job):
     """`--time-limit S`: netbench.rfm.launch ends the whole launch (remote
     ranks, proxies and ssh sessions included) and says why, before ReFrame's
     own time limit ends the job script alone with "job timed out"."""
+    variable = getattr(job, TIME_LIMIT_VARIABLE, None)
+    if variable:
+        return ["--time-limit", f'"${variable}"']
     return ["--time-limit", f"{job.time_limit:g}"] if job.time_limit else []
 
 
