@@ -352,11 +352,12 @@ class LinkSweep(checks.NetbenchRun):
             Path(self.thresholds_folder), self.current_partition.extras.get("judging_profile"))
 
     def lost_nodes(self, first):
-        """{node: why or None}: the node the launcher reports lost mid-sweep,
-        and every node the launch could not reach by ssh (before the
+        """{node: why or None}: the node the launcher reports lost mid-sweep
+        (Slurm's "Node failure on" first, mapped through the job's node
+        list), and every node the launch could not reach by ssh (before the
         sweep, or after it dropped out), by name, with ssh's words."""
         text = self.launcher_text()
-        lost = dict.fromkeys(lost_hosts(first, text))
+        lost = dict.fromkeys(lost_hosts(first, text, job_nodes=self.job.nodelist or None))
         lost.update(unreachable_nodes(text))
         return lost
 
