@@ -23,6 +23,7 @@ two sweeps at once would each see the other's traffic as a slow node."""
 
 import json
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from netbench.fleet.topology import load_topology
 from netbench.judgement import conditions
 from netbench.report import reasons as reason_words
 from netbench.judgement.remeasure import launch_files
+from netbench.results import lost as lost_words
 from netbench.results.suspects import suspects_json
 from netbench.results.sweep import (lost_hosts, parse_sweep, reached_nodes, round_robin,
                                     unreachable_nodes)
@@ -48,6 +50,11 @@ from netbench.textsafe import printable
 checks.require_netbench_config()
 
 KiB, MiB = checks.KiB, checks.MiB
+#: ReFrame's schedulers that submit to Slurm (their job's node list is Slurm's)
+SLURM_SCHEDULERS = ("slurm", "squeue")
+#: the stage file of sinfo's words on the job's nodes, when Slurm ended the
+#: job for a node failure it named to no srun (LinkSweep.lost_nodes)
+SLURM_NODES_FILE = "slurm_nodes.out"
 #: the smallest fleet whose pairs can be held to each other: with 2 nodes
 #: there is one pair and nothing to compare it with
 MIN_NODES = 3
@@ -357,9 +364,39 @@ class LinkSweep(checks.NetbenchRun):
         list), and every node the launch could not reach by ssh (before the
         sweep, or after it dropped out), by name, with ssh's words."""
         text = self.launcher_text()
-        lost = dict.fromkeys(lost_hosts(first, text, job_nodes=self.job.nodelist or None))
+        job_nodes = self.slurm_job_nodes()
+        lost = dict.fromkeys(lost_hosts(first, text, job_nodes=job_nodes))
+        if not lost and not first.finished and job_nodes and \
+                lost_words.CANCELLED_FOR_NODE_FAILURE.search(text):
+            # Slurm ended the batch job for a node failure and said which
+            # node to no srun (a launch that was not srun's): its controller
+            # still holds that node DOWN, not responding
+            lost = dict.fromkeys(lost_words.not_responding(
+                self.slurm_node_states(job_nodes), first.hosts, job_nodes))
         lost.update(unreachable_nodes(text))
         return lost
+
+    def slurm_node_states(self, job_nodes):
+        """`sinfo`'s line of each of the job's nodes (name|state|reason),
+        kept in the stage folder as evidence; "" when sinfo fails (then no
+        node is named: never a wrong one)."""
+        try:
+            said = subprocess.run(["sinfo", "-h", "-N", "-n", ",".join(job_nodes), "-o",
+                                   lost_words.SINFO_FORMAT], capture_output=True, text=True,
+                                  timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        text = said.stdout if said.returncode == 0 else ""
+        Path(self.stagedir, SLURM_NODES_FILE).write_text(text)
+        return text
+
+    def slurm_job_nodes(self):
+        """The Slurm job's nodes in Slurm's order (ReFrame's `scontrol show
+        hostnames` of the job's list), which srun's task layout follows;
+        None for a job Slurm did not run."""
+        if self.current_partition.scheduler.registered_name not in SLURM_SCHEDULERS:
+            return None
+        return list(self.job.nodelist or []) or None
 
     def sweep_problem(self, first):
         """Why the sweep's figures are not a whole sweep (what sanity fails

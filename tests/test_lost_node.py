@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from netbench.results.lost import hostlist_names
+from netbench.results.lost import (CANCELLED_FOR_NODE_FAILURE, hostlist_names,
+                                   not_responding)
 from netbench.results.sweep import SweepResult, lost_hosts, parse_sweep
 
 DATA = Path(__file__).parent / "data"
@@ -137,3 +138,26 @@ def test_the_launcher_s_words_name_the_lost_node_and_never_a_survivor(case):
     facts = LAUNCHER_CASES[case]
     text = (LAUNCHER_LOST / f"{case}.err").read_text()
     assert lost_hosts(unfinished_sweep(facts["hosts"]), text) == facts["lost"]
+
+
+MPIRUN_CAPTURE = SWEEP_LOST / "slurm-mpirun" / "openmpi-link-down"
+
+
+def test_a_batch_job_slurm_ended_for_a_node_failure_names_the_node_slurm_holds_down():
+    """Through prterun inside the allocation no srun is told which node
+    failed: slurmstepd's words name the batch node (a survivor) and the
+    launcher's none.  The node Slurm holds DOWN, not responding, is the
+    one; a node an administrator set down (it still responds) is not."""
+    out = MPIRUN_CAPTURE.with_suffix(".out").read_text()
+    err = MPIRUN_CAPTURE.with_suffix(".err").read_text()
+    sweep = parse_sweep(out)
+    nodes = [f"h2lnkd-n{i}" for i in (1, 2, 3, 4)]
+    assert CANCELLED_FOR_NODE_FAILURE.search(err)
+    assert lost_hosts(sweep, f"{out}\n{err}", job_nodes=nodes) == []
+    sinfo = MPIRUN_CAPTURE.with_suffix(".sinfo").read_text()
+    assert not_responding(sinfo, sweep.hosts, nodes) == ["h2lnkd-n3"]
+    # the format's line of a node an administrator set down, beside it
+    admin = sinfo.replace("h2lnkd-n2|idle|none", "h2lnkd-n2|down|admin: bad DIMM")
+    assert not_responding(admin, sweep.hosts, nodes) == ["h2lnkd-n3"]
+    # a node that is not the job's is none of its nodes
+    assert not_responding(sinfo, sweep.hosts, nodes[:2] + nodes[3:]) == []

@@ -478,12 +478,15 @@ def unreachable_named(suspects):
     return [s["names"] for s in suspects if s["direction"] == "unreachable"]
 
 
-def test_a_node_whose_link_goes_down_mid_sweep_is_the_one_named_lost(tmp_path):
+@pytest.mark.parametrize("path,mpi", [("srun", "mpich"), ("mpirun", "openmpi")])
+def test_a_node_whose_link_goes_down_mid_sweep_is_the_one_named_lost(path, mpi):
     """#54: with a node's link down mid-sweep under Slurm, a surviving node
     was named unreachable in the reason, suspects.json and the drain list
     (2 of 2 runs): srun's first "task 1: Terminated" line, a rank srun
     killed because the node failed, was read as the lost node, beside the
-    "Node failure on" line that names it.  Slurm's own words decide now."""
+    "Node failure on" line that names it.  Slurm's own words decide now,
+    through srun's ranks and through Open MPI's prterun, whose daemons srun
+    starts inside the allocation."""
     require_slurm()
     with cluster("h2lnkd", nodes=4, slurm=True, rate="100mbit") as state:
         victim = state["nodes"][2]["name"]
@@ -493,8 +496,8 @@ def test_a_node_whose_link_goes_down_mid_sweep_is_the_one_named_lost(tmp_path):
                                     args=(state, victim, done), daemon=True)
         saboteur.start()
         try:
-            proc = run_reframe(state["slurm"]["reframe"]["srun"], "-t", "sweep", "-p",
-                               "^mpich$", "-S", "LinkSweep.sizes=65536", timeout=600,
+            proc = run_reframe(state["slurm"]["reframe"][path], "-t", "sweep", "-p",
+                               f"^{mpi}$", "-S", "LinkSweep.sizes=65536", timeout=600,
                                env=slurm_environment(state))
             saboteur.join(timeout=5)
         finally:
@@ -504,8 +507,15 @@ def test_a_node_whose_link_goes_down_mid_sweep_is_the_one_named_lost(tmp_path):
         assert case["result"] == "fail", proc.stdout[-3000:]
         reason = case["fail_reason"]
         job_err = open(os.path.join(case["stagedir"], "rfm_job.err")).read()
-        # Slurm said which node it lost (the reason quotes it)
-        assert f"Node failure on {victim}" in job_err, job_err[-3000:]
+        if path == "srun":
+            # Slurm said which node it lost to srun (the reason quotes it)
+            assert f"Node failure on {victim}" in job_err, job_err[-3000:]
+        else:
+            # Slurm ended the batch job and told no srun which node: it
+            # holds the node DOWN, not responding, as the check asked it
+            assert "DUE TO NODE FAILURE" in job_err, job_err[-3000:]
+            said = open(os.path.join(case["stagedir"], "slurm_nodes.out")).read()
+            assert f"{victim}|down*|" in said, said
         fleet = case["record"]["fleet"]
         assert unreachable_named(fleet["suspects"]) == [[victim]], (reason, job_err[-3000:])
         assert f"node {victim} (unreachable)" in reason, reason

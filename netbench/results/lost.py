@@ -25,6 +25,13 @@ What names it, the surest first:
    SIGTERM to the step, and not an exit code (a rank that exited when its
    peer went).  The first report is the cause.
 
+When Slurm's controller ended a batch job for a node failure and no srun
+was there to be told which node (a launch of the MPI's own launcher inside
+the allocation, which netbench ended on Slurm's SIGTERM), slurmstepd's
+"CANCELLED ... DUE TO NODE FAILURE" says only that one failed: then the
+job's node that Slurm holds DOWN as not responding (`sinfo`'s `down*`) is
+the one (`not_responding`).
+
 A name is the job's node as the sweep's placement lines name it: Slurm's
 node name where the two agree; else through the task layout (the job's
 node list and one task per node, in order, as srun places a step's tasks:
@@ -128,3 +135,30 @@ def srun_task_deaths(text):
         first_task = int(re.match(r"\d+", match["tasks"])[0])
         for node in hostlist_names(match["nodes"])[:1]:
             yield match.start(), node, first_task
+
+
+#: slurmstepd's words when Slurm's controller ended the job or step because a
+#: node failed (src/slurmd/slurmstepd/req.c); the node it names is the one
+#: that slurmstepd runs on, a survivor
+CANCELLED_FOR_NODE_FAILURE = re.compile(r"^slurmstepd\S*: error: \*\*\* (?:JOB|STEP) \S+ ON \S+ "
+                                        r"CANCELLED AT \S+ DUE TO NODE FAILURE", re.MULTILINE)
+
+#: how to ask Slurm for the job's nodes as `not_responding` reads them
+SINFO_FORMAT = "%N|%T|%E"
+
+
+def not_responding(sinfo_text, placed, job_nodes):
+    """The job's nodes that Slurm's controller holds DOWN because they do
+    not respond (`sinfo -h -N -o '%N|%T|%E'`: state `down*`, the `*` being
+    Slurm's "not responding"), as placed hosts: the nodes it lost when it
+    ended a batch job for a node failure without naming one to srun.  A
+    node an administrator set down still responds (no `*`): never one."""
+    found = []
+    for line in (sinfo_text or "").splitlines():
+        node, _, rest = line.strip().partition("|")
+        state = rest.partition("|")[0]
+        if node in (job_nodes or ()) and state.startswith("down") and state.endswith("*"):
+            host = as_placed(node, placed, job_nodes)
+            if host is not None and host not in found:
+                found.append(host)
+    return found
