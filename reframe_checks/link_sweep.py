@@ -113,6 +113,15 @@ class LinkSweep(checks.NetbenchRun):
         if lock:
             self.prerun_cmds.insert(0, exclusive.hold_command(lock))
 
+    @run_before("run")
+    def say_the_job_s_nodes(self):
+        """Under Slurm, the job's node list as its batch script has it, on
+        the job's stderr (lost_words.JOB_NODES_LINE): squeue's list of a job
+        whose node failed may lack that node (slurm_job_nodes)."""
+        if self.current_partition.scheduler.registered_name in SLURM_SCHEDULERS:
+            self.prerun_cmds.append(f'echo "{lost_words.JOB_NODES_LINE}'
+                                    f'${{SLURM_JOB_NODELIST:-}}" >&2')
+
     @run_before("setup")
     def refuse_bad_parameters(self):
         """A bad -S value would reach the benchmark and fail as "did not
@@ -391,12 +400,15 @@ class LinkSweep(checks.NetbenchRun):
         return text
 
     def slurm_job_nodes(self):
-        """The Slurm job's nodes in Slurm's order (ReFrame's `scontrol show
-        hostnames` of the job's list), which srun's task layout follows;
-        None for a job Slurm did not run."""
+        """The Slurm job's nodes in Slurm's order, which srun's task layout
+        follows: as the batch script said them (say_the_job_s_nodes), else
+        ReFrame's (`scontrol show hostnames` of squeue's list, which for a
+        job whose node failed may lack that node); None for a job Slurm
+        did not run."""
         if self.current_partition.scheduler.registered_name not in SLURM_SCHEDULERS:
             return None
-        return list(self.job.nodelist or []) or None
+        said = lost_words.job_nodes_said(self.job_texts()[self.job.stderr])
+        return said or list(self.job.nodelist or []) or None
 
     def sweep_problem(self, first):
         """Why the sweep's figures are not a whole sweep (what sanity fails

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from netbench.results.lost import (CANCELLED_FOR_NODE_FAILURE, hostlist_names,
-                                   not_responding)
+from netbench.fleet import reasons
+from netbench.results.lost import (CANCELLED_FOR_NODE_FAILURE, JOB_NODES_LINE, hostlist_names,
+                                   job_nodes_said, not_responding)
 from netbench.results.sweep import SweepResult, lost_hosts, parse_sweep
 
 DATA = Path(__file__).parent / "data"
@@ -161,3 +162,17 @@ def test_a_batch_job_slurm_ended_for_a_node_failure_names_the_node_slurm_holds_d
     assert not_responding(admin, sweep.hosts, nodes) == ["h2lnkd-n3"]
     # a node that is not the job's is none of its nodes
     assert not_responding(sinfo, sweep.hosts, nodes[:2] + nodes[3:]) == []
+
+
+def test_the_job_s_node_list_is_the_batch_script_s_not_what_squeue_shows_after():
+    """squeue's list of a job whose node failed lacked that node (live,
+    2026-12-02: ReFrame's job.nodelist was h2lnkd-n1,h2lnkd-n2 of four):
+    the list the batch script printed holds every node, the lost one too,
+    and is no message of the benchmark's in the case's reason."""
+    out = MPIRUN_CAPTURE.with_suffix(".out").read_text()
+    sinfo = MPIRUN_CAPTURE.with_suffix(".sinfo").read_text()
+    err = f"{JOB_NODES_LINE}h2lnkd-n[1-4]\n" + MPIRUN_CAPTURE.with_suffix(".err").read_text()
+    nodes = job_nodes_said(err)
+    assert nodes == [f"h2lnkd-n{i}" for i in (1, 2, 3, 4)]
+    assert not_responding(sinfo, parse_sweep(out).hosts, nodes) == ["h2lnkd-n3"]
+    assert JOB_NODES_LINE not in reasons.benchmark_message(err)

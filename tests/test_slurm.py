@@ -478,15 +478,16 @@ def unreachable_named(suspects):
     return [s["names"] for s in suspects if s["direction"] == "unreachable"]
 
 
-@pytest.mark.parametrize("path,mpi", [("srun", "mpich"), ("mpirun", "openmpi")])
+@pytest.mark.parametrize("path,mpi", [("srun", "mpich"), ("mpirun", "openmpi"),
+                                      ("mpirun", "mpich")])
 def test_a_node_whose_link_goes_down_mid_sweep_is_the_one_named_lost(path, mpi):
     """#54: with a node's link down mid-sweep under Slurm, a surviving node
     was named unreachable in the reason, suspects.json and the drain list
     (2 of 2 runs): srun's first "task 1: Terminated" line, a rank srun
     killed because the node failed, was read as the lost node, beside the
     "Node failure on" line that names it.  Slurm's own words decide now,
-    through srun's ranks and through Open MPI's prterun, whose daemons srun
-    starts inside the allocation."""
+    through srun's ranks and through the MPIs' own launchers inside the
+    allocation (whose daemons srun starts)."""
     require_slurm()
     with cluster("h2lnkd", nodes=4, slurm=True, rate="100mbit") as state:
         victim = state["nodes"][2]["name"]
@@ -507,13 +508,15 @@ def test_a_node_whose_link_goes_down_mid_sweep_is_the_one_named_lost(path, mpi):
         assert case["result"] == "fail", proc.stdout[-3000:]
         reason = case["fail_reason"]
         job_err = open(os.path.join(case["stagedir"], "rfm_job.err")).read()
-        if path == "srun":
-            # Slurm said which node it lost to srun (the reason quotes it)
+        assert "DUE TO NODE FAILURE" in job_err, job_err[-3000:]
+        if path == "srun" or mpi == "mpich":
+            # Slurm said which node it lost to srun, ours or the one that
+            # started hydra's proxies (the reason quotes it)
             assert f"Node failure on {victim}" in job_err, job_err[-3000:]
         else:
-            # Slurm ended the batch job and told no srun which node: it
-            # holds the node DOWN, not responding, as the check asked it
-            assert "DUE TO NODE FAILURE" in job_err, job_err[-3000:]
+            # prterun's daemons: Slurm ended the batch job and told no srun
+            # which node; it holds the node DOWN, not responding, as the
+            # check asked it
             said = open(os.path.join(case["stagedir"], "slurm_nodes.out")).read()
             assert f"{victim}|down*|" in said, said
         fleet = case["record"]["fleet"]

@@ -6,6 +6,7 @@ escapes reaches the operator's terminal as the escapes it is made of."""
 
 from ..textsafe import printable
 from ..results.benchmark import LAUNCH_LEFT_BEHIND
+from ..results.lost import JOB_NODES_LINE
 from ..results.suspects import (END_SLOW, ENDS_FINE, NO_HEALTHY_PARTNER, SLOW_WITH_HEALTHY,
                                 UNREACHABLE)
 
@@ -65,7 +66,7 @@ def describe_lost(suspect):
 
 #: lines of the job's stderr that netbench's own tools wrote: no cause
 OURS = ("# launch:", "netbench.fleet.remeasure:", "netbench: sweeping again",
-        "netbench.launch: ssh reaches",
+        "netbench.launch: ssh reaches", JOB_NODES_LINE,
         LAUNCH_LEFT_BEHIND)
 #: ssh, the launchers' agent, saying why it reached no node, in its own
 #: words or as netbench's launch asked it again (rfm/supervise.py)

@@ -143,6 +143,19 @@ def srun_task_deaths(text):
 CANCELLED_FOR_NODE_FAILURE = re.compile(r"^slurmstepd\S*: error: \*\*\* (?:JOB|STEP) \S+ ON \S+ "
                                         r"CANCELLED AT \S+ DUE TO NODE FAILURE", re.MULTILINE)
 
+#: the job's node list as its batch script saw it (LinkSweep prints it
+#: first): Slurm's hostlist, in Slurm's order, whatever squeue later shows
+#: of a job whose node failed
+JOB_NODES_LINE = "netbench: slurm job nodes "
+JOB_NODES = re.compile(rf"^{JOB_NODES_LINE}(?P<nodes>\S{{1,10000}})\s*$", re.MULTILINE)
+
+
+def job_nodes_said(text):
+    """The job's nodes from its JOB_NODES_LINE; None without one."""
+    match = JOB_NODES.search(text or "")
+    return hostlist_names(match["nodes"]) or None if match else None
+
+
 #: how to ask Slurm for the job's nodes as `not_responding` reads them
 SINFO_FORMAT = "%N|%T|%E"
 
