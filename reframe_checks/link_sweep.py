@@ -24,6 +24,7 @@ two sweeps at once would each see the other's traffic as a slow node."""
 import json
 import math
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -42,6 +43,7 @@ from netbench.judgement import conditions
 from netbench.report import reasons as reason_words
 from netbench.judgement import remeasure as remeasure_launches
 from netbench.judgement.remeasure import launch_files
+from netbench.results import lost as lost_words
 from netbench.results.suspects import suspects_json
 from netbench.results.sweep import (lost_hosts, parse_sweep, reached_nodes, round_robin,
                                     unreachable_nodes)
@@ -50,6 +52,11 @@ from netbench.textsafe import printable
 checks.require_netbench_config()
 
 KiB, MiB = checks.KiB, checks.MiB
+#: ReFrame's schedulers that submit to Slurm (their job's node list is Slurm's)
+SLURM_SCHEDULERS = ("slurm", "squeue")
+#: the stage file of sinfo's words on the job's nodes, when Slurm ended the
+#: job for a node failure it named to no srun (LinkSweep.lost_nodes)
+SLURM_NODES_FILE = "slurm_nodes.out"
 #: the smallest fleet whose pairs can be held to each other: with 2 nodes
 #: there is one pair and nothing to compare it with
 MIN_NODES = 3
@@ -131,6 +138,15 @@ class LinkSweep(checks.NetbenchRun):
         lock = self.current_partition.extras.get("partition_lock")
         if lock:
             self.prerun_cmds.insert(0, exclusive.hold_command(lock))
+
+    @run_before("run")
+    def say_the_job_s_nodes(self):
+        """Under Slurm, the job's node list as its batch script has it, on
+        the job's stderr (lost_words.JOB_NODES_LINE): squeue's list of a job
+        whose node failed may lack that node (slurm_job_nodes)."""
+        if self.current_partition.scheduler.registered_name in SLURM_SCHEDULERS:
+            self.prerun_cmds.append(f'echo "{lost_words.JOB_NODES_LINE}'
+                                    f'${{SLURM_JOB_NODELIST:-}}" >&2')
 
     @run_before("setup")
     def refuse_bad_parameters(self):
@@ -394,13 +410,47 @@ class LinkSweep(checks.NetbenchRun):
             Path(self.thresholds_folder), self.current_partition.extras.get("judging_profile"))
 
     def lost_nodes(self, first):
-        """{node: why or None}: the node the launcher reports lost mid-sweep,
-        and every node the launch could not reach by ssh (before the
+        """{node: why or None}: the node the launcher reports lost mid-sweep
+        (Slurm's "Node failure on" first, mapped through the job's node
+        list), and every node the launch could not reach by ssh (before the
         sweep, or after it dropped out), by name, with ssh's words."""
         text = self.launcher_text()
-        lost = dict.fromkeys(lost_hosts(first, text))
+        job_nodes = self.slurm_job_nodes()
+        lost = dict.fromkeys(lost_hosts(first, text, job_nodes=job_nodes))
+        if not lost and not first.finished and job_nodes and \
+                lost_words.CANCELLED_FOR_NODE_FAILURE.search(text):
+            # Slurm ended the batch job for a node failure and said which
+            # node to no srun (a launch that was not srun's): its controller
+            # still holds that node DOWN, not responding
+            lost = dict.fromkeys(lost_words.not_responding(
+                self.slurm_node_states(job_nodes), first.hosts, job_nodes))
         lost.update(unreachable_nodes(text))
         return lost
+
+    def slurm_node_states(self, job_nodes):
+        """`sinfo`'s line of each of the job's nodes (name|state|reason),
+        kept in the stage folder as evidence; "" when sinfo fails (then no
+        node is named: never a wrong one)."""
+        try:
+            said = subprocess.run(["sinfo", "-h", "-N", "-n", ",".join(job_nodes), "-o",
+                                   lost_words.SINFO_FORMAT], capture_output=True, text=True,
+                                  timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        text = said.stdout if said.returncode == 0 else ""
+        Path(self.stagedir, SLURM_NODES_FILE).write_text(text)
+        return text
+
+    def slurm_job_nodes(self):
+        """The Slurm job's nodes in Slurm's order, which srun's task layout
+        follows: as the batch script said them (say_the_job_s_nodes), else
+        ReFrame's (`scontrol show hostnames` of squeue's list, which for a
+        job whose node failed may lack that node); None for a job Slurm
+        did not run."""
+        if self.current_partition.scheduler.registered_name not in SLURM_SCHEDULERS:
+            return None
+        said = lost_words.job_nodes_said(self.job_texts()[self.job.stderr])
+        return said or list(self.job.nodelist or []) or None
 
     def sweep_problem(self, first):
         """Why the sweep's figures are not a whole sweep (what sanity fails

@@ -7,6 +7,7 @@ back as failed checks with Slurm's reason, and the session goes on."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import threading
@@ -456,6 +457,87 @@ def test_drain_and_resume_close_the_loop_and_leave_the_administrator_s_node(tmp_
         assert (retest["node"], retest["verdict"], retest["action"]) == \
             (victim, "pass", "resumed")
         assert len(retest["pairs"]) == 6 and admins not in retest["partners"]
+
+
+def take_the_link_down_mid_sweep(state, victim, done, after=2.0):
+    """Once the sweep's job runs and its rank in `victim` is up, `after`
+    seconds later, the victim's link goes down (`vcluster fault
+    --link-down`: a cable pulled mid-sweep); what happened goes into `done`."""
+    try:
+        jobid, _, _ = wait_for_running_job(state, set(), timeout=120)
+        wait_for_rank(state, victim, timeout=60)
+        time.sleep(after)
+        vcluster.set_fault(state["name"], victim, link_down=True)
+        done["job"] = jobid
+    except AssertionError as err:       # said by the test, not lost in the thread
+        done["error"] = str(err)
+
+
+def unreachable_named(suspects):
+    """The node names of the suspects named unreachable (lost)."""
+    return [s["names"] for s in suspects if s["direction"] == "unreachable"]
+
+
+@pytest.mark.parametrize("path,mpi", [("srun", "mpich"), ("mpirun", "openmpi"),
+                                      ("mpirun", "mpich")])
+def test_a_node_whose_link_goes_down_mid_sweep_is_the_one_named_lost(path, mpi):
+    """#54: with a node's link down mid-sweep under Slurm, a surviving node
+    was named unreachable in the reason, suspects.json and the drain list
+    (2 of 2 runs): srun's first "task 1: Terminated" line, a rank srun
+    killed because the node failed, was read as the lost node, beside the
+    "Node failure on" line that names it.  Slurm's own words decide now,
+    through srun's ranks and through the MPIs' own launchers inside the
+    allocation (whose daemons srun starts)."""
+    require_slurm()
+    with cluster("h2lnkd", nodes=4, slurm=True, rate="100mbit") as state:
+        victim = state["nodes"][2]["name"]
+        others = {n["name"] for n in state["nodes"]} - {victim}
+        done = {}
+        saboteur = threading.Thread(target=take_the_link_down_mid_sweep,
+                                    args=(state, victim, done), daemon=True)
+        saboteur.start()
+        try:
+            proc = run_reframe(state["slurm"]["reframe"][path], "-t", "sweep", "-p",
+                               f"^{mpi}$", "-S", "LinkSweep.sizes=65536", timeout=600,
+                               env=slurm_environment(state))
+            saboteur.join(timeout=5)
+        finally:
+            vcluster.set_fault(state["name"], victim, clear_fault=True)
+        assert "job" in done, done.get("error", proc.stdout[-3000:])
+        (case,) = [tc for tc in cases_of(latest_report()) if tc["name"].startswith("LinkSweep")]
+        assert case["result"] == "fail", proc.stdout[-3000:]
+        reason = case["fail_reason"]
+        job_err = open(os.path.join(case["stagedir"], "rfm_job.err")).read()
+        assert "DUE TO NODE FAILURE" in job_err, job_err[-3000:]
+        if path == "srun" or mpi == "mpich":
+            # Slurm said which node it lost to srun, ours or the one that
+            # started hydra's proxies (the reason quotes it)
+            assert f"Node failure on {victim}" in job_err, job_err[-3000:]
+        else:
+            # prterun's daemons: Slurm ended the batch job and told no srun
+            # which node; it holds the node DOWN, not responding, as the
+            # check asked it
+            said = open(os.path.join(case["stagedir"], "slurm_nodes.out")).read()
+            assert f"{victim}|down*|" in said, said
+        fleet = case["record"]["fleet"]
+        assert unreachable_named(fleet["suspects"]) == [[victim]], (reason, job_err[-3000:])
+        assert f"node {victim} (unreachable)" in reason, reason
+        for survivor in others:
+            assert f"node {survivor} (unreachable)" not in reason, reason
+        report = paths.REPORTS / "latest"
+        sweeps = json.loads((report / "suspects.json").read_text())["sweeps"]
+        assert [unreachable_named(sw["suspects"]) for sw in sweeps] == [[[victim]]], sweeps
+        # Slurm holds the victim DOWN until its link is back and its slurmd
+        # registers again (ReturnToService=2): then it is the one to drain
+        until(lambda: set(node_states(state).values()) == {"idle"}, 90,
+              f"the nodes are not all idle again: {node_states(state)}")
+        shown = drain_cli(state, "drain", str(report), "--dry-run")
+        assert shown.returncode == 0, shown.stdout + shown.stderr
+        drained = re.findall(r"scontrol update nodename=(\S+) state=drain", shown.stdout)
+        assert drained == [victim], shown.stdout
+        script = (report / "drain.sh").read_text()
+        assert set(re.findall(r"^# scontrol update NodeName=(\S+)", script, re.M)) == \
+            {victim}, script
 
 
 def test_drain_of_another_cluster_s_report_drains_nothing_and_says_which(tmp_path):

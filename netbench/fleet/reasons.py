@@ -8,6 +8,7 @@ import re
 
 from ..textsafe import printable
 from ..results.benchmark import LAUNCH_LEFT_BEHIND
+from ..results.lost import JOB_NODES_LINE
 from ..results.suspects import (END_SLOW, ENDS_FINE, NO_HEALTHY_PARTNER, SLOW_WITH_HEALTHY,
                                 UNREACHABLE)
 
@@ -76,7 +77,7 @@ TIME_LIMIT = re.compile(r"^netbench\.launch: stopped the job (?P<after>\d+) s in
 
 #: lines of the job's stderr that netbench's own tools wrote: no cause
 OURS = ("# launch:", "netbench.fleet.remeasure:", "netbench: sweeping again", NO_TIME_LEFT,
-        "netbench.launch: ssh reaches",
+        "netbench.launch: ssh reaches", JOB_NODES_LINE,
         LAUNCH_LEFT_BEHIND)
 #: ssh, the launchers' agent, saying why it reached no node, in its own
 #: words or as netbench's launch asked it again (rfm/supervise.py)

@@ -17,6 +17,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from . import lost
 from .benchmark import parse_output, rank_placements
 
 
@@ -156,7 +157,9 @@ def unique_pids(found):
 #: How a launcher names a process or node it lost, in the job's stdout and
 #: stderr (tests/data/sweep_lost/ holds real ones): by PID and the host as
 #: the hostfile names it, by rank, or by host name.  A rank that *called*
-#: MPI_Abort is not among them: it survived, and saw its peer go.
+#: MPI_Abort is not among them: it survived, and saw its peer go.  Slurm's
+#: words, and the launchers' about a remote daemon, come before these
+#: (netbench.results.lost, which also reads srun's task lines).
 LOST = (
     # MPICH's hydra: the first process that terminated badly
     re.compile(r"^=\s+(?:RANK (?P<rank>\d+) )?PID (?P<pid>\d+) RUNNING AT (?P<host>\S+)",
@@ -169,37 +172,60 @@ LOST = (
     re.compile(r"^\s*Remote host:\s+(?P<host>\S+)", re.MULTILINE),
     # ssh, the launchers' agent: the node's sshd went away
     re.compile(r"^Connection to (?P<host>\S+) closed by remote host", re.MULTILINE),
-    # Slurm's srun: the node and the task (rank) it lost
-    re.compile(r"^srun: error: (?P<host>[^\s:]+): tasks? (?P<rank>\d+)", re.MULTILINE),
 )
 
 
-def placed_host(sweep, rank=None, pid=None, host=None):
+def placed_host(sweep, rank=None, pid=None, host=None, job_nodes=None):
     """The host of the sweep's placement lines that a launcher's report
-    means: by rank, else by PID, else by name; None when none matches (an
-    address, a host that ran no rank)."""
+    means: by rank, else by PID, else by name (a Slurm node's through the
+    job's task layout, `job_nodes`: netbench.results.lost.as_placed); None
+    when none matches (an address, a host that ran no rank)."""
     if rank is not None and int(rank) in sweep.hosts:
         return sweep.hosts[int(rank)]
     if pid is not None and int(pid) in sweep.pids:
         return sweep.hosts.get(sweep.pids[int(pid)])
-    return host if host in set(sweep.hosts.values()) else None
+    if host in set(sweep.hosts.values()):
+        return host
+    return lost.as_placed(host, sweep.hosts, job_nodes) if job_nodes and host else None
 
 
-def lost_hosts(sweep, launcher_text):
-    """The node that stopped answering during a sweep that did not finish:
-    the first the launcher reports lost (its rank killed, its sshd or
-    daemon gone) that ran one of the sweep's ranks; [] when the sweep
-    finished or no report names such a node.  The first report is the
-    cause: the launcher takes the other ranks down after it."""
+def reports(text, patterns):
+    """(position, {rank, pid, host}) of every match of `patterns` in `text`."""
+    for pattern in patterns:
+        for match in pattern.finditer(text):
+            yield match.start(), match.groupdict()
+
+
+def first_reported(sweep, said, job_nodes=None):
+    """The host of the first of the reports `said` ((position, what) as
+    reports()) that names a node of the sweep; None when none does."""
+    found = [(at, host) for at, what in said
+             for host in [placed_host(sweep, **what, job_nodes=job_nodes)] if host is not None]
+    return min(found)[1] if found else None
+
+
+def lost_hosts(sweep, launcher_text, job_nodes=None):
+    """The nodes that stopped answering during a sweep that did not
+    finish; [] when it finished or no report names a node of the sweep.
+    Slurm's "Node failure on" decides first (every node it names that is
+    the job's); else the first report of the launcher about a daemon it
+    lost, else the first that names a rank's death: the cause, as the
+    launcher takes the other ranks down after it (netbench.results.lost).
+    `job_nodes`: the job's nodes in Slurm's order (one rank on each), when
+    Slurm's names may not be the nodes' own."""
     if sweep.finished:
         return []
-    found = []
-    for pattern in LOST:
-        for match in pattern.finditer(launcher_text or ""):
-            host = placed_host(sweep, **match.groupdict())
-            if host is not None:
-                found.append((match.start(), host))
-    return [min(found)[1]] if found else []
+    text = launcher_text or ""
+    said = lost.slurm_lost(text, sweep.hosts, job_nodes)
+    if said:
+        return said
+    deaths = [*reports(text, LOST), *((at, {"rank": task, "host": node})
+                                      for at, node, task in lost.srun_task_deaths(text))]
+    for said in (list(reports(text, lost.DAEMON_LOST)), deaths):
+        first = first_reported(sweep, said, job_nodes)
+        if first:
+            return [first]
+    return []
 
 
 #: netbench's launch naming a node ssh cannot reach once the launcher failed
