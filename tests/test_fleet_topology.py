@@ -90,8 +90,8 @@ def test_case_insensitive_keys_and_comments(tmp_path):
     ("n[\u0661-\u0663]", "is not a number or a range (ASCII digits)"),
     ("n[1-\u0663]", "is not a number or a range (ASCII digits)"),
     # a traceback (int() of 5000 digits) before; shown cut short
-    ("n[" + "9" * 5000 + "]", f"a number of more than {topology.MAX_DIGITS} digits"),
-    ("n[1-" + "9" * 5000 + "]", f"a number of more than {topology.MAX_DIGITS} digits"),
+    ("n[" + "9" * 5000 + "]", "a number of more than"),
+    ("n[1-" + "9" * 5000 + "]", "a number of more than"),
 ])
 def test_a_hostlist_is_checked_before_it_is_built(text, problem):
     with pytest.raises(topology._Problem) as err:
