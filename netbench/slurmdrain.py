@@ -1,7 +1,10 @@
 """`netbench drain` and `netbench resume`: the sweep's suspects taken out of
 Slurm, and back only once they pass again (issue #36).
 
-drain: the suspect nodes of a session's suspects.json are drained through
+drain: the suspect nodes of a published session, as its own run report
+names them (a suspects.json given must be what that run report gives, by
+its sha256; each sweep's suspects only its own nodes, fewer than half of
+them: read_report), are drained through
 `scontrol update nodename=N state=drain reason="netbench: <session>: ..."`
 (netbench.fleet.drain decides which: a node someone else drained or took
 down keeps its state and reason, a link suspect drains nothing, a report
