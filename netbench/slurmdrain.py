@@ -89,9 +89,9 @@ def read_report(report):
     name (sweep_bounds).  DataError, one line naming the file, otherwise."""
     path = Path(report)
     given = None if path.is_dir() else path
+    folder = path if given is None else path.parent
     # the file given is read first, bounded: /dev/zero or a FIFO is refused
     # before anything else is looked at
-    folder = path if given is None else path.parent
     raw = given_suspects(given, folder) if given else None
     found = recorded_suspects(folder, given or folder)
     text = strict_json(found)
