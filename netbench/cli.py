@@ -243,7 +243,13 @@ def cmd_drain(args):
     from . import slurmdrain
     try:
         if args.command == "drain":
-            return slurmdrain.drain(args.report, dry_run=args.dry_run)
+            try:
+                return slurmdrain.drain(args.report, dry_run=args.dry_run)
+            except DataError as err:
+                # a report's names and the path given reach the line: shown
+                # as their escapes, never driving the terminal
+                print(printable(f"netbench: {err}"), file=sys.stderr)
+                return exitcodes.INVALID_INPUT
         return slurmdrain.resume(args.system, dry_run=args.dry_run, partners=args.partners,
                                  output=args.evidence)
     except slurmdrain.SlurmError as err:
@@ -254,9 +260,10 @@ def cmd_drain(args):
 def add_drain_parsers(sub):
     p = sub.add_parser("drain", help="drain the suspect nodes of a sweep's report through "
                                      "Slurm (scontrol), with netbench's reason")
-    p.add_argument("report", metavar="REPORT",
-                   help="a session folder of reports/ (or reports/latest), or its "
-                        "suspects.json")
+    p.add_argument("report", metavar="SESSION",
+                   help="a published session: its folder under reports/ (or "
+                        "reports/latest), whose run report names the suspects; or its "
+                        "suspects.json, drained only when it is what that run report gives")
     p.add_argument("--dry-run", action="store_true", help="print what it would do")
     p.set_defaults(func=cmd_drain)
     p = sub.add_parser("resume", help="re-test each node netbench drained against nodes in "

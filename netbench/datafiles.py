@@ -8,10 +8,12 @@ violation into one line, `<file>: <dotted key>: <what was expected>`;
 than the check.
 """
 
+import errno
 import json
 import math
 import os
 import re
+import stat
 
 import jsonschema
 import yaml
@@ -27,17 +29,70 @@ class DataError(Exception):
         super().__init__(f"{where}: {problem}")
 
 
-def read_bytes(path):
-    """The bytes of `path`, or DataError."""
+#: the most netbench reads of each kind of file, in MiB: generous for real
+#: use (a run report of a 1000-node sweep holds a million pairs, a few
+#: hundred MB), small enough that a wrong or hostile path (/dev/zero, a
+#: file of gigabytes) is refused before it is read
+READ_LIMITS_MIB = {
+    "data": 16,            # netbench's own data, references, profiles, baselines
+    "site": 4,             # a real cluster's site file
+    "topology": 16,        # topology.conf or netbench's topology YAML
+    "suspects": 32,        # a session's suspects.json
+    "record": 64,          # provenance, summary, findings, tuning and resume records
+    "run-report": 1024,    # ReFrame's run report, every case's record in it
+}
+MIB = 1 << 20
+
+
+def read_limit(kind):
+    """The most bytes netbench reads of a file of `kind` (READ_LIMITS_MIB)."""
+    return READ_LIMITS_MIB[kind] * MIB
+
+
+_FILE_TYPES = {stat.S_IFDIR: "a directory", stat.S_IFCHR: "a character device",
+               stat.S_IFBLK: "a block device", stat.S_IFIFO: "a FIFO",
+               stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symbolic link"}
+
+
+def read_bytes(path, kind="data", follow=True):
+    """The bytes of `path`, a regular file of at most READ_LIMITS_MIB[kind],
+    or DataError.  Opened without blocking (a FIFO is refused, not waited
+    on), checked on the open descriptor (no stat-then-open race), and read
+    to at most the limit and one byte; `follow=False` refuses a symbolic
+    link (a file netbench wrote itself is never one)."""
+    limit = read_limit(kind)
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, flags)
+    except OSError as err:
+        if err.errno == errno.ELOOP and not follow:
+            raise DataError(path, None, "not a regular file (a symbolic link)") from err
+        raise DataError(path, None, f"cannot read: {err.strerror}") from err
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            what = _FILE_TYPES.get(stat.S_IFMT(info.st_mode), "another kind of file")
+            raise DataError(path, None, f"not a regular file ({what})")
+        if info.st_size > limit:
+            raise DataError(path, None, too_large(kind))
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            raw = f.read(limit + 1)
     except OSError as err:
         raise DataError(path, None, f"cannot read: {err.strerror}") from err
+    finally:
+        os.close(fd)
+    if len(raw) > limit:                       # it grew while read
+        raise DataError(path, None, too_large(kind))
+    return raw
 
 
-def _read_text(path, raw=None):
-    raw = read_bytes(path) if raw is None else raw
+def too_large(kind):
+    return (f"larger than {READ_LIMITS_MIB[kind]} MiB (the most netbench reads of a {kind} "
+            f"file)")
+
+
+def _read_text(path, raw=None, kind="data"):
+    raw = read_bytes(path, kind) if raw is None else raw
     if isinstance(raw, str):
         return raw
     try:
@@ -47,10 +102,10 @@ def _read_text(path, raw=None):
                                     f"{raw[err.start:err.start + 1]!r})") from err
 
 
-def load_yaml(path, top=dict):
-    """The parsed document in `path` (a mapping unless `top` says otherwise),
-    or DataError."""
-    text = _read_text(path)
+def load_yaml(path, top=dict, kind="data"):
+    """The parsed document in `path` (a mapping unless `top` says otherwise;
+    `kind`: the file's kind, its size limit), or DataError."""
+    text = _read_text(path, kind=kind)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -66,10 +121,11 @@ def text_of(path, raw):
     return _read_text(path, raw)
 
 
-def load_json(path, top=dict, raw=None):
+def load_json(path, top=dict, raw=None, kind="data"):
     """The parsed JSON document in `path` (or in `raw`, its bytes or text
-    as read already), or DataError."""
-    text = _read_text(path, raw)
+    as read already; `kind`: the file's kind, its size limit), or
+    DataError."""
+    text = _read_text(path, raw, kind)
     try:
         data = json.loads(text)
     except ValueError as err:

@@ -1,7 +1,10 @@
 """`netbench drain` and `netbench resume`: the sweep's suspects taken out of
 Slurm, and back only once they pass again (issue #36).
 
-drain: the suspect nodes of a session's suspects.json are drained through
+drain: the suspect nodes of a published session, as its own run report
+names them (a suspects.json given must be what that run report gives, by
+its sha256; each sweep's suspects only its own nodes, fewer than half of
+them: read_report), are drained through
 `scontrol update nodename=N state=drain reason="netbench: <session>: ..."`
 (netbench.fleet.drain decides which: a node someone else drained or took
 down keeps its state and reason, a link suspect drains nothing, a report
@@ -22,7 +25,9 @@ argument is one argv element.
 """
 
 import dataclasses
+import hashlib
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -31,25 +36,30 @@ import time
 from pathlib import Path
 
 from . import benchspec, exitcodes, paths
-from .datafiles import DataError, load_json, validate
+from .datafiles import DataError, read_bytes, validate
 from .fleet import drain as plan_of
 from .fleet import judge as fleet
 from .fleet.figures import hosts_of
-from .results.suspects import SUSPECT_SCHEMA, suspect_from_json
+from .results.suspects import SUSPECT_SCHEMA, strict_json, suspect_from_json
 from .results.sweep import parse_sweep
 from .safefile import atomic_write
 from .textsafe import printable
 
 #: a session's suspects.json (netbench.report.sweep.session_suspects)
 SESSION_SUSPECTS_SCHEMA = {
-    "type": "object", "required": ["session", "sweeps"],
+    "type": "object", "required": ["session", "sweeps"], "additionalProperties": False,
     "properties": {
         "session": {"type": "string"},
         "sweeps": {"type": "array", "items": {
-            "type": "object", "required": ["nodes", "suspects"],
-            "properties": {"nodes": {"type": "array", "items": {"type": "string"}},
+            "type": "object", "required": ["nodes", "suspects"], "additionalProperties": False,
+            "properties": {"partition": {"type": "string"}, "environ": {"type": "string"},
+                           "label": {"type": "string"},
+                           "nodes": {"type": "array", "items": {"type": "string"}},
                            "suspects": {"type": "array", "items": SUSPECT_SCHEMA}}}}},
 }
+#: the metric families a sweep judges apart (latency; bandwidth at any
+#: size): each can name a node or a pair of its own
+METRIC_FAMILIES = 2
 SCONTROL_TIMEOUT_S = 30
 #: partners each node is measured against when it is re-tested
 PARTNERS = 2
@@ -70,12 +80,93 @@ def report_file(report):
 
 
 def read_report(report):
-    """(session name, [Suspect]) of a report; DataError naming the file
-    and field otherwise."""
-    path = report_file(report)
-    data = validate(load_json(path), SESSION_SUSPECTS_SCHEMA, path)
+    """(session name, [Suspect]) of a published session: REPORT is its
+    folder under reports/ (or reports/latest), or its suspects.json.  The
+    suspects are the session's own record's (its run-report.json, the
+    page's source: netbench.report.sweep.session_suspects); a suspects.json
+    given is drained only when it is, byte for byte (sha256), what that
+    record gives.  Then every sweep's suspects are held to what a sweep can
+    name (sweep_bounds).  DataError, one line naming the file, otherwise."""
+    path = Path(report)
+    given = None if path.is_dir() else path
+    folder = path if given is None else path.parent
+    # the file given is read first, bounded: /dev/zero or a FIFO is refused
+    # before anything else is looked at
+    raw = given_suspects(given, folder) if given else None
+    found = recorded_suspects(folder, given or folder)
+    text = strict_json(found)
+    if raw is not None and hashlib.sha256(raw).digest() != \
+            hashlib.sha256(text.encode()).digest():
+        raise DataError(given, None, f"is not the suspects of its session's run report "
+                                     f"({folder / RUN_REPORT}): a suspects file is drained "
+                                     f"only as the session published it")
+    where = given or folder / "suspects.json"
+    data = validate(found, SESSION_SUSPECTS_SCHEMA, where)
+    sweep_bounds(data, where)
     return data["session"], [suspect_from_json(s) for sw in data["sweeps"]
                              for s in sw["suspects"]]
+
+
+def given_suspects(path, folder):
+    """The bytes of a suspects.json given (bounded, a regular file); a
+    session that swept nothing has none, and says so."""
+    try:
+        return read_bytes(path, "suspects", follow=False)
+    except DataError:
+        if not os.path.lexists(path) and os.path.lexists(Path(folder) / RUN_REPORT):
+            recorded_suspects(folder, path)         # "this session swept nothing"
+        raise
+
+
+#: the session's own record, in its folder under reports/
+RUN_REPORT = "run-report.json"
+
+
+def recorded_suspects(folder, named):
+    """suspects.json's content as the run report of the session in
+    `folder` gives it; DataError naming `named` (what the user gave) when
+    there is no published session there, or it swept nothing."""
+    from .report.sessions import load_session
+    from .report.sweep import session_suspects
+    run_report = Path(folder) / RUN_REPORT
+    if not os.path.lexists(run_report):
+        raise DataError(named, None, f"no {RUN_REPORT} beside it: netbench drain takes a "
+                                     f"session published under reports/ (its folder)")
+    found = session_suspects(load_session(run_report))
+    if found is None:
+        raise DataError(named, None, "this session swept nothing: no suspects to drain")
+    return found
+
+
+def sweep_bounds(data, path):
+    """Each sweep's suspects within what the sweep could name: its node
+    and pair suspects name only the sweep's own nodes; fewer distinct
+    suspect nodes than half of them (the judgement names a node that is
+    the odd one out among its partners, netbench.fleet.judge: a majority
+    cannot be); and no more suspects than its metric families could name
+    (a node or a directed pair each).  DataError naming the sweep."""
+    for i, sweep in enumerate(data["sweeps"]):
+        nodes = set(sweep["nodes"])
+        most = METRIC_FAMILIES * len(nodes) ** 2
+        if len(sweep["suspects"]) > most:
+            raise DataError(path, f"sweeps[{i}].suspects", f"{len(sweep['suspects'])} "
+                            f"suspects: more than a sweep of {len(nodes)} nodes can name "
+                            f"({most})")
+        named = set()
+        for j, suspect in enumerate(sweep["suspects"]):
+            if suspect["kind"] not in ("node", "pair"):
+                continue                    # switches: not nodes, never drained
+            for name in suspect["names"]:
+                if name not in nodes:
+                    raise DataError(path, f"sweeps[{i}].suspects[{j}].names",
+                                    printable(f"{name!r} is not one of the sweep's "
+                                              f"{len(nodes)} nodes"))
+            if suspect["kind"] == "node":
+                named.update(suspect["names"])
+        if 2 * len(named) >= len(nodes) and named:
+            raise DataError(path, f"sweeps[{i}].suspects", f"names {len(named)} of the "
+                            f"sweep's {len(nodes)} nodes: a sweep names fewer than half "
+                            f"(a majority of nodes cannot be the odd ones out)")
 
 
 # -- Slurm ---------------------------------------------------------------------

@@ -38,7 +38,7 @@ from netbench.checks import exclusive, sweeptime
 from netbench.fleet import attribution, figures
 from netbench.fleet import judge as fleet
 from netbench.fleet import reasons, remeasure
-from netbench.fleet.topology import load_topology
+from netbench.fleet.topology import partition_topology
 from netbench.judgement import conditions
 from netbench.report import reasons as reason_words
 from netbench.judgement import remeasure as remeasure_launches
@@ -322,7 +322,7 @@ class LinkSweep(checks.NetbenchRun):
                                           [a.measurements() for a in again])
         latency_ref, bw_ref = self.fleet_references()
         lost = self.lost_nodes(first)
-        topology = self.fabric_topology()
+        topology = self.fabric_topology(set(first.hosts.values()) | set(lost))
         # the pairs measured again, and those of them that confirm a suspect
         # against a healthy partner (fleet.confirm)
         remeasured = {p for a in again for p in a.by_host} if again else None
@@ -520,13 +520,14 @@ class LinkSweep(checks.NetbenchRun):
             return None
         return reasons.TIME_LIMIT.search(self.job_texts()[self.job.stderr])
 
-    def fabric_topology(self):
+    def fabric_topology(self, hosts):
         """The fabric's switches, from the partition's `topology` (Slurm's
         topology.conf or netbench's YAML, netbench.fleet.topology), whose
         nodes, switch links and switches the judgement names; None without
-        one.  A bad file fails the case with its one line."""
+        one.  A bad file, or one that puts one of the swept `hosts` under
+        no switch, fails the case with its one line."""
         path = self.current_partition.extras.get("topology")
-        return load_topology(path) if path else None
+        return partition_topology(path, hosts) if path else None
 
     def judged_figures(self, measurements):
         """The figures the fleet is judged on: on links that emulate only

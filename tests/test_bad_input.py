@@ -300,3 +300,60 @@ def test_a_links_class_without_thresholds_is_noticed(tmp_path):
         references.validate(paths.REFERENCES, links=links)
     assert str(err.value).startswith(f"{links}: classes.ten-gige: class 'ten-gige' has no "
                                      f"thresholds in ")
+
+
+# ---- issue 54 item 5: every file netbench reads is bounded -----------------------
+
+#: what netbench may take to refuse a hostile file, address space included
+#: (a refusal that first reads /dev/zero needs gigabytes)
+REFUSAL_MEMORY = 200 << 20
+
+
+def limited(argv):
+    """`argv` run with its address space capped at REFUSAL_MEMORY."""
+    import resource
+    import subprocess
+
+    def cap():
+        resource.setrlimit(resource.RLIMIT_AS, (REFUSAL_MEMORY, REFUSAL_MEMORY))
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120, cwd=paths.REPO,
+                          preexec_fn=cap)
+
+
+def netbench(*args):
+    import sys
+    return [sys.executable, "-m", "netbench.cli", *args]
+
+
+def fifty_mb_of_suspects(path):
+    suspect = ('{"kind": "node", "names": ["n3"], "metric": "bw_Mbps@1048576", "value": 1, '
+               '"fleet_median": 2, "reference": null, "direction": "both", "evidence": []}')
+    count = (50 << 20) // (len(suspect) + 2)
+    path.write_text('{"session": "S", "sweeps": [{"nodes": ["n1", "n2", "n3"], "suspects": ['
+                    + ", ".join([suspect] * count) + "]}]}")
+    return path
+
+
+def test_hostile_files_are_refused_in_one_line_within_the_memory_cap(tmp_path):
+    """`netbench drain` of /dev/zero read until the kernel ended it (24 GB);
+    a 50 MB suspects file was parsed whole; the sweep's step between its
+    passes built a topology's 10^9 names.  Each is refused in one line by
+    the real command with its memory capped (how fast: make bench-report)."""
+    suspects = fifty_mb_of_suspects(tmp_path / "suspects.json")
+    topology = tmp_path / "topology.conf"
+    topology.write_text("SwitchName=s1 Nodes=n[1-1000]x[1-1000]y[1-1000]\n")
+    sweep = paths.REPO / "tests" / "data" / "sweep_confirm" / "slow-node" / "sweep.out"
+    cases = [
+        (netbench("drain", "--dry-run", "/dev/zero"),
+         "netbench: /dev/zero: not a regular file (a character device)"),
+        (netbench("drain", "--dry-run", str(suspects)),
+         f"netbench: {suspects}: larger than 32 MiB (the most netbench reads of a suspects "
+         f"file)"),
+        ([netbench()[0], "-m", "netbench.fleet.remeasure", "--topology", str(topology),
+          str(sweep)],
+         f"netbench.fleet.remeasure: {topology}: line 1: hostlist "
+         f"'n[1-1000]x[1-1000]y[1-1000]' names more than 1048576 hosts"),
+    ]
+    for argv, line in cases:
+        proc = limited(argv)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", line + "\n"), argv

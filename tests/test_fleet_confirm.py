@@ -264,6 +264,17 @@ def test_the_remeasure_step_reads_the_topology_and_refuses_a_bad_one(tmp_path):
                            str(bad), str(first)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert len(proc.stderr.strip().splitlines()) == 1 and str(bad) in proc.stderr, proc.stderr
+    # a file that leaves a swept node (n5) under no switch is another
+    # partition's: refused, not judged with n5 outside every switch
+    other = tmp_path / "other.conf"
+    other.write_text("SwitchName=spine Switches=leaf[1-2]\nSwitchName=leaf1 Nodes=n[0-2]\n"
+                     "SwitchName=leaf2 Nodes=n[3-4]\n")
+    proc = subprocess.run([sys.executable, "-m", "netbench.fleet.remeasure", "--topology",
+                           str(other), str(first)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+    assert proc.stderr.strip() == (f"netbench.fleet.remeasure: {other}: node n5 of the "
+                                   f"partition is under no switch (1 of its 6 nodes are not "
+                                   f"in the file: not this partition's topology)"), proc.stderr
 
 
 def test_the_suspect_record_keeps_its_confirmation_through_json():

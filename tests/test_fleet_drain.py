@@ -7,12 +7,16 @@ resume` judges a re-test's output.  Through a real Slurm:
 tests/test_slurm.py."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from netbench import slurmdrain
-from netbench.datafiles import DataError
+from helpers.reports import minimal_report, sweep_report
+from netbench import report, slurmdrain
+from netbench.datafiles import DataError, validate
 from netbench.fleet import drain
 from netbench.results.suspects import Evidence, Suspect
 
@@ -82,35 +86,136 @@ def test_a_hostile_name_is_refused_not_drained():
     assert len(plan.refused) == 1
 
 
-def session_report(tmp_path, suspects):
-    folder = tmp_path / SESSION
-    folder.mkdir()
-    (folder / "suspects.json").write_text(json.dumps(
-        {"session": SESSION, "sweeps": [{"partition": "vc:nodes", "environ": "mpich",
-                                         "label": "mpich", "nodes": ["n1", "n2", "n3"],
-                                         "suspects": suspects}]}))
-    return folder
+UNREACHABLE_N3 = {"kind": "node", "names": ["n3"], "metric": "answered_pairs", "value": 0,
+                  "fleet_median": 2, "reference": None, "direction": "unreachable",
+                  "evidence": [],
+                  "reason": "ssh: connect to host 198.18.0.13 port 22: No route to host"}
+
+
+def published(tmp_path, suspects, hosts=None, data=None):
+    """A session folder publish made of a run report whose sweep over n1-n3
+    (or `hosts`) named `suspects`: what `netbench drain` takes."""
+    data = data or sweep_report(suspects)
+    if hosts is not None:
+        data["runs"][0]["testcases"][0]["record"]["fleet"]["hosts"] = hosts
+    raw = tmp_path / "run-report.json"
+    raw.write_text(json.dumps(data))
+    reports = tmp_path / "reports"
+    reports.mkdir(exist_ok=True)
+    return report.publish(raw, reports, results_db=tmp_path / "none.db")
+
+
+def refusal(report_path):
+    with pytest.raises(DataError) as err:
+        slurmdrain.read_report(report_path)
+    message = str(err.value)
+    assert "\n" not in message, message
+    return message
 
 
 def test_the_report_is_read_from_its_folder_or_its_suspects_json(tmp_path):
-    why = "ssh: connect to host 198.18.0.13 port 22: No route to host"
-    folder = session_report(tmp_path, [
-        {"kind": "node", "names": ["n3"], "metric": "answered_pairs", "value": 0,
-         "fleet_median": 0, "reference": None, "direction": "unreachable", "evidence": [],
-         "reason": why}])
-    for report in (folder, folder / "suspects.json"):
-        session, suspects = slurmdrain.read_report(report)
-        assert session == SESSION and suspects[0].names == ("n3",)
-        assert suspects[0].reason == why
+    folder = published(tmp_path, [UNREACHABLE_N3])
+    for given in (folder, folder / "suspects.json"):
+        session, suspects = slurmdrain.read_report(given)
+        assert session == folder.name and suspects[0].names == ("n3",)
+        assert suspects[0].reason == UNREACHABLE_N3["reason"]
 
 
-def test_a_malformed_report_names_its_file_and_field(tmp_path):
-    folder = session_report(tmp_path, [{"kind": "node", "names": "n3"}])
-    with pytest.raises(DataError) as err:
-        slurmdrain.read_report(folder)
-    assert str(folder / "suspects.json") in str(err.value)
-    assert "sweeps[0].suspects[0]" in str(err.value)
-    assert "\n" not in str(err.value)
+def test_a_crafted_suspects_json_is_not_drained(tmp_path):
+    """Naming every node of the cluster: today it drains every node in
+    service.  The session's run report names n3 alone, and the file given
+    is not what it gives (sha256): refused; the folder drains n3 alone."""
+    folder = published(tmp_path, [UNREACHABLE_N3])
+    crafted = json.loads((folder / "suspects.json").read_text())
+    crafted["sweeps"][0]["suspects"] = [dict(UNREACHABLE_N3, names=[n])
+                                        for n in ("n1", "n2", "n3", "n4")]
+    (folder / "suspects.json").write_text(json.dumps(crafted, indent=2) + "\n")
+    message = refusal(folder / "suspects.json")
+    assert message == (f"{folder / 'suspects.json'}: is not the suspects of its session's "
+                       f"run report ({folder / 'run-report.json'}): a suspects file is "
+                       f"drained only as the session published it")
+    session, suspects = slurmdrain.read_report(folder)
+    assert [s.names for s in suspects] == [("n3",)]
+
+
+def test_a_suspects_json_outside_a_published_session_is_refused(tmp_path):
+    loose = tmp_path / "suspects.json"
+    loose.write_text(json.dumps({"session": SESSION, "sweeps": [
+        {"nodes": ["n1", "n2", "n3"], "suspects": [UNREACHABLE_N3]}]}))
+    assert refusal(loose) == (f"{loose}: no run-report.json beside it: netbench drain "
+                              f"takes a session published under reports/ (its folder)")
+
+
+def test_suspects_naming_a_node_the_sweep_did_not_measure_are_refused(tmp_path):
+    """A record whose suspects name n9, a node outside its sweep's n1-n3."""
+    folder = published(tmp_path, [dict(UNREACHABLE_N3, names=["n9"])])
+    assert refusal(folder) == (f"{folder / 'suspects.json'}: sweeps[0].suspects[0].names: "
+                               f"'n9' is not one of the sweep's 3 nodes")
+
+
+def test_a_majority_of_the_sweeps_nodes_is_never_drained(tmp_path):
+    """The judgement names a node that is the odd one out among its
+    partners: two of three (or half of four) cannot be."""
+    folder = published(tmp_path, [UNREACHABLE_N3, dict(UNREACHABLE_N3, names=["n2"])])
+    assert refusal(folder).endswith("sweeps[0].suspects: names 2 of the sweep's 3 nodes: a "
+                                    "sweep names fewer than half (a majority of nodes cannot "
+                                    "be the odd ones out)")
+    other = tmp_path / "four"
+    other.mkdir()
+    folder = published(other, [UNREACHABLE_N3, dict(UNREACHABLE_N3, names=["n2"])],
+                       hosts=["n1", "n2", "n3", "n4"])
+    assert "names 2 of the sweep's 4 nodes" in refusal(folder)
+
+
+def test_more_suspects_than_a_sweep_can_name_are_refused(tmp_path):
+    pair = {"kind": "pair", "names": ["n1", "n2"], "metric": "bw_Mbps@8388608",
+            "value": 300.0, "fleet_median": 950.0, "reference": None, "direction": "both",
+            "evidence": [{"src": "n1", "dst": "n2", "metric": "bw_Mbps@8388608",
+                          "value": 300.0, "bound": 712.5}]}
+    folder = published(tmp_path, [pair] * 19)
+    assert refusal(folder).endswith("sweeps[0].suspects: 19 suspects: more than a sweep of "
+                                    "3 nodes can name (18)")
+
+
+def test_a_session_that_swept_nothing_says_so(tmp_path):
+    folder = published(tmp_path, None, data=minimal_report())
+    for given in (folder, folder / "suspects.json"):
+        message = refusal(given)
+        assert message.endswith(": this session swept nothing: no suspects to drain"), message
+
+
+def test_an_unknown_top_level_key_of_suspects_json_is_refused():
+    data = {"session": SESSION, "sweeps": [], "drain_everything": True}
+    with pytest.raises(DataError, match=r"^s.json: drain_everything: unknown key"):
+        validate(data, slurmdrain.SESSION_SUSPECTS_SCHEMA, "s.json")
+
+
+@pytest.mark.parametrize("given", ["/dev/zero", "fifo", "big"])
+def test_a_suspects_file_that_is_no_bounded_regular_file_is_refused(tmp_path, given):
+    if given == "fifo":
+        given = str(tmp_path / "suspects.json")
+        os.mkfifo(given)
+        expected = "not a regular file (a FIFO)"
+    elif given == "big":
+        given = str(tmp_path / "suspects.json")
+        with open(given, "wb") as f:
+            f.truncate(50 << 20)
+        expected = "larger than 32 MiB (the most netbench reads of a suspects file)"
+    else:
+        expected = "not a regular file (a character device)"
+    assert refusal(given) == f"{given}: {expected}"
+
+
+def test_drain_shows_a_hostile_path_as_its_escapes(tmp_path):
+    """What `netbench drain` prints of what it was given never drives the
+    terminal (here the path; a report's names reach the same line)."""
+    hostile = tmp_path / "s\x1b]0;owned\x07\u202e"
+    hostile.mkdir()
+    proc = subprocess.run([sys.executable, "-m", "netbench.cli", "drain", "--dry-run",
+                           str(hostile)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "\\x1b]0;owned\\x07\\u202e" in proc.stderr, proc.stderr
+    assert not any(c in proc.stderr for c in "\x1b\x07\u202e"), proc.stderr
 
 
 DATA = Path(__file__).parent / "data"

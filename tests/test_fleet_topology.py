@@ -80,3 +80,57 @@ def test_case_insensitive_keys_and_comments(tmp_path):
     path = tmp_path / "topology.conf"
     path.write_text("switchname=s1 NODES=n[1-2]  # the only leaf\n")
     assert topology.load_topology(path).nodes == {"s1": ["n1", "n2"]}
+
+
+@pytest.mark.parametrize("text,problem", [
+    # counted from its brackets before any name is built: a product of 10^9
+    ("n[1-1000]x[1-1000]y[1-1000]", f"names more than {topology.MAX_NAMES} hosts"),
+    ("n[1-1048576],extra", f"names more than {topology.MAX_NAMES} hosts"),
+    # Slurm reads ASCII digits; Python's int() and \d take Arabic-Indic ones
+    ("n[\u0661-\u0663]", "is not a number or a range (ASCII digits)"),
+    ("n[1-\u0663]", "is not a number or a range (ASCII digits)"),
+    # a traceback (int() of 5000 digits) before; shown cut short
+    ("n[" + "9" * 5000 + "]", "a number of more than"),
+    ("n[1-" + "9" * 5000 + "]", "a number of more than"),
+])
+def test_a_hostlist_is_checked_before_it_is_built(text, problem):
+    with pytest.raises(topology._Problem) as err:
+        topology.expand_hostlist(text)
+    message = str(err.value)
+    assert problem in message and len(message) < 200, message
+
+
+def test_a_hostlist_at_the_limit_still_expands():
+    names = topology.expand_hostlist(f"n[1-{topology.MAX_NAMES}]")
+    assert len(names) == topology.MAX_NAMES and names[-1] == f"n{topology.MAX_NAMES}"
+
+
+def test_a_huge_hostlist_in_a_topology_file_is_one_line(tmp_path):
+    path = tmp_path / "topology.conf"
+    path.write_text("SwitchName=s1 Nodes=n[1-1000]x[1-1000]y[1-1000]\n")
+    with pytest.raises(DataError, match=rf"^{path}: line 1: hostlist .* names more than"):
+        topology.load_topology(path)
+
+
+@pytest.mark.parametrize("kind", ["device", "directory", "fifo"])
+def test_a_topology_that_is_no_regular_file_is_refused(tmp_path, kind):
+    import os
+    path = {"device": "/dev/zero", "directory": str(tmp_path)}.get(kind)
+    if kind == "fifo":
+        path = str(tmp_path / "topology.conf")
+        os.mkfifo(path)
+    with pytest.raises(DataError) as err:
+        topology.load_topology(path)
+    assert str(err.value).startswith(f"{path}: not a regular file"), err.value
+
+
+def test_a_partitions_topology_must_name_every_swept_node():
+    """The sweep's judgement leaves a node the file does not name out of
+    every switch: a file for another partition is refused, one line."""
+    path = DATA / "three_leaves.conf"
+    assert topology.partition_topology(path, NINE[:4]).leaf_of()["node01"] == "leaf1"
+    with pytest.raises(DataError) as err:
+        topology.partition_topology(path, NINE + ["node10", "node11"])
+    assert str(err.value) == (f"{path}: node node10 of the partition is under no switch "
+                              f"(2 of its 11 nodes are not in the file: not this "
+                              f"partition's topology)")

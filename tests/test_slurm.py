@@ -20,7 +20,9 @@ from netbench import checks, paths, vcluster
 from helpers import conditions_differed
 from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
 from netbench.vcluster import netns, slurm
+from helpers.reports import sweep_report
 from helpers.suite import cases_of, perf
+from netbench.report import publish
 from helpers.vcluster import cluster, netbench_cli
 
 MiB = 1024 * 1024
@@ -420,10 +422,17 @@ def test_drain_and_resume_close_the_loop_and_leave_the_administrator_s_node(tmp_
             # other developers' to choose: the sweep's own measured
             # suspect, as a quiet host would have named it, is the report
             assert conditions_differed(case["record"]["host"]), case["record"]["host"]
-            report = tmp_path / session
-            report.mkdir()
-            (report / "suspects.json").write_text(json.dumps({"session": session, "sweeps": [
-                {"nodes": fleet["hosts"], "suspects": fleet["unconfirmed"]}]}))
+            # drain takes a published session alone: the run report with
+            # those suspects, published beside the tests' own
+            data = latest_report()
+            for tc in cases_of(data):
+                if tc["name"].startswith("LinkSweep"):
+                    tc["record"]["fleet"]["suspects"] = fleet["unconfirmed"]
+            raw = tmp_path / "run-report.json"
+            raw.write_text(json.dumps(data))
+            (tmp_path / "reports").mkdir()
+            report = publish(raw, tmp_path / "reports", results_db=tmp_path / "none.db")
+            session = report.name
             fleet = {**fleet, "suspects": fleet["unconfirmed"]}
         assert [s["names"] for s in fleet["suspects"]] == [[victim]], proc.stdout[-3000:]
         slurm_cmd(state, "scontrol", "update", f"nodename={admins}", "state=drain",
@@ -540,17 +549,39 @@ def test_a_node_whose_link_goes_down_mid_sweep_is_the_one_named_lost(path, mpi):
             {victim}, script
 
 
+def published_sweep(tmp_path, hosts, suspect):
+    """A session publish made of a run report whose sweep over `hosts`
+    named `suspect`, unreachable."""
+    data = sweep_report([{"kind": "node", "names": [suspect], "metric": "answered_pairs",
+                          "value": 0, "fleet_median": 2, "reference": None,
+                          "direction": "unreachable", "evidence": []}])
+    data["runs"][0]["testcases"][0]["record"]["fleet"]["hosts"] = hosts
+    raw = tmp_path / "run-report.json"
+    raw.write_text(json.dumps(data))
+    (tmp_path / "reports").mkdir()
+    return publish(raw, tmp_path / "reports", results_db=tmp_path / "none.db")
+
+
 def test_drain_of_another_cluster_s_report_drains_nothing_and_says_which(tmp_path):
     require_slurm()
     with cluster("h2drot", nodes=2, slurm=True) as state:
-        folder = tmp_path / "S"
-        folder.mkdir()
-        (folder / "suspects.json").write_text(json.dumps({"session": "S", "sweeps": [{
-            "nodes": ["elsewhere-n1"], "suspects": [{
-                "kind": "node", "names": ["elsewhere-n1"], "metric": "answered_pairs",
-                "value": 0, "fleet_median": 0, "reference": None,
-                "direction": "unreachable", "evidence": []}]}]}))
+        folder = published_sweep(tmp_path, [f"elsewhere-n{i}" for i in (1, 2, 3)],
+                                 "elsewhere-n1")
         proc = drain_cli(state, "drain", str(folder))
         assert proc.returncode == 2
         assert "hosts this cluster does not have: elsewhere-n1; nothing drained" in proc.stderr
+        assert {st for st, _ in node_reasons(state).values()} == {"idle"}
+        # a suspects.json crafted to name every node of this cluster, in a
+        # session that named none of them: refused, nothing drained
+        nodes = [n["name"] for n in state["nodes"]]
+        crafted = json.loads((folder / "suspects.json").read_text())
+        crafted["sweeps"][0].update(nodes=nodes, suspects=[
+            dict(crafted["sweeps"][0]["suspects"][0], names=[n]) for n in nodes])
+        (folder / "suspects.json").write_text(json.dumps(crafted, indent=2) + "\n")
+        proc = drain_cli(state, "drain", str(folder / "suspects.json"))
+        assert proc.returncode == 2 and proc.stdout == "", proc.stdout
+        assert proc.stderr == (f"netbench: {folder / 'suspects.json'}: is not the suspects of "
+                               f"its session's run report ({folder / 'run-report.json'}): a "
+                               f"suspects file is drained only as the session published "
+                               f"it\n"), proc.stderr
         assert {st for st, _ in node_reasons(state).values()} == {"idle"}

@@ -45,7 +45,7 @@ HEADER = """\
 # out; uncomment only the nodes you have checked (re-measure them first).
 # Suspect links (a cable, a switch port) are listed as comments only:
 # draining either end would hide the fault, not fix it.
-# `netbench drain REPORT` does the same with Slurm's own state checked
+# `netbench drain SESSION` does the same with Slurm's own state checked
 # first (a node someone else drained is left alone; --dry-run shows it),
 # and `netbench resume` re-tests and returns the nodes it drained.
 """

@@ -35,7 +35,7 @@ from ..judgement import knobs as judging_knobs
 from ..results.sweep import parse_sweep
 from . import confirm
 from .judge import pairs_still_undecided
-from .topology import load_topology
+from .topology import partition_topology
 
 #: the run name of a sweep's passes: its later launches are `sweep-N.out`
 RUN = "sweep"
@@ -206,10 +206,10 @@ def next_pass(path, bandwidth_only=False, passes_to_fail=None, folder=paths.REFE
     if passes_to_fail is not None:
         knobs = dataclasses.replace(knobs, min_to_fail=passes_to_fail)
     rule = references.sweep_thresholds(Path(folder), profile)
-    fabric = load_topology(topology) if topology else None
+    rank_of = {host: rank for rank, host in sweep.hosts.items()}
+    fabric = partition_topology(topology, rank_of) if topology else None
     undecided = pairs_still_undecided(passes, knobs, rule, fabric)
     leaf_of = fabric.leaf_of() if fabric else None
-    rank_of = {host: rank for rank, host in sweep.hosts.items()}
     confirming = confirm.confirmation_pairs(undecided, sorted(rank_of), rule,
                                             rule.confirm_partners, rank_of, leaf_of)
     outside = {tuple(sorted(p)) for p in undecided}

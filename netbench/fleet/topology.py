@@ -32,6 +32,13 @@ NAME = re.compile(r"[A-Za-z0-9_.:-]+\Z")
 #: hostlists larger than this are refused: a typo such as n[1-99999999]
 #: would build a list of a hundred million names
 MAX_NAMES = 1 << 20
+#: the most digits of a number in a hostlist's brackets: a billion hosts'
+#: worth, and a number Python turns into an int at once (a 5000-digit one
+#: is refused before int() sees it)
+MAX_DIGITS = 9
+#: a number in brackets: ASCII digits only, as Slurm reads them (Python's
+#: int() and \d also take Arabic-Indic and other Unicode digits)
+RANGE = re.compile(r"([0-9]+)(?:-([0-9]+))?\Z", re.ASCII)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,15 +103,50 @@ class _Problem(Exception):
 
 # -- hostlists ------------------------------------------------------------------
 
+def shown(text, most=60):
+    """`text` quoted for an error line, cut short: a hostlist can be long."""
+    quoted = repr(text)
+    return quoted if len(quoted) <= most else quoted[:most - 4] + "...'"
+
+
 def expand_hostlist(text):
     """Slurm's hostlist expression as names, in order: `tux[0-3,12]`,
-    `a,b`, `rack[1-2]-n[01-04]` (zero padding kept); _Problem if malformed."""
-    names = []
-    for item in split_top_level(text):
-        names += expand_one(item)
-        if len(names) > MAX_NAMES:
-            raise _Problem(f"hostlist {text!r} names more than {MAX_NAMES} hosts")
-    return names
+    `a,b`, `rack[1-2]-n[01-04]` (zero padding kept); _Problem if malformed
+    or naming more than MAX_NAMES hosts, counted from its brackets before
+    any name is built."""
+    items = split_top_level(text)
+    if sum(count_names(item) for item in items) > MAX_NAMES:
+        raise _Problem(f"hostlist {shown(text)} names more than {MAX_NAMES} hosts")
+    return [name for item in items for name in expand_one(item)]
+
+
+def count_names(item):
+    """How many names one item of a hostlist expands to: the product of
+    its bracketed lists' sizes, each range checked (expand_ranges' rules)."""
+    count = 1
+    for ranges in re.findall(r"\[([^\[\]]*)\]", item):
+        count *= sum(high - low + 1 for low, high, _ in parsed_ranges(item, ranges))
+    return count
+
+
+def parsed_ranges(item, ranges):
+    """[(low, high, zero-padded width)] of a bracketed list `01-04,07`;
+    _Problem on anything but ASCII numbers of at most MAX_DIGITS digits,
+    or a range that runs backwards."""
+    out = []
+    for part in ranges.split(","):
+        match = RANGE.match(part)
+        if not match:
+            raise _Problem(f"hostlist item {shown(item)}: {shown(part)} is not a number or a range "
+                           f"(ASCII digits)")
+        low, high = match.group(1), match.group(2) or match.group(1)
+        if max(len(low), len(high)) > MAX_DIGITS:
+            raise _Problem(f"hostlist item {shown(item)}: a number of more than {MAX_DIGITS} "
+                           f"digits")
+        if int(high) < int(low):
+            raise _Problem(f"hostlist item {shown(item)}: range {shown(part)} runs backwards")
+        out.append((int(low), int(high), len(low) if low.startswith("0") else 0))
+    return out
 
 
 def split_top_level(text):
@@ -114,21 +156,21 @@ def split_top_level(text):
         if ch == "[":
             depth += 1
             if depth > 1:
-                raise _Problem(f"hostlist {text!r}: nested '['")
+                raise _Problem(f"hostlist {shown(text)}: nested '['")
         elif ch == "]":
             depth -= 1
             if depth < 0:
-                raise _Problem(f"hostlist {text!r}: ']' without '['")
+                raise _Problem(f"hostlist {shown(text)}: ']' without '['")
         if ch == "," and depth == 0:
             items.append(current)
             current = ""
         else:
             current += ch
     if depth:
-        raise _Problem(f"hostlist {text!r}: '[' without ']'")
+        raise _Problem(f"hostlist {shown(text)}: '[' without ']'")
     items.append(current)
     if any(not item for item in items):
-        raise _Problem(f"hostlist {text!r}: an empty name")
+        raise _Problem(f"hostlist {shown(text)}: an empty name")
     return items
 
 
@@ -138,7 +180,7 @@ def expand_one(item):
     match = re.match(r"([^\[\]]*)\[([^\[\]]*)\](.*)\Z", item)
     if not match:
         if not NAME.match(item):
-            raise _Problem(f"hostlist item {item!r}: not a host name")
+            raise _Problem(f"hostlist item {shown(item)}: not a host name")
         return [item]
     prefix, ranges, rest = match.groups()
     tails = expand_one(rest) if rest else [""]
@@ -148,19 +190,8 @@ def expand_one(item):
 
 def expand_ranges(item, ranges):
     """`01-04,07` as ['01', '02', '03', '04', '07']."""
-    out = []
-    for part in ranges.split(","):
-        match = re.fullmatch(r"(\d+)(?:-(\d+))?", part)
-        if not match:
-            raise _Problem(f"hostlist item {item!r}: {part!r} is not a number or a range")
-        low, high = match.group(1), match.group(2) or match.group(1)
-        if int(high) < int(low):
-            raise _Problem(f"hostlist item {item!r}: range {part!r} runs backwards")
-        if int(high) - int(low) > MAX_NAMES:
-            raise _Problem(f"hostlist item {item!r}: range {part!r} is too large")
-        width = len(low) if low.startswith("0") else 0
-        out += [str(n).zfill(width) for n in range(int(low), int(high) + 1)]
-    return out
+    return [str(n).zfill(width) for low, high, width in parsed_ranges(item, ranges)
+            for n in range(low, high + 1)]
 
 
 # -- the files ----------------------------------------------------------------------
@@ -177,10 +208,26 @@ def load_topology(path, known=None):
     return build(path, entries, known)
 
 
+def partition_topology(path, hosts):
+    """The Topology of a partition's file (`extras.topology`) for a sweep of
+    `hosts`, its nodes: a file that puts one of them under no switch is
+    refused (DataError, one line), as a judgement that left such a node
+    out of every switch would name the wrong component.  The file may name
+    more nodes than the partition has (Slurm's covers the whole cluster)."""
+    topology = load_topology(path)
+    leaf_of = topology.leaf_of()
+    missing = sorted(set(hosts) - set(leaf_of))
+    if missing:
+        raise DataError(path, None, f"node {missing[0]} of the partition is under no switch "
+                                    f"({len(missing)} of its {len(set(hosts))} nodes are not "
+                                    f"in the file: not this partition's topology)")
+    return topology
+
+
 def conf_entries(path):
     """[(line number, switch, [child switches], [nodes])] of topology.conf."""
     try:
-        text = read_bytes(path).decode()
+        text = read_bytes(path, "topology").decode()
     except UnicodeDecodeError as err:
         raise DataError(path, None, f"not UTF-8 text ({err.reason})") from err
     entries = []
@@ -203,9 +250,9 @@ def conf_line(line):
     for token in line.split():
         key, eq, value = token.partition("=")
         if not eq or not value:
-            raise _Problem(f"{token!r}: expected Key=Value")
+            raise _Problem(f"{shown(token)}: expected Key=Value")
         if key.lower() not in KEYS:
-            raise _Problem(f"unknown parameter {key!r} (topology/tree has "
+            raise _Problem(f"unknown parameter {shown(key)} (topology/tree has "
                            f"SwitchName, Switches, Nodes, LinkSpeed)")
         if key.lower() in fields:
             raise _Problem(f"{key} given twice")
@@ -214,7 +261,7 @@ def conf_line(line):
         raise _Problem("no SwitchName=")
     switch = fields["switchname"]
     if not NAME.match(switch):
-        raise _Problem(f"SwitchName {switch!r}: not a switch name")
+        raise _Problem(f"SwitchName {shown(switch)}: not a switch name")
     return (switch, expand_hostlist(fields.get("switches", "")) if "switches" in fields else [],
             expand_hostlist(fields["nodes"]) if "nodes" in fields else [])
 
@@ -222,7 +269,7 @@ def conf_line(line):
 def yaml_entries(path):
     """The same entries from netbench's YAML file; the "line" a problem
     names is the switch's key."""
-    data = load_yaml(path)
+    data = load_yaml(path, kind="topology")
     switches = data.get("switches")
     if not isinstance(switches, dict) or not switches:
         raise DataError(path, "switches", "expected a mapping of switch names")
@@ -233,7 +280,7 @@ def yaml_entries(path):
             raise DataError(path, where, "expected a mapping with `switches` and/or `nodes`")
         try:
             if not NAME.match(str(switch)):
-                raise _Problem(f"{switch!r}: not a switch name")
+                raise _Problem(f"{shown(switch)}: not a switch name")
             entries.append((where, str(switch), *(
                 expand_hostlist(spec[key]) if isinstance(spec.get(key), str)
                 else _list_of_names(spec.get(key)) for key in ("switches", "nodes"))))

@@ -16,10 +16,9 @@ the job decides by the same knobs as the check.
 """
 
 import argparse
-import json
 import sys
 
-from ..datafiles import DataError
+from ..datafiles import DataError, load_json
 from ..results.container_parity import round_figures, round_ratios
 from . import knobs as judging_knobs
 from .model import UNDECIDED, Bound, judge_paired
@@ -53,11 +52,7 @@ def parity_undecided(stagedir, max_bytes, min_rounds, max_rounds, knobs):
 
 def knobs_of(path):
     """The knobs the check sent to its job (knobs.Knobs.to_json in `path`)."""
-    try:
-        with open(path) as f:
-            data = json.load(f)
-    except (OSError, ValueError) as err:
-        raise DataError(path, None, f"cannot read the parity's knobs: {err}") from err
+    data = load_json(path, kind="record")
     return judging_knobs.from_json(data, str(path))
 
 

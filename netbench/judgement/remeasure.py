@@ -17,11 +17,11 @@ JUDGING_JSON (written by the check before the job):
 A run's later launches are `NAME-2.out`, `NAME-3.out`, ... beside it.
 """
 
-import json
 import os
 import shlex
 import sys
 
+from ..datafiles import DataError, load_json
 from ..results.benchmark import parse_run, started
 from . import figures
 from . import conditions, knobs as judging_knobs
@@ -184,12 +184,11 @@ def main(argv=None):
     if len(argv) != 1:
         sys.exit("usage: python -m netbench.judgement.remeasure JUDGING_JSON")
     try:
-        with open(argv[0]) as f:
-            description = json.load(f)
+        description = load_json(argv[0], kind="record")
         runs = undecided_runs(description, os.path.dirname(os.path.abspath(argv[0])),
                               say=lambda words: print(f"netbench.judgement.remeasure: {words}",
                                                       file=sys.stderr))
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except (DataError, OSError, ValueError, KeyError, TypeError) as err:
         # the job goes on without another launch; the check decides from
         # what it has and says so
         sys.exit(f"netbench.judgement.remeasure: {argv[0]}: {err}")

@@ -22,9 +22,8 @@ import socket
 import sys
 from pathlib import Path
 
-import yaml
-
 from .. import paths
+from ..datafiles import load_yaml
 from .linerate import marked_objects, run_quietly
 
 MARKER = "# node_state "
@@ -44,7 +43,7 @@ def touched(folder=PROFILES):
     found = {"sysctl": set(), "features": set(), "coalesce": set(), "rings": set(),
              "modules": {}}
     for path in sorted(Path(folder).glob("*.yml")):
-        profile = yaml.safe_load(path.read_text()) or {}
+        profile = load_yaml(path, top=None) or {}
         parts = [profile.get("settings") or {}] + list((profile.get("flavours") or {}).values())
         for part in parts:
             found["sysctl"] |= set((part.get("sysctl") or {}))

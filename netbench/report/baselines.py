@@ -66,7 +66,7 @@ def series_names(obj):
 def parsed(run_report):
     """The JSON of a run report as accept reads it (series_names), or
     DataError naming it."""
-    text = datafiles.read_bytes(run_report)
+    text = datafiles.read_bytes(run_report, "run-report")
     try:
         text = text.decode("utf-8")
         return json.loads(text, object_hook=series_names)

@@ -281,7 +281,7 @@ def load_stored(path):
         raise DataError(path, None, "is a symlink, not the file netbench stores there")
     if not path.exists():
         return None
-    data = validate(load_json(path), STORED_SCHEMA, path)
+    data = validate(load_json(path, kind="record"), STORED_SCHEMA, path)
     findings = []
     for f in data["findings"]:
         claim = Claim(f["key"], f["claim"], Source(**f["source"]), f["passage"], f["measure"],

@@ -162,7 +162,7 @@ def provenance_beside(path):
     prov_file = Path(path).parent / "provenance.json"
     if not os.path.lexists(prov_file):
         return {}
-    return datafiles.validate(datafiles.load_json(prov_file), PROVENANCE_SCHEMA, prov_file)
+    return datafiles.validate(datafiles.load_json(prov_file, kind="record"), PROVENANCE_SCHEMA, prov_file)
 
 
 #: the SHA-256 of the run reports validated in this process: publish reads
@@ -175,7 +175,7 @@ _VALIDATED = set()
 def validated_report(path):
     """The run report in `path`, parsed and validated (DataError naming the
     file and key otherwise); the same bytes are validated once per process."""
-    raw = datafiles.read_bytes(path)
+    raw = datafiles.read_bytes(path, "run-report")
     digest = hashlib.sha256(raw).digest()
     # the text replaces the bytes before the parse: a large report's bytes,
     # text and parsed objects at once were the peak of `netbench compare`
@@ -293,11 +293,9 @@ def stored_summary(path, stat):
     version of the run report, or where it is not netbench's form: the run
     report is read then."""
     try:
-        fd = os.open(Path(path).with_name(SUMMARY_FILE),
-                     os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as f:
-            entry = datafiles.load_json(path, raw=f.read())
-    except (OSError, DataError):
+        raw = datafiles.read_bytes(Path(path).with_name(SUMMARY_FILE), "record", follow=False)
+        entry = datafiles.load_json(path, raw=raw)
+    except DataError:
         return None
     if entry.get("run_report") != file_identity(stat):
         return None
@@ -309,7 +307,7 @@ def stored_summary(path, stat):
 
 def read_summary(path):
     """load_summary's reading and checking."""
-    return checked_summary(datafiles.load_json(path), path)
+    return checked_summary(datafiles.load_json(path, kind="run-report"), path)
 
 
 def checked_summary(report, path):

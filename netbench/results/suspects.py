@@ -244,7 +244,7 @@ SUSPECTS_SCHEMA = {
 def read_suspects(path):
     """suspects.json as Suspects, checked against SUSPECTS_SCHEMA (DataError
     naming the file and key otherwise); and the whole validated document."""
-    data = validate(load_json(path), SUSPECTS_SCHEMA, path)
+    data = validate(load_json(path, kind="suspects"), SUSPECTS_SCHEMA, path)
     return [suspect_from_json(s) for s in data["suspects"]], data
 
 

@@ -10,8 +10,13 @@ days' sessions (publish reads earlier sessions for the history and the
 index): wall and CPU time, peak RSS (the child's rusage) and the page's
 size.  Then `netbench compare` of two sessions of the largest size, each
 case's launch recorded, B's every 5th case 10x slower (bench_compare:
-median CPU, peak RSS, the page's size and the terminal's lines).  Needs no
-root and no MPI.  Prints figures; asserts nothing.
+median CPU, peak RSS, the page's size and the terminal's lines).  Last
+(alone with `--refusals-only`), what refusing hostile input costs: `netbench
+drain` of /dev/zero, of a 50 MB suspects.json and of a crafted one of
+200,000 suspects, and the sweep's step between passes given a topology
+whose hostlist names 10^9 hosts (bench_refusals: median wall, CPU and peak
+RSS by GNU time, and the refusal's line).  Needs no root and no MPI.
+Prints figures; asserts nothing.
 """
 
 import argparse
@@ -25,6 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from .. import paths
 from ..results import record as results_record
 
 SIZES = [float(1 << k) for k in range(24)]          # 1 B to 8 MiB, as the suite sweeps
@@ -257,6 +263,115 @@ def bench_compare(cases, repeats=3):
               f"{runs[0][4]:6} {runs[0][3]:4}")
 
 
+# -- hostile input: what refusing it costs (issue 54) ---------------------------------
+
+#: the suspects of the crafted suspects.json: 200,000 (issue 54 measured 73 s
+#: and 363 MB for `drain --dry-run` of one)
+CRAFTED_SUSPECTS = 200_000
+
+
+def sweep_session(cases=1):
+    """A run report whose first case is a fabric sweep of n1-n3 naming n3."""
+    report = synthetic_report(cases)
+    case = report["runs"][0]["testcases"][0]
+    hosts = ["n1", "n2", "n3"]
+    pairs = [{"src": a, "dst": b, "latency_us": 20.0,
+              "bw_Mbps": {"1048576": 300.0 if "n3" in (a, b) else 950.0}}
+             for a in hosts for b in hosts if a != b]
+    suspect = {"kind": "node", "names": ["n3"], "metric": "bw_Mbps@1048576", "value": 300.0,
+               "fleet_median": 950.0, "reference": None, "direction": "both",
+               "evidence": [{"src": "n1", "dst": "n3", "metric": "bw_Mbps@1048576",
+                             "value": 300.0, "bound": 712.5}]}
+    record = results_record.make("sweep", "mpich tcp", [], {"mpi_family": "mpich",
+                                                            "placement": "internode"})
+    record["fleet"] = {"hosts": hosts, "pairs": pairs, "suspects": [suspect], "findings": [],
+                       "remeasured": [], "sweep_seconds": 1.0, "rounds": 3,
+                       "order": "concurrent"}
+    case.update(name="LinkSweep", display_name="LinkSweep /00000000",
+                unique_name="LinkSweep_0", record=record, perfvalues={}, result="fail")
+    return report, suspect
+
+
+def crafted_suspects(path, suspect, count):
+    """A suspects.json of `count` suspects naming as many nodes."""
+    names = [f"x{i}" for i in range(count)]
+    path.write_text(json.dumps({"session": "S", "sweeps": [{"nodes": names, "suspects": [
+        {**suspect, "names": [name], "evidence": []} for name in names]}]},
+        separators=(",", ":")))
+    return path
+
+
+def command_cost(argv):
+    """(wall s, CPU s, peak RSS MB, exit code, last line of stderr) of
+    `argv` in a fresh interpreter, by GNU time (Debian's `time`): this
+    process's own rusage of a child counts, after exec, the peak of the
+    process that forked it (Linux keeps the larger), so a parent holding
+    hundreds of MB would show as the child's."""
+    with tempfile.TemporaryDirectory() as folder:
+        figures, err = Path(folder) / "time", Path(folder) / "stderr"
+        with open(err, "w") as stderr:
+            proc = subprocess.run([TIME, "-f", "%e %U %S %M", "-o", str(figures), *argv],
+                                  stdout=subprocess.DEVNULL, stderr=stderr)
+        wall, user, system, peak_kb = figures.read_text().split()[-4:]
+        line = (err.read_text(errors="replace").strip().splitlines() or [""])[-1]
+    return float(wall), float(user) + float(system), int(peak_kb) / 1024, proc.returncode, line
+
+
+#: GNU time, whose %M is the command's own peak RSS
+TIME = "/usr/bin/time"
+
+
+def refusal_commands(tmp):
+    """{what: argv} of each hostile input, through the real commands."""
+    tmp = Path(tmp)
+    netbench = [sys.executable, "-m", "netbench.cli"]
+    big = tmp / "big-suspects.json"
+    with open(big, "wb") as f:
+        f.write(b" " * (50 << 20))
+    topology = tmp / "topology.conf"
+    topology.write_text("SwitchName=s1 Nodes=n[1-1000]x[1-1000]y[1-1000]\n")
+    # a sweep's first pass (a 6-node sweep, one node slow), as the job's
+    # step between passes reads it with the partition's topology
+    first = paths.REPO / "tests" / "data" / "sweep_confirm" / "slow-node" / "sweep.out"
+    report, suspect = sweep_session()
+    raw = tmp / "run-report.json"
+    raw.write_text(json.dumps(report))
+    reports = tmp / "reports"
+    reports.mkdir()
+    published = subprocess.run([*netbench, "publish", str(raw), "-o", str(reports)],
+                               capture_output=True, text=True)
+    if published.returncode:
+        raise SystemExit(f"publish failed: {published.stderr.strip()}")
+    session = next(p for p in reports.iterdir() if (p / "suspects.json").is_file())
+    crafted_suspects(session / "suspects.json", suspect, CRAFTED_SUSPECTS)
+    (tmp / "elsewhere").mkdir()
+    loose = crafted_suspects(tmp / "elsewhere" / "suspects.json", suspect, CRAFTED_SUSPECTS)
+    return {
+        "drain --dry-run /dev/zero": [*netbench, "drain", "--dry-run", "/dev/zero"],
+        "drain --dry-run, a 50 MB suspects.json": [*netbench, "drain", "--dry-run", str(big)],
+        "the sweep's step, a 10^9-name hostlist": [
+            sys.executable, "-m", "netbench.fleet.remeasure", "--topology", str(topology),
+            str(first)],
+        f"drain --dry-run, {CRAFTED_SUSPECTS:,} suspects in a session": [
+            *netbench, "drain", "--dry-run", str(session / "suspects.json")],
+        f"drain --dry-run, {CRAFTED_SUSPECTS:,} suspects, no session": [
+            *netbench, "drain", "--dry-run", str(loose)],
+    }
+
+
+def bench_refusals(repeats=5):
+    """Each hostile input refused: the median wall and CPU time and peak
+    RSS of `repeats` runs, and the refusal's line."""
+    print(f"\n{'hostile input':44} {'wall':>6} {'CPU':>6} {'peak RSS':>9}  exit, refusal")
+    with tempfile.TemporaryDirectory(prefix="netbench-refusalbench-") as tmp:
+        for what, argv in refusal_commands(tmp).items():
+            runs = [command_cost(argv) for _ in range(repeats)]
+            wall, cpu, peak = (statistics.median(r[k] for r in runs) for k in range(3))
+            rc, line = runs[-1][3], runs[-1][4]
+            print(f"{what:44} {wall:5.2f}s {cpu:5.2f}s {peak:6.0f} MB  {rc}, "
+                  f"{line.replace(tmp, '$TMP')[:160]}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, nargs="+", default=list(CASES))
@@ -265,7 +380,12 @@ def main(argv=None):
                              "same reports/ (history and index read the earlier ones)")
     parser.add_argument("--compare-runs", type=int, default=3,
                         help="runs of `netbench compare` whose median is printed")
+    parser.add_argument("--refusals-only", action="store_true",
+                        help="only what refusing hostile input costs (drain, hostlists)")
     args = parser.parse_args(argv)
+    if args.refusals_only:
+        bench_refusals()
+        return 0
     print(f"{'cases':>6} {'earlier':>7} {'run report':>10} {'publish wall':>12} "
           f"{'CPU':>7} {'peak RSS':>9} {'page':>8}")
     largest = max(args.cases)
@@ -287,6 +407,7 @@ def main(argv=None):
                       f"{page.stat().st_size / 2**20:5.1f} MB")
     print_accept_cost(largest, args.sessions)
     bench_compare(largest, args.compare_runs)
+    bench_refusals()
     return 0
 
 

@@ -44,7 +44,7 @@ import tempfile
 from pathlib import Path
 
 from .. import paths
-from ..datafiles import DataError, load_yaml, validate
+from ..datafiles import DataError, load_yaml, read_bytes, validate
 from ..report import diagnosis, reasons, sessions
 from ..rfm import session
 from ..textsafe import printable
@@ -162,8 +162,8 @@ def host_settings(path):
     """(settings, None) of one host's result in read_back's tree, or (None,
     why not) in one line: an unreachable host, a script that failed."""
     try:
-        result = json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        result = json.loads(read_bytes(path, "record"))
+    except (DataError, ValueError):
         return None, "no result"
     try:
         return json.loads(result["stdout"]), None
@@ -532,8 +532,8 @@ def with_proposals(diagnoses, data, flavour):
 
 def read_json(path):
     try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError):
+        return json.loads(read_bytes(path, "record"))
+    except (DataError, ValueError):
         return None
 
 

@@ -135,7 +135,7 @@ def write(rec, folder):
 
 def load(folder):
     path = Path(folder) / FILE
-    return datafiles.validate(datafiles.load_json(path), SCHEMA, path)
+    return datafiles.validate(datafiles.load_json(path, kind="record"), SCHEMA, path)
 
 
 def launch_values_of(side, folder):
