@@ -11,8 +11,9 @@ reframe_checks/settings.py calls it by name:
   whose exit refines the code);
 * record_how_the_session_ended: how many cases the session was to run,
   how many ran and what stopped it, in the run report, and an interrupted
-  session's JUnit saying so first (wraps Runner.runall and RunReport's
-  update_run_stats and generate_xml_report);
+  session's JUnit saying so first, its aborted cases skipped, not passed
+  (wraps Runner.runall and RunReport's update_run_stats and
+  generate_xml_report);
 * stop_on_sigterm_whatever_runs: SIGTERM and SIGHUP stop a session as
   Ctrl-C does, even while ReFrame writes a log line (replaces
   reframe.frontend.executors._force_exit);
@@ -166,6 +167,7 @@ def record_how_the_session_ended():
 
     def junit_saying_so(self):
         xml = generate_xml_report(self)
+        mark_aborted(xml, self["runs"])
         end = self["session_info"].get(session_end.RECORD_KEY)
         if session_end.cut_short(end):
             say_interrupted_first(xml, end)
@@ -209,6 +211,23 @@ def stop_on_sigterm_whatever_runs():
 
     terminate.netbench_terminates = True
     executors._force_exit = terminate
+
+
+def mark_aborted(xml, runs):
+    """ReFrame's JUnit gives a case it aborted (Ctrl-C, SIGTERM, a failure
+    limit) no child: a CI reading it counts the case passed.  Each gets a
+    <skipped> saying it did not run to its end.  ReFrame writes a testsuite
+    per run and a testcase per case of the run, in the run report's order."""
+    from lxml import etree
+
+    for suite, run in zip(xml.findall("testsuite"), runs):
+        for element, tc in zip(suite.findall("testcase"), run["testcases"]):
+            if tc.get("result") == "abort" and not len(element):
+                etree.SubElement(element, "skipped", attrib={
+                    "type": "aborted", "message": "aborted: did not run to its end"})
+        skipped = sum(1 for tc in run["testcases"] if tc.get("result") == "abort")
+        if skipped:
+            suite.set("skipped", str(int(suite.get("skipped") or 0) + skipped))
 
 
 def say_interrupted_first(xml, end):
