@@ -135,8 +135,8 @@ def test_a_session_whose_cases_that_ran_all_passed_is_not_a_pass():
     end = session_end.record(11, 2, "SIGINT")
     found = verdict.overall([cut_short(end, case("pass", "A"), case("pass", "B"))])
     assert found["word"] == "interrupted"
-    assert found["text"].startswith("Interrupted: 2 of 11 cases ran (Ctrl-C); none of the "
-                                    "2 judged failed"), found["text"]
+    assert found["text"].startswith("Interrupted: 2 of 11 cases ran (Ctrl-C); of those "
+                                    "that ran, none failed"), found["text"]
     assert "as it should be" not in found["text"].lower()
 
 
@@ -160,3 +160,19 @@ def test_a_record_whose_numbers_are_not_numbers_is_refused(tmp_path):
     path.write_text(json.dumps(report))
     with pytest.raises(DataError, match="cases_planned"):
         sessions.load_session(path)
+
+
+@pytest.mark.parametrize("results, stop, expected", [
+    (["pass", "fail", "abort"], "SIGTERM",
+     "Interrupted: 2 of 9 cases ran (stopped by SIGTERM); of those that ran, 1 failed (below, "
+     "each with its reason); 1 stopped before their end;"),
+    (["abort"], "SIGINT", "Interrupted: 0 of 9 cases ran (Ctrl-C); nothing to judge; 1 stopped"),
+    (["pass"], "failure_limit",
+     "Interrupted: 1 of 9 cases ran (the failure limit (--maxfail) was reached); of those"),
+    (["pass"], "time_limit", "Interrupted: 1 of 9 cases ran (the session's time limit "
+                             "(--duration) ran out); of those that ran, none failed;")])
+def test_what_the_cases_that_ran_showed_follows_the_first_words(results, stop, expected):
+    cases = [case(result, f"C{i}") for i, result in enumerate(results)]
+    ran = sum(1 for r in results if r != "abort")
+    found = verdict.overall([cut_short(session_end.record(9, ran, stop), *cases)])
+    assert found["text"].startswith(expected), found["text"]

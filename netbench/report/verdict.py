@@ -154,16 +154,14 @@ def interrupted_verdict(end, cases, failed, aborted, unsure):
     if not ran:
         shown = "nothing to judge"
     else:
-        parts = [f"{len(failed)} of the {len(ran)} judged failed (below, each with its "
-                 f"reason)" if failed else f"none of the {len(ran)} judged failed"]
-        if unsure:
-            parts.append(f"{len(unsure)} inconclusive")
-        shown = ", ".join(parts)
+        shown = "of those that ran, " + (
+            f"{len(failed)} failed (below, each with its reason)" if failed else
+            "none failed") + (f", {len(unsure)} inconclusive" if unsure else "")
     if aborted:
-        shown += f"; {len(aborted)} stopped before the end"
+        shown += f"; {len(aborted)} stopped before their end"
     return {"word": "interrupted",
-            "text": f"{interrupted_words(end)}; {shown}; the cases that did not run to "
-                    f"their end are not judged."}
+            "text": f"{interrupted_words(end)}; {shown}; cases that did not run to their "
+                    f"end are not judged."}
 
 
 def overall(sessions, references=paths.REFERENCES, baselines=None):
