@@ -54,8 +54,14 @@ def _stop_command(signum, frame):
     short.  Commands that must finish a step first defer the signals
     themselves (vcluster, tune)."""
     for stop in STOP_SIGNALS:
-        signal.signal(stop, signal.SIG_IGN)
+        signal.signal(stop, _ignore_further)
     raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _ignore_further(signum, frame):
+    """A signal after the first, while the command unwinds: nothing.  A
+    handler, not SIG_IGN, which the programs it may start while unwinding
+    would inherit, so that they could not be stopped in turn."""
 
 
 def _stopped_by(err):
