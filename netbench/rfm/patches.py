@@ -149,8 +149,9 @@ def record_how_the_session_ended():
     ending = {}
 
     def counted_runall(self, testcases, restored_cases=None):
-        cases = [*testcases, *(restored_cases or [])]
-        ending.update(planned=sum(1 for tc in cases if not tc.check.is_fixture()),
+        # restored cases (--restore-session) ran in their own session: they
+        # are not in this one's runs, nor counted here
+        ending.update(planned=sum(1 for tc in testcases if not tc.check.is_fixture()),
                       stopped_by=None)
         try:
             return runall(self, testcases, restored_cases)
