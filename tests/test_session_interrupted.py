@@ -96,9 +96,11 @@ def test_a_stopped_session_says_how_many_cases_ran_first(signum, policy, words):
     assert case.get("name").startswith(first), ET.tostring(suite)[:2000]
     assert case.find("error").get("message").startswith(first)
     assert int(suite.get("errors")) >= 1
-    # the aborted cases are not passes: ReFrame wrote them without a child
+    # the aborted cases are not passes: ReFrame wrote them without a child.
+    # (With the serial policy the second case may be in the report, aborted,
+    # or not yet: ReFrame says RUN before it counts the case)
     aborted = [tc for tc in report["runs"][0]["testcases"] if tc["result"] == "abort"]
-    assert aborted, report["runs"][0]["testcases"]
+    assert aborted or policy == "serial", report["runs"][0]["testcases"]
     marked = [c.get("name") for c in suite.findall("testcase")
               if c.find("skipped") is not None]
     assert len(marked) == len(aborted), ET.tostring(suite)[:3000]
