@@ -90,6 +90,10 @@ def test_a_stopped_session_says_how_many_cases_ran_first(signum, policy, words):
     page = (folder / "index.html").read_text()
     assert page_first_line(page).startswith(first), page_first_line(page)
     assert "as it should be" not in page.lower()
+    # the index of reports/: the session's row
+    index = (paths.REPORTS / "index.html").read_text()
+    row = index[index.index(f'href="{folder.name}/index.html"'):]
+    assert first in row[:row.index("</tr>")], row[:2000]
     # the JUnit: its first testcase, in error
     suite = ET.parse(folder / "run-report.junit.xml").getroot().find("testsuite")
     case = suite.find("testcase")
