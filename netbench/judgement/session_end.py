@@ -6,7 +6,10 @@ the cases it had started (with its serial policy) or marks the rest
 aborted (with its asynchronous one): neither says how many were meant to
 run.  rfm.patches.record_how_the_session_ended counts them when the
 session starts and stores the record below in the run report's
-`session_info` (RECORD_KEY); the report renders it, first.
+`session_info`, each key prefixed `netbench_` (PREFIX: ReFrame reads a
+session_info back from its results database with a pattern that ends at
+the first `}`, so its values stay flat, as session extras are); the
+report renders it, first.
 
     interrupted    true when the session did not run every case it was
                    meant to, or a signal stopped it
@@ -20,8 +23,10 @@ session starts and stores the record below in the run report's
 Pure data: no ReFrame.
 """
 
-#: the key of session_info holding the record
-RECORD_KEY = "netbench_end"
+#: the prefix of the record's keys in session_info
+PREFIX = "netbench_"
+#: the record's keys
+KEYS = ("interrupted", "stopped_by", "cases_planned", "cases_ran")
 
 #: what stopped a session, by the name of the exception ReFrame ended on
 #: (for SIGTERM and SIGHUP, ReFrame raises ForceExitError, netbench
@@ -33,13 +38,13 @@ SIGNAL_NAMES = {1: "SIGHUP", 15: "SIGTERM"}
 #: the stops that are a signal: the session exits 130 (exitcodes.INTERRUPTED)
 SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 
-#: the record's JSON schema (sessions.RUN_REPORT_SCHEMA checks it on read)
-SCHEMA = {"type": "object", "required": ["interrupted", "cases_planned", "cases_ran"],
-          "properties": {
-              "interrupted": {"type": "boolean"},
-              "stopped_by": {"enum": [*STOP_CODES.values(), *SIGNAL_NAMES.values(), None]},
-              "cases_planned": {"type": "integer", "minimum": 0},
-              "cases_ran": {"type": "integer", "minimum": 0}}}
+#: the record's keys in session_info and their JSON schema
+#: (sessions.RUN_REPORT_SCHEMA checks them on read)
+SESSION_INFO_SCHEMA = {
+    PREFIX + "interrupted": {"type": "boolean"},
+    PREFIX + "stopped_by": {"enum": [*STOP_CODES.values(), *SIGNAL_NAMES.values(), None]},
+    PREFIX + "cases_planned": {"type": "integer", "minimum": 0},
+    PREFIX + "cases_ran": {"type": "integer", "minimum": 0}}
 
 
 def stop_code(err):
@@ -79,6 +84,19 @@ def record(planned, ran, stopped_by=None):
     planned = max(planned, ran)
     return {"interrupted": bool(stopped_by in SIGNALS or ran < planned),
             "stopped_by": stopped_by, "cases_planned": planned, "cases_ran": ran}
+
+
+def in_session_info(end):
+    """The record as session_info's keys."""
+    return {PREFIX + key: end[key] for key in KEYS}
+
+
+def from_session_info(info):
+    """The record a session_info holds; None for a run report from before
+    records (or one that lacks any of its numbers)."""
+    if not all(PREFIX + key in (info or {}) for key in KEYS):
+        return None
+    return {key: info[PREFIX + key] for key in KEYS}
 
 
 def cut_short(end):

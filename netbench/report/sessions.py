@@ -76,7 +76,7 @@ RUN_REPORT_SCHEMA = {"type": "object", "required": ["session_info", "runs"], "pr
         "uuid": {"type": "string", "pattern": "^[0-9a-fA-F]{8}[-0-9a-fA-F]*$",
                  "description": "expected ReFrame's session uuid (hex digits and dashes)"},
         # how the session ended (rfm.patches.record_how_the_session_ended)
-        session_end.RECORD_KEY: session_end.SCHEMA,
+        **session_end.SESSION_INFO_SCHEMA,
     }},
     "runs": {"type": "array", "items": {"type": "object", "properties": {
         "testcases": {"type": "array", "items": _TESTCASE}}}},

@@ -136,7 +136,7 @@ def session_ends(sessions):
     """The sessions' records of how they ended, summed when several are
     shown together: None when none was cut short (or none has a record, a
     run report from before them)."""
-    ends = [(s.report.get("session_info") or {}).get(session_end.RECORD_KEY)
+    ends = [session_end.from_session_info(s.report.get("session_info"))
             for s in sessions]
     cut = [e for e in ends if session_end.cut_short(e)]
     if not cut:

@@ -162,14 +162,14 @@ def record_how_the_session_ended():
     def update_and_record(self, stats):
         update_run_stats(self, stats)
         if "planned" in ending:
-            self.update_extras({session_end.RECORD_KEY: session_end.record(
+            self.update_extras(session_end.in_session_info(session_end.record(
                 ending["planned"], session_end.cases_ran(self["runs"]),
-                ending["stopped_by"])})
+                ending["stopped_by"])))
 
     def junit_saying_so(self):
         xml = generate_xml_report(self)
         mark_aborted(xml, self["runs"])
-        end = self["session_info"].get(session_end.RECORD_KEY)
+        end = session_end.from_session_info(self["session_info"])
         if session_end.cut_short(end):
             say_interrupted_first(xml, end)
         return xml
