@@ -95,3 +95,54 @@ def test_sigterm_before_the_command_begins_is_one_line():
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 130 and "not reached" not in proc.stdout, proc
     assert proc.stderr.splitlines() == ["netbench: interrupted before anything was done"]
+
+
+#: a sitecustomize that holds netbench's atomic writes until the test has
+#: signalled: the command has made its output folder and is writing its
+#: page into it (READY appears) when the signal comes.  Only the moment is
+#: arranged; the command, its folder and the signal are real
+HOLD_WRITES = '''
+import os, time
+from pathlib import Path
+import netbench.safefile
+
+_write = netbench.safefile.atomic_write
+READY = Path(os.environ["NETBENCH_TEST_READY"])
+
+def atomic_write(path, data, mode=0o644):
+    READY.write_text(str(path))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+    return _write(path, data, mode)
+
+netbench.safefile.atomic_write = atomic_write
+'''
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("action", ["report", "compare"])
+def test_a_page_stopped_while_written_leaves_no_folder(tmp_path, action, signum):
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "sitecustomize.py").write_text(HOLD_WRITES)
+    ready = tmp_path / "ready"
+    out = tmp_path / "page"
+    args = {"report": ["report", str(RECORDED), "-o", str(out)],
+            "compare": ["compare", str(RECORDED), str(RECORDED), "-o", str(out)]}[action]
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site"),
+           "NETBENCH_TEST_READY": str(ready)}
+    proc = subprocess.Popen(COMMANDS[0] + args, cwd=paths.REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(ready.exists, proc, "page being written")
+        assert out.is_dir()          # made by the command, for its page
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert err.splitlines() == [f"netbench {action}: interrupted by "
+                                f"{signal.Signals(signum).name}"], err
+    assert proc.returncode == 130
+    assert not out.exists()
