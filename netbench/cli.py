@@ -4,9 +4,15 @@ import signal
 import sys
 
 
+#: what stops a command: Ctrl-C, and SIGTERM (`kill`, a batch system's
+#: time limit), alike: one line, exit code 130, what it made removed
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 def _interrupted_while_starting(signum, frame):
-    """Ctrl-C before a command has begun (the imports take a quarter of a
-    second): nothing has been done yet, so one line and exit code 130."""
+    """Ctrl-C or SIGTERM before a command has begun (the imports take a
+    quarter of a second): nothing has been done yet, so one line and exit
+    code 130."""
     print("netbench: interrupted before anything was done", file=sys.stderr)
     raise SystemExit(130)       # exitcodes.INTERRUPTED, not imported yet: Ctrl-C first
 
@@ -14,7 +20,8 @@ def _interrupted_while_starting(signum, frame):
 # the command (`netbench`, `python -m netbench.cli`), not a module a program imports
 AS_COMMAND = __name__ == "__main__" or sys.argv[0].rsplit("/", 1)[-1] == "netbench"
 if AS_COMMAND:
-    signal.signal(signal.SIGINT, _interrupted_while_starting)
+    for _stop in STOP_SIGNALS:
+        signal.signal(_stop, _interrupted_while_starting)
 
 import argparse  # noqa: E402  (after the handler: Ctrl-C during the imports)
 import json  # noqa: E402
@@ -30,9 +37,38 @@ def _command_done(previous):
     cut Python's own exit short: Python resets its SIGINT handler while it
     finalizes, so the signal would end the process with nothing said (exit
     by SIGINT, measured: a Ctrl-C 0.2-0.25 s into a 0.28 s `vcluster up`
-    whose cluster was up).  The command ignores it from here; a caller
-    importing main gets its own handler back."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN if AS_COMMAND else previous)
+    whose cluster was up).  The command ignores it (and SIGTERM) from here;
+    a caller importing main gets its own handlers back: `previous`, a
+    handler or {signal: handler}."""
+    if not isinstance(previous, dict):
+        previous = {signal.SIGINT: previous}
+    for signum, handler in previous.items():
+        signal.signal(signum, signal.SIG_IGN if AS_COMMAND else handler)
+
+
+def _stop_command(signum, frame):
+    """Ctrl-C or SIGTERM while a command runs: KeyboardInterrupt, named for
+    the signal, so that its `with` and `finally` blocks unwind (temporary
+    folders, staged files, locks) before main says so in one line; the
+    signals that follow are ignored, so that nothing cuts that unwinding
+    short.  Commands that must finish a step first defer the signals
+    themselves (vcluster, tune)."""
+    for stop in STOP_SIGNALS:
+        signal.signal(stop, _ignore_further)
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
+def _ignore_further(signum, frame):
+    """A signal after the first, while the command unwinds: nothing.  A
+    handler, not SIG_IGN, which the programs it may start while unwinding
+    would inherit, so that they could not be stopped in turn."""
+
+
+def _stopped_by(err):
+    """The signal's name a KeyboardInterrupt carries (_stop_command's, or
+    a command's own), SIGINT for Python's own."""
+    name = str(err.args[0]) if err.args else ""
+    return name if name in {s.name for s in STOP_SIGNALS} else "SIGINT"
 
 
 def cmd_discover(args):
@@ -292,10 +328,11 @@ def cmd_vcluster(args):
         interrupted.append(signum)
         raise KeyboardInterrupt
 
-    # Ctrl-C: one line and exit code 130; `up` has rolled back by then,
-    # `down`, `mtu` and `fault` finish first (vcluster.netns.deferred_interrupts).
-    # Set before the import: Ctrl-C while it runs is an interrupted `up` too
-    previous = signal.signal(signal.SIGINT, on_interrupt)
+    # Ctrl-C or SIGTERM: one line and exit code 130; `up` has rolled back by
+    # then, `down`, `mtu` and `fault` finish first (vcluster.netns.
+    # deferred_interrupts).  Set before the import: a signal while it runs
+    # is an interrupted `up` too
+    previous = {stop: signal.signal(stop, on_interrupt) for stop in STOP_SIGNALS}
     try:
         from . import vcluster
         try:
@@ -617,17 +654,24 @@ def build_parser():
 
 
 def main(argv=None):
+    """The command `argv` names; its exit code (exitcodes).  Ctrl-C and
+    SIGTERM stop it as one: its `with` and `finally` blocks unwind
+    (_stop_command), then one line says it was interrupted, exit code 130;
+    vcluster and tune handle them first, to finish or revert a step."""
     args = build_parser().parse_args(argv)
-    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
-        # from here, each command handles Ctrl-C itself (vcluster), or
-        # Python's KeyboardInterrupt does
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    previous = signal.getsignal(signal.SIGINT)
+    try:
+        previous = {stop: signal.signal(stop, _stop_command) for stop in STOP_SIGNALS}
+    except ValueError:                   # not the main thread: signals are not ours
+        previous = {}
     try:
         return args.func(args)
     except DataError as err:
         print(f"netbench: {err}", file=sys.stderr)
         return exitcodes.INVALID_INPUT
+    except KeyboardInterrupt as err:
+        print(f"netbench {args.command}: interrupted by {_stopped_by(err)}",
+              file=sys.stderr)
+        return exitcodes.INTERRUPTED
     finally:
         _command_done(previous)
 

@@ -21,7 +21,10 @@ INVALID_INPUT = 2
 #: either, as invalid input does: the same code
 NOT_RUN = INVALID_INPUT
 INCONCLUSIVE = 3
-#: Ctrl-C: the shell's code for a process ended by SIGINT (128 + 2)
+#: Ctrl-C: the shell's code for a process ended by SIGINT (128 + 2); SIGTERM
+#: (`kill`, a batch system's time limit) stops a command the same way and
+#: gives the same code: one meaning, interrupted, whichever signal (not
+#: 143, which would tell the two apart where nothing differs)
 INTERRUPTED = 130
 
 CODES = (
@@ -47,8 +50,11 @@ CODES = (
     Code(INCONCLUSIVE, "inconclusive", "no failure, but a case of the session is "
                                        "inconclusive: the host was too noisy to tell; "
                                        "`compare`: A and B have no figure in common"),
-    Code(INTERRUPTED, "interrupted", "Ctrl-C: what had started is rolled back or finished "
-                                     "first, and one line says which"),
+    Code(INTERRUPTED, "interrupted", "Ctrl-C or SIGTERM: what had started is rolled back "
+                                     "or finished first (`vcluster up` rolls back, `tune` "
+                                     "reverts), and one line says so; a session's summary, "
+                                     "page and JUnit open on \"Interrupted: N of M cases "
+                                     "ran\""),
 )
 
 

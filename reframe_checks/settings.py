@@ -31,8 +31,13 @@ launchers.register_launchers()
 # no option or hook for it: this wraps its runner)
 patches.refuse_empty_runs()
 # the exit code tells a loss (1) from cases that did not run to the end (2)
-# and inconclusive cases (3): ReFrame exits 1 or 0
+# and inconclusive cases (3), an interrupt (130): ReFrame exits 1 or 0
 patches.tell_verdicts_apart_in_the_exit_code()
+# SIGTERM stops a session as Ctrl-C does, even while ReFrame writes its log
+patches.stop_on_sigterm_whatever_runs()
+# how many cases the session was to run, how many ran, what stopped it: the
+# run report's record, and the JUnit of a session cut short says so first
+patches.record_how_the_session_ended()
 # one line per reason a case was not generated (netbench/selection.py),
 # printed once the check files are loaded
 patches.say_what_was_not_generated()

@@ -177,7 +177,8 @@ def second_sigterm_during_revert(state, reports):
         guard.cancel()
     out = "".join(lines)
     assert stopped and again, out
-    assert proc.returncode == 2, out
+    # interrupted, and reverted exactly: 130, as any command stopped so
+    assert proc.returncode == 130, out
     return out
 
 

@@ -401,8 +401,11 @@ def command_lines():
             yield Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
 
 
-@pytest.mark.parametrize("moment", ["links", "sshd", "slurm"])
-def test_ctrl_c_during_up_rolls_everything_back(moment):
+@pytest.mark.parametrize("moment, stop", [("links", signal.SIGINT), ("sshd", signal.SIGINT),
+                                         ("slurm", signal.SIGINT),
+                                         # `kill`, a batch system: as Ctrl-C
+                                         ("links", signal.SIGTERM)])
+def test_ctrl_c_during_up_rolls_everything_back(moment, stop):
     require_root()
     if moment == "slurm" and not all(shutil.which(t) for t in ("slurmctld", "munged")):
         pytest.skip("Slurm missing: apt-get install slurm-wlm munge")
@@ -421,7 +424,7 @@ def test_ctrl_c_during_up_rolls_everything_back(moment):
         while not ready() and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.002)
         assert proc.poll() is None, "the bring-up ended before it could be interrupted"
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(stop)
         _, err = proc.communicate(timeout=120)
         assert proc.returncode == 130, err
         assert one_line(err) and "interrupted" in err, err

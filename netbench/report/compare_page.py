@@ -173,17 +173,22 @@ def write(comparison, outdir):
     if outdir.is_symlink():
         raise DataError(outdir, None, "is a symlink: not written through")
     check_output_folder(outdir)
+    # drawn before the folder is made: a Ctrl-C or SIGTERM while it is
+    # drawn leaves nothing behind
+    html = render(comparison)
     created = False
     try:
         if not outdir.is_dir():
             outdir.mkdir()
             created = True
-        atomic_write(outdir / "index.html", render(comparison))
-    except OSError as err:
+        atomic_write(outdir / "index.html", html)
+    except BaseException as err:
         if created:
             with contextlib.suppress(OSError):
                 outdir.rmdir()
-        raise DataError(outdir, None, f"cannot write: {err.strerror}") from err
+        if isinstance(err, OSError):
+            raise DataError(outdir, None, f"cannot write: {err.strerror}") from err
+        raise
     return outdir / "index.html"
 
 

@@ -176,5 +176,10 @@ def render_report(sessions, earlier=()):
 
 
 def render_index(sessions):
+    """The index of reports/: a row per session, newest first; a session
+    cut short says so in its row, with how many of its cases ran (its
+    ReFrame count is of the cases it started)."""
     return environment().get_template("index.html.j2").render(
-        sessions=sorted(sessions, key=lambda s: s.started, reverse=True))
+        sessions=sorted(sessions, key=lambda s: s.started, reverse=True),
+        interrupted={s.name: verdict.interrupted_words(end) for s in sessions
+                     for end in [verdict.session_ends([s])] if end})

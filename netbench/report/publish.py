@@ -296,11 +296,13 @@ def write_report(run_reports, outdir, results_db=paths.RESULTS_DB):
             outdir.mkdir()
             created = True
         atomic_write(outdir / "index.html", html)
-    except OSError as err:
+    except BaseException as err:     # Ctrl-C, SIGTERM too: the folder made goes
         if created:
             with contextlib.suppress(OSError):
                 outdir.rmdir()
-        raise DataError(outdir, "--output", f"cannot write: {err.strerror}") from err
+        if isinstance(err, OSError):
+            raise DataError(outdir, "--output", f"cannot write: {err.strerror}") from err
+        raise
     return outdir / "index.html"
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .. import datafiles, paths
 from ..datafiles import DataError
+from ..judgement import session_end
 from ..results import record as results_record
 from . import findings as source_findings
 from .sections import legacy_drawn_columns
@@ -74,6 +75,8 @@ RUN_REPORT_SCHEMA = {"type": "object", "required": ["session_info", "runs"], "pr
         "time_start_unix": _NUMBER,
         "uuid": {"type": "string", "pattern": "^[0-9a-fA-F]{8}[-0-9a-fA-F]*$",
                  "description": "expected ReFrame's session uuid (hex digits and dashes)"},
+        # how the session ended (rfm.patches.record_how_the_session_ended)
+        **session_end.SESSION_INFO_SCHEMA,
     }},
     "runs": {"type": "array", "items": {"type": "object", "properties": {
         "testcases": {"type": "array", "items": _TESTCASE}}}},

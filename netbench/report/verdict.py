@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .. import exitcodes, paths
 from ..datafiles import DataError
+from ..judgement import session_end
 from .datapath import cell as path_cell
 from .reasons import readable
 from .sections import case_record
@@ -114,10 +115,60 @@ def failures(sessions):
     return rows
 
 
+#: what stopped a session cut short, in the words of its first line
+#: (judgement.session_end's codes)
+STOPPED_BY_WORDS = {"SIGINT": "Ctrl-C", "SIGTERM": "stopped by SIGTERM",
+                    "SIGHUP": "stopped by SIGHUP",
+                    "time_limit": "the session's time limit (--duration) ran out",
+                    "failure_limit": "the failure limit (--maxfail) was reached"}
+
+
+def interrupted_words(end):
+    """"Interrupted: 6 of 17 cases ran (Ctrl-C)": the first words of the
+    summary, page and JUnit of a session cut short, from its record
+    (judgement.session_end)."""
+    why = STOPPED_BY_WORDS.get(end.get("stopped_by"))
+    return (f"Interrupted: {end['cases_ran']} of {end['cases_planned']} cases ran"
+            + (f" ({why})" if why else ""))
+
+
+def session_ends(sessions):
+    """The sessions' records of how they ended, summed when several are
+    shown together: None when none was cut short (or none has a record, a
+    run report from before them)."""
+    ends = [session_end.from_session_info(s.report.get("session_info"))
+            for s in sessions]
+    cut = [e for e in ends if session_end.cut_short(e)]
+    if not cut:
+        return None
+    recorded = [e for e in ends if e]
+    return {"interrupted": True, "stopped_by": cut[0].get("stopped_by"),
+            "cases_planned": sum(e["cases_planned"] for e in recorded),
+            "cases_ran": sum(e["cases_ran"] for e in recorded)}
+
+
+def interrupted_verdict(end, cases, failed, aborted, unsure):
+    """The verdict of sessions cut short: how many cases ran of how many,
+    first, then what those that ran showed; never a pass."""
+    ran = [tc for tc in cases if tc.get("result") != "abort"]
+    if not ran:
+        shown = "nothing to judge"
+    else:
+        shown = "of those that ran, " + (
+            f"{len(failed)} failed (below, each with its reason)" if failed else
+            "none failed") + (f", {len(unsure)} inconclusive" if unsure else "")
+    if aborted:
+        shown += f"; {len(aborted)} stopped before their end"
+    return {"word": "interrupted",
+            "text": f"{interrupted_words(end)}; {shown}; cases that did not run to their "
+                    f"end are not judged."}
+
+
 def overall(sessions, references=paths.REFERENCES, baselines=None):
     """The verdict of the run: does the network perform as documented?
     `basis` says against what (judged_against): documented references,
-    or which learned baselines."""
+    or which learned baselines.  A session cut short (its record,
+    judgement.session_end) says so first, and never passes."""
     cases = judged_cases(sessions)
     failed = [tc for tc in cases if tc.get("result") == "fail"]
     # stopped before they ran to the end (Ctrl-C, a failure limit): unjudged
@@ -125,7 +176,11 @@ def overall(sessions, references=paths.REFERENCES, baselines=None):
     unsure = [tc for tc in cases if case_result(tc) == "inconclusive"]
     figures = [e for tc in cases for e in (perf_entry(tc, v) for v in sorted(HEADLINE_NEEDS))
                if e and e["reference"] is not None]
-    if not cases:
+    end = session_ends(sessions)
+    if end:
+        found = interrupted_verdict(end, cases, failed, aborted, unsure)
+        word, text = found["word"], found["text"]
+    elif not cases:
         word, text = "nothing-run", "No test case ran: nothing to judge."
     elif failed:
         word = "fail"
@@ -154,7 +209,7 @@ def overall(sessions, references=paths.REFERENCES, baselines=None):
         text = (f"As it should be: all {len(cases)} cases passed; {len(figures)} headline "
                 f"figures within the bounds of their documented references.")
     return {"word": word, "text": text, "cases": len(cases), "failed": len(failed),
-            "aborted": len(aborted), "inconclusive": len(unsure),
+            "aborted": len(aborted), "inconclusive": len(unsure), "end": end,
             "basis": judged_against(sessions, references, baselines) if cases else ""}
 
 

@@ -1,4 +1,4 @@
-"""The four places where netbench changes ReFrame's own behaviour, each
+"""The six places where netbench changes ReFrame's own behaviour, each
 because ReFrame has no option or hook for it; each wraps or replaces one
 entry point of ReFrame's internals, once per interpreter, and
 reframe_checks/settings.py calls it by name:
@@ -9,6 +9,14 @@ reframe_checks/settings.py calls it by name:
   loss, cases that did not run to the end (or a session that ran none),
   inconclusive cases and an interrupt (gives reframe.frontend.cli a `sys`
   whose exit refines the code);
+* record_how_the_session_ended: how many cases the session was to run,
+  how many ran and what stopped it, in the run report, and an interrupted
+  session's JUnit saying so first, its aborted cases skipped, not passed
+  (wraps Runner.runall and RunReport's update_run_stats and
+  generate_xml_report);
+* stop_on_sigterm_whatever_runs: SIGTERM and SIGHUP stop a session as
+  Ctrl-C does, even while ReFrame writes a log line (replaces
+  reframe.frontend.executors._force_exit);
 * say_what_was_not_generated: one line per reason a check generated fewer
   cases (wraps reframe.frontend.loader.RegressionCheckLoader.load_all);
 * find_deprecation_callers_without_source: the same deprecation warnings,
@@ -66,7 +74,7 @@ def tell_verdicts_apart_in_the_exit_code():
     error), and 0 otherwise; netbench's verdicts are four
     (report.verdict.exit_code): a loss shown (1), cases that could not run
     to the end or no case run (2), inconclusive (3), pass (0), and an
-    interrupt is 130 as for every netbench command.  ReFrame
+    interrupt (Ctrl-C, SIGTERM) is 130 as for every netbench command.  ReFrame
     (REFRAME_VERSION) has no option for it and ends its `main` with
     sys.exit(code), an interrupt's inside the `except` that caught it: this
     gives its module a `sys` whose exit refines the code from the run
@@ -82,7 +90,9 @@ def tell_verdicts_apart_in_the_exit_code():
     real_sys = cli.sys
 
     def exit(code=0):
-        interrupted = isinstance(real_sys.exc_info()[1], KeyboardInterrupt)
+        from ..judgement.session_end import SIGNALS, stop_code
+        stop = real_sys.exc_info()[1]
+        interrupted = stop is not None and stop_code(stop) in SIGNALS
         real_sys.exit(refined_exit_code(code, started, interrupted))
 
     proxy = types.ModuleType("sys")
@@ -93,8 +103,8 @@ def tell_verdicts_apart_in_the_exit_code():
 
 
 def refined_exit_code(code, started, interrupted=False):
-    """`code` refined: 130 for an interrupt (ReFrame's 1: the cases it
-    aborted showed no loss), else by the run report this session wrote;
+    """`code` refined: 130 for an interrupt, Ctrl-C or SIGTERM (ReFrame's 1:
+    the cases it aborted showed no loss), else by the run report this session wrote;
     ReFrame writes none when it ran no case (an unknown --system, a
     configuration or loading error stop it before), so a failure without
     one measured nothing: 2."""
@@ -114,6 +124,132 @@ def refined_exit_code(code, started, interrupted=False):
             return exit_code(json.load(f), code)
     except (OSError, ValueError):
         return code
+
+
+def record_how_the_session_ended():
+    """ReFrame's run report lists the cases a session started, and its
+    `num_cases` counts those: a session its serial policy ran when Ctrl-C
+    or SIGTERM stopped it lists the cases that had run, all passed, and
+    nothing says the rest never ran (its JUnit neither).  This counts the
+    cases the session is to run when it starts (wrapping the runner's entry
+    point), notes what stopped it, and, when ReFrame fills the report in
+    from the runner's statistics, stores judgement.session_end's record in
+    `session_info`; the JUnit of a session cut short then opens on a
+    testcase in error saying "Interrupted: N of M cases ran".  Once per
+    interpreter; settings.py calls it."""
+    from reframe.frontend.executors import Runner
+    from reframe.frontend.reporting import RunReport
+
+    if getattr(Runner.runall, "netbench_counts_cases", False):
+        return
+    from ..judgement import session_end
+    runall = Runner.runall
+    update_run_stats = RunReport.update_run_stats
+    generate_xml_report = RunReport.generate_xml_report
+    ending = {}
+
+    def counted_runall(self, testcases, restored_cases=None):
+        # restored cases (--restore-session) ran in their own session: they
+        # are not in this one's runs, nor counted here
+        ending.update(planned=sum(1 for tc in testcases if not tc.check.is_fixture()),
+                      stopped_by=None)
+        try:
+            return runall(self, testcases, restored_cases)
+        except BaseException as err:
+            ending["stopped_by"] = session_end.stop_code(err)
+            raise
+
+    def update_and_record(self, stats):
+        update_run_stats(self, stats)
+        if "planned" in ending:
+            self.update_extras(session_end.in_session_info(session_end.record(
+                ending["planned"], session_end.cases_ran(self["runs"]),
+                ending["stopped_by"])))
+
+    def junit_saying_so(self):
+        xml = generate_xml_report(self)
+        mark_aborted(xml, self["runs"])
+        end = session_end.from_session_info(self["session_info"])
+        if session_end.cut_short(end):
+            say_interrupted_first(xml, end)
+        return xml
+
+    # the marks of the wrappers it wraps (refuse_empty_runs'): once each
+    counted_runall.__dict__.update(runall.__dict__, netbench_counts_cases=True)
+    Runner.runall = counted_runall
+    RunReport.update_run_stats = update_and_record
+    RunReport.generate_xml_report = junit_saying_so
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP, raised where the signal found the session; its
+    text names the signal (judgement.session_end.stop_code)."""
+
+
+def stop_on_sigterm_whatever_runs():
+    """ReFrame turns SIGTERM and SIGHUP (a batch system's time limit, `kill`)
+    into its ForceExitError, an Exception: one that lands while ReFrame
+    writes a log line, which it does many times a second in its
+    asynchronous policy, is caught by the logging module, printed as a
+    "Logging error", and the session runs on with the signals ignored
+    until every case has ended (found by tests/test_session_interrupted.py).
+    This raises Terminated, a KeyboardInterrupt no `except Exception`
+    catches, which ReFrame stops on as on Ctrl-C: it aborts the cases,
+    cancels their jobs and writes its report.  As ReFrame's handler, it
+    ignores the signals that follow.  ReFrame installs it by name when its
+    runner is made: this replaces that name, once per interpreter."""
+    import signal
+
+    from reframe.frontend import executors
+
+    if getattr(executors._force_exit, "netbench_terminates", False):
+        return
+
+    def terminate(signum, frame):
+        for ignored in (signal.SIGINT, signal.SIGHUP, signal.SIGTERM):
+            signal.signal(ignored, signal.SIG_IGN)
+        raise Terminated(signal.Signals(signum).name)
+
+    terminate.netbench_terminates = True
+    executors._force_exit = terminate
+
+
+def mark_aborted(xml, runs):
+    """ReFrame's JUnit gives a case it aborted (Ctrl-C, SIGTERM, a failure
+    limit) no child: a CI reading it counts the case passed.  Each gets a
+    <skipped> saying it did not run to its end.  ReFrame writes a testsuite
+    per run and a testcase per case of the run, in the run report's order."""
+    from lxml import etree
+
+    for suite, run in zip(xml.findall("testsuite"), runs):
+        for element, tc in zip(suite.findall("testcase"), run["testcases"]):
+            if tc.get("result") == "abort" and not len(element):
+                etree.SubElement(element, "skipped", attrib={
+                    "type": "aborted", "message": "aborted: did not run to its end"})
+        skipped = sum(1 for tc in run["testcases"] if tc.get("result") == "abort")
+        if skipped:
+            suite.set("skipped", str(int(suite.get("skipped") or 0) + skipped))
+
+
+def say_interrupted_first(xml, end):
+    """ReFrame's JUnit (an lxml tree) with a first testcase in error whose
+    name and message are the report's first words of a session cut short
+    (report.verdict.interrupted_words), counted in the first testsuite."""
+    from lxml import etree
+    from ..report.verdict import interrupted_words
+
+    suite = xml.find("testsuite")
+    if suite is None:
+        return
+    words = interrupted_words(end)
+    case = etree.Element("testcase", attrib={"classname": "netbench", "name": words,
+                                             "time": "0"})
+    error = etree.SubElement(case, "error", attrib={"type": "interrupted", "message": words})
+    error.text = words
+    properties = suite.find("properties")
+    suite.insert(0 if properties is None else suite.index(properties) + 1, case)
+    for attr in ("errors", "tests"):
+        suite.set(attr, str(int(suite.get(attr) or 0) + 1))
 
 
 def say_what_was_not_generated():

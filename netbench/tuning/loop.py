@@ -43,7 +43,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .. import paths
+from .. import exitcodes, paths
 from ..datafiles import DataError, load_yaml, read_bytes, validate
 from ..report import diagnosis, reasons, sessions
 from ..rfm import session
@@ -271,7 +271,9 @@ def new_folder(profile, reports_dir=paths.REPORTS):
 def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=False,
         repeats=REPEATS, profiles=PROFILES, reports_dir=paths.REPORTS, say=print):
     """The loop; returns (exit code, record folder).  Exit 0: kept (by the
-    measurement or --keep), 1: reverted, 2: a step failed (reverted).
+    measurement or --keep), 1: reverted, 2: a step failed (reverted), 130:
+    Ctrl-C or SIGTERM stopped it (reverted exactly, the record written; a
+    revert or record that failed is 2 whatever stopped the loop).
     Everything a user gave is checked before anything is applied."""
     profile_data(profile, flavour, profiles)
     sysctl_keys(profiles)               # every read-back reads every profile
@@ -311,8 +313,11 @@ def run(profile, flavour=None, inventory=None, system=None, checks=(), keep=Fals
         say(f"netbench tune: record {folder / record.FILE}, page {folder / 'index.html'}")
     elif written:
         say(f"netbench tune: only {folder / written[0]} written")
-    if rec.get("failure") or (rec.get("revert") or {}).get("exact") is False \
-            or len(written) < 2:
+    if (rec.get("revert") or {}).get("exact") is False or len(written) < 2:
+        return 2, folder
+    if (rec.get("failure") or {}).get("stage") == "interrupted":
+        return exitcodes.INTERRUPTED, folder
+    if rec.get("failure"):
         return 2, folder
     return (0 if rec["decision"]["kept"] else 1), folder
 

@@ -20,20 +20,24 @@ from .names import VclusterError, owns_link, owns_namespace
 
 @contextlib.contextmanager
 def deferred_interrupts():
-    """Ctrl-C (SIGINT) waits until the block is done: a rollback or a
-    teardown runs to its end, then KeyboardInterrupt is raised."""
+    """Ctrl-C (SIGINT) and SIGTERM wait until the block is done: a rollback
+    or a teardown runs to its end, then the first of them goes to the
+    handler it had before (netbench's raise KeyboardInterrupt)."""
     caught = []
+    stops = (signal.SIGINT, signal.SIGTERM)
     try:
-        previous = signal.signal(signal.SIGINT, lambda *_: caught.append(1))
+        previous = {s: signal.signal(s, lambda signum, _: caught.append(signum))
+                    for s in stops}
     except ValueError:                   # not the main thread: nothing to defer
         yield
         return
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught and callable(previous):
-        previous(signal.SIGINT, None)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    if caught and callable(previous[caught[0]]):
+        previous[caught[0]](caught[0], None)
 
 
 def run(argv, check=True, timeout=30, input=None):
