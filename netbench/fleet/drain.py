@@ -311,13 +311,20 @@ def resume_plan(nodes, partners=MIN_PARTNERS):
             plan.left_alone.append(node)
         elif node.drained_by_netbench and node.state == "draining":
             plan.draining.append(node)
+        elif node.drained_by_netbench and len(healthy) < MIN_PARTNERS:
+            plan.inconclusive.append((node, too_few_partners(len(healthy))))
         elif node.drained_by_netbench:
-            chosen = [h for h in healthy if h != node.name][:partners]
-            if len(chosen) < MIN_PARTNERS:
-                plan.inconclusive.append((node, too_few_partners(len(chosen))))
-            else:
-                plan.retest.append((node, chosen))
+            plan.retest.append((node, rotated(healthy, len(plan.retest), partners)))
     return plan
+
+
+def rotated(healthy, k, count):
+    """The k-th re-test's `count` partners (all of them when fewer): taken
+    in turn from the healthy nodes, so that one partner slower than its
+    state says makes few re-tests inconclusive, not all."""
+    count = min(count, len(healthy))
+    start = k * count % len(healthy)
+    return [healthy[(start + j) % len(healthy)] for j in range(count)]
 
 
 def unchanged_since_planned(planned, now):
