@@ -245,7 +245,7 @@ def cmd_drain(args):
         if args.command == "drain":
             return slurmdrain.drain(args.report, dry_run=args.dry_run)
         return slurmdrain.resume(args.system, dry_run=args.dry_run, partners=args.partners,
-                                 output=args.evidence)
+                                 output=args.evidence, wait_s=args.wait)
     except (slurmdrain.SlurmError, slurmdrain.PartitionBusy) as err:
         print(f"netbench {args.command}: {err}", file=sys.stderr)
         return exitcodes.INVALID_INPUT
@@ -268,6 +268,9 @@ def add_drain_parsers(sub):
                    help="healthy nodes in service each node is measured against, 2 or more "
                         "(default: 2); a node with fewer available stays drained, "
                         "inconclusive")
+    p.add_argument("--wait", type=int, default=60, metavar="S",
+                   help="seconds to wait for a sweep holding the partition, and for Slurm "
+                        "to allocate the partners, before refusing (default: 60)")
     p.add_argument("--evidence", metavar="FILE", help="write the re-tests' evidence here "
                                                       "(default: reports/resume/"
                                                       "resume-<time>.json)")

@@ -182,10 +182,10 @@ def drain(report, dry_run=False, out=None):
 #     scontrol update that follows it, with nothing in between;
 #  6. the evidence file is written again after each node.
 
-#: how long resume waits for a sweep to let go of the partition
+#: how long resume waits for a sweep to let go of the partition, and
+#: salloc for the partners (--immediate), unless told (--wait)
 LOCK_WAIT_S = 60
-#: how long salloc waits for the partners (--immediate)
-ALLOC_WAIT_S = 60
+ALLOC_WAIT_S = LOCK_WAIT_S
 #: the partners' allocation: its time limit (minutes) outlives the re-test,
 #: and ends it should netbench be killed before it gives it back
 ALLOC_MINUTES = max(1, RETEST_TIME_LIMIT_S // 60 + 2)
@@ -429,7 +429,7 @@ def partners_allocated(partners, wait_s=ALLOC_WAIT_S):
     `wait_s` seconds."""
     argv = ["salloc", "--no-shell", "--exclusive", f"--nodelist={','.join(partners)}",
             f"--nodes={len(partners)}", f"--job-name={ALLOC_JOB_NAME}",
-            f"--time={ALLOC_MINUTES}", f"--immediate={wait_s}"]
+            f"--time={ALLOC_MINUTES}", f"--immediate={max(1, int(wait_s))}"]
     try:
         proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
                               timeout=wait_s + SCONTROL_TIMEOUT_S)
@@ -491,14 +491,18 @@ def resume_exit_code(results):
     return exitcodes.OK
 
 
-def resume(system=None, dry_run=False, partners=PARTNERS, output=None, out=None):
+def resume(system=None, dry_run=False, partners=PARTNERS, output=None, out=None,
+           wait_s=LOCK_WAIT_S):
     """Re-test every node netbench drained and resume those that pass; the
     exit code.  Refusals (bad --partners, --evidence, --system, a partition
-    held too long) are one line on stderr, exit 2, with nothing changed."""
+    held longer than `wait_s`) are one line on stderr, exit 2, with nothing
+    changed."""
     out = out or sys.stdout
     if partners < plan_of.MIN_PARTNERS:
         raise DataError("--partners", None, f"{partners}: use {plan_of.MIN_PARTNERS} or more "
                                             f"(one pair cannot say which end is slow)")
+    if wait_s < 1:
+        raise DataError("--wait", None, f"{wait_s}: use 1 or more seconds")
     if dry_run:
         plan = plan_of.resume_plan(sinfo_nodes(), partners)
         for line in plan_lines(plan):
@@ -512,7 +516,7 @@ def resume(system=None, dry_run=False, partners=PARTNERS, output=None, out=None)
     system_env, extras = ssh_partition(system)
     judging = Judging.of_partition(extras)
     path = checked_evidence_path(output)
-    with terminate_as_interrupt(), partition_held(extras.get("partition_lock")):
+    with terminate_as_interrupt(), partition_held(extras.get("partition_lock"), wait_s):
         plan = plan_of.resume_plan(sinfo_nodes(), partners)
         for node in plan.left_alone:
             print(printable(f"left alone: {node.name} is {node.state} by someone else "
@@ -537,16 +541,16 @@ def resume(system=None, dry_run=False, partners=PARTNERS, output=None, out=None)
                 mpi, families, binary = built_benchmark(folder)
                 for node, chosen in plan.retest:
                     record(results, retested(node, chosen, system_env, judging, mpi,
-                                             families, binary), path, out)
+                                             families, binary, wait_s), path, out)
         write_evidence(results, path)
     print(f"evidence: {path}", file=out)
     return resume_exit_code(results)
 
 
-def retested(node, chosen, system_env, judging, mpi, families, binary):
+def retested(node, chosen, system_env, judging, mpi, families, binary, wait_s=ALLOC_WAIT_S):
     """The evidence of `node`'s re-test against `chosen`, and what was done
     with the node after it."""
-    with partners_allocated(chosen):
+    with partners_allocated(chosen, wait_s):
         evidence = retest(node.name, chosen, system_env, judging, mpi, families, binary)
     evidence["drained_reason"] = node.reason
     if evidence["verdict"] == "pass":

@@ -472,3 +472,118 @@ def test_drain_of_another_cluster_s_report_drains_nothing_and_says_which(tmp_pat
         assert proc.returncode == 2
         assert "hosts this cluster does not have: elsewhere-n1; nothing drained" in proc.stderr
         assert {st for st, _ in node_reasons(state).values()} == {"idle"}
+
+
+# ---- netbench resume: a transaction with Slurm (#54) ----------------------------
+
+OURS = "netbench: S54: bw_Mbps@65536 19.9 vs fleet median 94.1"
+
+
+def drained(state, node, reason):
+    proc = slurm_cmd(state, "scontrol", "update", f"nodename={node}", "state=drain",
+                     f"reason={reason}")
+    assert proc.returncode == 0, proc.stderr
+
+
+def resume_jobs(state):
+    """The allocations `netbench resume` holds (its partners)."""
+    out = slurm_cmd(state, "squeue", "-h", "-n", "netbench-resume", "-o", "%i|%T").stdout
+    return [line for line in out.splitlines() if line.strip()]
+
+
+def resume_process(state, tmp_path, *args):
+    """`netbench resume` running, its temporary folders in tmp_path/tmp."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir(exist_ok=True)
+    return subprocess.Popen([*NETBENCH, "resume", "--system", state["system"], *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=paths.REPO, env={**os.environ, **slurm_environment(state),
+                                                 "TMPDIR": str(tmp)})
+
+
+def lock_held(path):
+    """Whether another process holds the partition's lock (flock(1), as
+    the sweep's job script takes it)."""
+    return subprocess.run(["flock", "-n", "-s", str(path), "true"]).returncode != 0
+
+
+def test_resume_is_a_transaction_with_slurm(tmp_path):
+    """On 4 nodes, n1 drained by netbench, slowed to a fifth of its rate:
+    `--partners 1` and an --evidence folder are refused in one line with
+    nothing changed; while an ssh sweep holds the partition resume is
+    refused in one line; with one healthy partner the node stays drained,
+    inconclusive (it "passed" against its one idle partner); SIGTERM while
+    it re-tests gives back the allocation and its temporary folders; an
+    administrator who drains the node while it is re-tested keeps it
+    (resume read Slurm's list once and returned it)."""
+    require_slurm()
+    with cluster("h2rstx", nodes=4, slurm=True, rate="100mbit") as state:
+        n1, n2, n3, n4 = (n["name"] for n in state["nodes"])
+        lock = vcluster.CLUSTERS / state["name"] / "partition.lock"
+        drained(state, n1, OURS)
+        before = node_reasons(state)
+
+        # refusals before anything changes: one line each
+        for args, said in ((["--partners", "1"], "netbench: --partners: 1: use 2 or more"),
+                           (["--evidence", str(tmp_path)], f"--evidence: {tmp_path}: a folder")):
+            proc = drain_cli(state, "resume", "--system", state["system"], *args)
+            assert proc.returncode == 2 and said in proc.stderr, proc.stderr
+            assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+            assert node_reasons(state) == before
+
+        # a sweep holds the partition (its job's flock, the ssh partition):
+        # resume waits at most --wait seconds, then refuses, nothing changed
+        sweep = {}
+        sweeper = threading.Thread(target=lambda: sweep.update(proc=run_reframe(
+            state["system"], "-t", "sweep", "-p", "^mpich$", "-S", "LinkSweep.sizes=65536",
+            timeout=600)), daemon=True)
+        sweeper.start()
+        until(lambda: lock_held(lock), 120, "the sweep never held the partition")
+        refused = drain_cli(state, "resume", "--system", state["system"], "--wait", "3")
+        sweeper.join(timeout=600)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert "the partition is held by another job" in refused.stderr, refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+        assert node_reasons(state) == before and resume_jobs(state) == []
+        (case,) = [tc for tc in cases_of(latest_report()) if tc["name"].startswith("LinkSweep")]
+        assert "not held" not in (case["fail_reason"] or ""), case["fail_reason"]
+
+        # one healthy partner (n2, n3 an administrator's): n1, slowed to a
+        # fifth of its rate, stays drained without a re-test, netbench's
+        vcluster.set_fault(state["name"], "1", rate="20mbit")
+        drained(state, n2, "admin: bad DIMM")
+        drained(state, n3, "admin: firmware")
+        evidence = tmp_path / "one.json"
+        one = drain_cli(state, "resume", "--system", state["system"], "--evidence", str(evidence))
+        assert one.returncode == 3, one.stdout + one.stderr
+        assert node_reasons(state)[n1] == (
+            "drained", "netbench: re-test inconclusive: only 1 healthy partner(s) in service")
+        assert node_reasons(state)[n2] == ("drained", "admin: bad DIMM")
+        (record,) = json.loads(evidence.read_text())["nodes"]
+        assert (record["node"], record["verdict"]) == (n1, "inconclusive")
+        vcluster.set_fault(state["name"], "1", clear_fault=True)
+        slurm_cmd(state, "scontrol", "update", f"nodename={n2},{n3}", "state=resume")
+        drained(state, n1, OURS)
+
+        # SIGTERM while its partners are allocated: allocation, lock and
+        # temporary folders given back, the node as it was
+        proc = resume_process(state, tmp_path)
+        until(lambda: resume_jobs(state), 120, "resume never allocated the partners")
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+        assert list((tmp_path / "tmp").glob("netbench-resume-*")) == [], err
+        assert not lock_held(lock)
+        until(lambda: not resume_jobs(state), 30, "the partners' allocation stayed")
+        assert node_reasons(state)[n1] == ("drained", OURS)
+
+        # an administrator drains n1 while it is re-tested: theirs now
+        evidence = tmp_path / "admin.json"
+        proc = resume_process(state, tmp_path, "--evidence", str(evidence))
+        until(lambda: resume_jobs(state), 120, "resume never allocated the partners")
+        drained(state, n1, "admin: reseat the cable")
+        out, err = proc.communicate(timeout=300)
+        assert node_reasons(state)[n1] == ("drained", "admin: reseat the cable"), out + err
+        assert f"left alone: {n1} is now drained (admin: reseat the cable)" in out, out + err
+        (record,) = json.loads(evidence.read_text())["nodes"]
+        assert record["node"] == n1 and record["action"].startswith("left alone: ")
+        assert resume_jobs(state) == []
