@@ -259,8 +259,12 @@ def retest(node, partners, system_env, judging, mpi, families, binary):
     with tempfile.TemporaryDirectory(prefix="netbench-resume-") as folder:
         hostfile = Path(folder) / "hostfile"
         hostfile.write_text("".join(hostfile_entry(names, h) + "\n" for h in hosts))
+        # the launch's tag (forwarded to the ranks and proxies): what an
+        # interrupt or the time limit ends on the nodes too, not only the
+        # launcher on this host (netbench.rfm.supervise)
+        tag = supervise.new_tag()
         env = {**job_environment(mpi, families, transport), **system_env,
-               "NETBENCH_HOSTFILE": str(hostfile)}
+               "NETBENCH_HOSTFILE": str(hostfile), supervise.TAG: tag}
         program = [str(binary), *benchspec.command_line("sweep", sizes=RETEST_SIZES,
                                                           min_samples=3)]
         argv = launch.command(len(hosts), 1, program, env=env, families=families)
@@ -270,6 +274,8 @@ def retest(node, partners, system_env, judging, mpi, families, binary):
             output, said = proc.stdout, proc.stderr
         except subprocess.TimeoutExpired:
             output, said = "", f"no answer in {RETEST_TIME_LIMIT_S} s"
+        finally:
+            supervise.end_launch(tag)
     return judged_retest(node, partners, output, said, judging)
 
 

@@ -520,6 +520,7 @@ def test_resume_is_a_transaction_with_slurm(tmp_path):
     with cluster("h2rstx", nodes=4, slurm=True, rate="100mbit") as state:
         n1, n2, n3, n4 = (n["name"] for n in state["nodes"])
         lock = vcluster.CLUSTERS / state["name"] / "partition.lock"
+        assert lock.is_file()
         drained(state, n1, OURS)
         before = node_reasons(state)
 
