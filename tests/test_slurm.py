@@ -20,7 +20,7 @@ from helpers import conditions_differed
 from netbench.rfm.session import NO_FAILURE, latest_report, run_reframe
 from netbench.vcluster import netns, slurm
 from helpers.suite import cases_of, perf
-from helpers.vcluster import cluster, netbench_cli
+from helpers.vcluster import NETBENCH, cluster, netbench_cli
 
 MiB = 1024 * 1024
 SHORT = ["-S", "budget=0.01", "-S", "max_bytes=1048576"]
