@@ -7,14 +7,20 @@ drain: the suspect nodes of a session's suspects.json are drained through
 down keeps its state and reason, a link suspect drains nothing, a report
 naming hosts this cluster does not have drains nothing at all).
 
-resume: every node drained with netbench's reason is measured again
-against partners that are in service (idle), outside Slurm, over the
-ssh launch of a netbench partition (`--system`: its hostfile, ssh agent
-and head namespace, as LinkSweep's job launches): the benchmark's sweep
-mode on the node and its partners, judged as the sweep judges
-(netbench.fleet.judge).  A node that passes is returned to service
-(`state=resume`); one that fails, or cannot be reached, stays drained.
-The evidence, every node's pairs and verdict, goes into a JSON report.
+resume (issue #54: a transaction with Slurm, its steps below): every node
+drained with netbench's reason is measured again against at least two
+healthy partners (idle, no reason of anyone's), allocated to netbench
+through Slurm while the partition's lock is held, outside Slurm for the
+drained node itself, over the ssh launch of a netbench partition
+(`--system`: its hostfile, ssh agent and head namespace, as LinkSweep's
+job launches): the benchmark's sweep mode on the node and its partners,
+judged as the sweep judges (netbench.fleet.judge, with the host's
+conditions).  A node that passes is returned to service (`state=resume`);
+one that fails, or cannot be reached, stays drained; one the re-test
+cannot decide stays drained with netbench's "re-test inconclusive" reason.
+Each node is read again from Slurm just before it is changed, and changed
+only if its reason is still the one netbench read.  The evidence, every
+node's pairs and verdict, goes into a JSON report, written after each node.
 
 Slurm's clients find their cluster the usual way (SLURM_CONF, or the
 system's configuration).  Nothing here runs through a shell: each scontrol
@@ -545,19 +551,29 @@ def resume(system=None, dry_run=False, partners=PARTNERS, output=None, out=None,
         if plan.retest:
             with tempfile.TemporaryDirectory(prefix="netbench-resume-build-") as folder:
                 mpi, families, binary = built_benchmark(folder)
-                for node, chosen in plan.retest:
-                    record(results, retested(node, chosen, system_env, judging, mpi,
+                for k, (node, _) in enumerate(plan.retest):
+                    record(results, retested(node, k, partners, system_env, judging, mpi,
                                              families, binary, wait_s), path, out)
         write_evidence(results, path)
     print(f"evidence: {path}", file=out)
     return resume_exit_code(results)
 
 
-def retested(node, chosen, system_env, judging, mpi, families, binary, wait_s=ALLOC_WAIT_S):
-    """The evidence of `node`'s re-test against `chosen`, and what was done
-    with the node after it."""
-    with partners_allocated(chosen, wait_s):
-        evidence = retest(node.name, chosen, system_env, judging, mpi, families, binary)
+def retested(node, k, partners, system_env, judging, mpi, families, binary,
+             wait_s=ALLOC_WAIT_S):
+    """The evidence of `node`'s re-test (the k-th) against `partners`
+    healthy nodes, and what was done with the node after it.  The
+    partners are chosen again from Slurm's list as it is now: one drained
+    or taken by a job since the plan is not healthy any more."""
+    healthy = plan_of.healthy_partners(sinfo_nodes())
+    if len(healthy) < plan_of.MIN_PARTNERS:
+        why = plan_of.too_few_partners(len(healthy))
+        evidence = {"node": node.name, "partners": [], "verdict": "inconclusive",
+                    "why": f"{plan_of.INCONCLUSIVE}: {why}"}
+    else:
+        chosen = plan_of.rotated(healthy, k, partners)
+        with partners_allocated(chosen, wait_s):
+            evidence = retest(node.name, chosen, system_env, judging, mpi, families, binary)
     evidence["drained_reason"] = node.reason
     if evidence["verdict"] == "pass":
         evidence["action"] = change_if_unchanged(node, "resume")
