@@ -507,84 +507,135 @@ def lock_held(path):
     return subprocess.run(["flock", "-n", "-s", str(path), "true"]).returncode != 0
 
 
-def test_resume_is_a_transaction_with_slurm(tmp_path):
-    """On 4 nodes, n1 drained by netbench, slowed to a fifth of its rate:
-    `--partners 1` and an --evidence folder are refused in one line with
-    nothing changed; while an ssh sweep holds the partition resume is
-    refused in one line; with one healthy partner the node stays drained,
-    inconclusive (it "passed" against its one idle partner); SIGTERM while
-    it re-tests gives back the allocation and its temporary folders; an
-    administrator who drains the node while it is re-tested keeps it
-    (resume read Slurm's list once and returned it)."""
+#: the resume tests' cluster: 4 nodes, links at 100 Mbit/s
+RESUMED = "h2rstx"
+
+
+@pytest.fixture(scope="module")
+def resume_cluster():
     require_slurm()
-    with cluster("h2rstx", nodes=4, slurm=True, rate="100mbit") as state:
-        n1, n2, n3, n4 = (n["name"] for n in state["nodes"])
-        lock = vcluster.CLUSTERS / state["name"] / "partition.lock"
-        assert lock.is_file()
-        drained(state, n1, OURS)
-        before = node_reasons(state)
+    with cluster(RESUMED, nodes=4, slurm=True, rate="100mbit") as state:
+        yield state
 
-        # refusals before anything changes: one line each
-        for args, said in ((["--partners", "1"], "netbench: --partners: 1: use 2 or more"),
-                           (["--evidence", str(tmp_path)], f"--evidence: {tmp_path}: a folder")):
-            proc = drain_cli(state, "resume", "--system", state["system"], *args)
-            assert proc.returncode == 2 and said in proc.stderr, proc.stderr
-            assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-            assert node_reasons(state) == before
 
-        # a sweep holds the partition (its job's flock, the ssh partition):
-        # resume waits at most --wait seconds, then refuses, nothing changed
-        sweep = {}
-        sweeper = threading.Thread(target=lambda: sweep.update(proc=run_reframe(
-            state["system"], "-t", "sweep", "-p", "^mpich$", "-S", "LinkSweep.sizes=65536",
-            timeout=600)), daemon=True)
-        sweeper.start()
-        until(lambda: lock_held(lock), 120, "the sweep never held the partition")
-        refused = drain_cli(state, "resume", "--system", state["system"], "--wait", "3")
-        sweeper.join(timeout=600)
-        assert refused.returncode == 2, refused.stdout + refused.stderr
-        assert "the partition is held by another job" in refused.stderr, refused.stderr
-        assert len(refused.stderr.strip().splitlines()) == 1
-        assert node_reasons(state) == before and resume_jobs(state) == []
-        (case,) = [tc for tc in cases_of(latest_report()) if tc["name"].startswith("LinkSweep")]
-        assert "not held" not in (case["fail_reason"] or ""), case["fail_reason"]
+@pytest.fixture
+def drained_n1(resume_cluster):
+    """The cluster with its first node drained by netbench, the others idle
+    and every link at its rate (as each test leaves it, whatever it did)."""
+    state = resume_cluster
+    names = [n["name"] for n in state["nodes"]]
+    slurm_cmd(state, "scontrol", "update", f"nodename={','.join(names[1:])}", "state=resume")
+    drained(state, names[0], OURS)
+    until(lambda: all(st == "idle" for n, (st, _) in node_reasons(state).items()
+                      if n != names[0]), 60, "the nodes did not come back to idle")
+    yield state
+    vcluster.set_fault(state["name"], "1", clear_fault=True)
+    slurm_cmd(state, "scontrol", "update", f"nodename={','.join(names)}", "state=resume")
 
-        # one healthy partner (n2, n3 an administrator's): n1, slowed to a
-        # fifth of its rate, stays drained without a re-test, netbench's
-        vcluster.set_fault(state["name"], "1", rate="20mbit")
-        drained(state, n2, "admin: bad DIMM")
-        drained(state, n3, "admin: firmware")
-        evidence = tmp_path / "one.json"
-        one = drain_cli(state, "resume", "--system", state["system"], "--evidence", str(evidence))
-        assert one.returncode == 3, one.stdout + one.stderr
-        assert node_reasons(state)[n1] == (
-            "drained", "netbench: re-test inconclusive: only 1 healthy partner(s) in service")
-        assert node_reasons(state)[n2] == ("drained", "admin: bad DIMM")
-        (record,) = json.loads(evidence.read_text())["nodes"]
-        assert (record["node"], record["verdict"]) == (n1, "inconclusive")
-        vcluster.set_fault(state["name"], "1", clear_fault=True)
-        slurm_cmd(state, "scontrol", "update", f"nodename={n2},{n3}", "state=resume")
-        drained(state, n1, OURS)
 
-        # SIGTERM while its partners are allocated: allocation, lock and
-        # temporary folders given back, the node as it was
-        proc = resume_process(state, tmp_path)
-        until(lambda: resume_jobs(state), 120, "resume never allocated the partners")
+def partition_lock(state):
+    lock = vcluster.CLUSTERS / state["name"] / "partition.lock"
+    assert lock.is_file()
+    return lock
+
+
+def test_resume_refuses_one_partner_and_an_evidence_folder_changing_nothing(drained_n1,
+                                                                             tmp_path):
+    """`--partners 1` was accepted; `--evidence DIR` re-tested and resumed
+    the node, then failed with a traceback, the record of it lost."""
+    state = drained_n1
+    before = node_reasons(state)
+    for args, said in ((["--partners", "1"], "netbench: --partners: 1: use 2 or more"),
+                       (["--evidence", str(tmp_path)], f"--evidence: {tmp_path}: a folder")):
+        proc = drain_cli(state, "resume", "--system", state["system"], *args)
+        assert proc.returncode == 2 and said in proc.stderr, proc.stdout + proc.stderr
+        assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert node_reasons(state) == before
+
+
+def test_resume_while_a_sweep_holds_the_partition_is_refused(drained_n1):
+    """A sweep (the ssh partition's: its job holds the partition's lock
+    with flock for its whole run) is running: resume waits at most --wait
+    seconds, then refuses in one line, nothing changed, no allocation;
+    the sweep is not disturbed.  (resume took no lock, and the sweep
+    failed on the re-test's traffic.)"""
+    state = drained_n1
+    lock = partition_lock(state)
+    before = node_reasons(state)
+    sweep = {}
+    sweeper = threading.Thread(target=lambda: sweep.update(proc=run_reframe(
+        state["system"], "-t", "sweep", "-p", "^mpich$", "-S", "LinkSweep.sizes=65536",
+        timeout=600)), daemon=True)
+    sweeper.start()
+    until(lambda: lock_held(lock), 120, "the sweep never held the partition")
+    refused = drain_cli(state, "resume", "--system", state["system"], "--wait", "3")
+    still_held = lock_held(lock)
+    sweeper.join(timeout=600)
+    assert still_held, "the sweep ended before resume's refusal: too short to tell"
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "the partition is held by another job" in refused.stderr, refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert node_reasons(state) == before and resume_jobs(state) == []
+    (case,) = [tc for tc in cases_of(latest_report()) if tc["name"].startswith("LinkSweep")]
+    assert "not held" not in (case["fail_reason"] or ""), case["fail_reason"]
+
+
+def test_a_slowed_node_with_one_healthy_partner_stays_drained(drained_n1, tmp_path):
+    """n1 at a fifth of its rate, n2 and n3 drained by an administrator:
+    one idle partner (n4), against which n1 "passed" and was resumed.  It
+    stays drained, inconclusive, with netbench's reason saying why."""
+    state = drained_n1
+    n1, n2, n3, _ = (n["name"] for n in state["nodes"])
+    vcluster.set_fault(state["name"], "1", rate="20mbit")
+    drained(state, n2, "admin: bad DIMM")
+    drained(state, n3, "admin: firmware")
+    evidence = tmp_path / "one.json"
+    one = drain_cli(state, "resume", "--system", state["system"], "--evidence", str(evidence))
+    assert one.returncode == 3, one.stdout + one.stderr
+    assert node_reasons(state)[n1] == (
+        "drained", "netbench: re-test inconclusive: only 1 healthy partner(s) in service")
+    assert node_reasons(state)[n2] == ("drained", "admin: bad DIMM")
+    (record,) = json.loads(evidence.read_text())["nodes"]
+    assert (record["node"], record["verdict"]) == (n1, "inconclusive")
+
+
+def test_sigterm_during_resume_gives_back_what_it_took(drained_n1, tmp_path):
+    """SIGTERM while the re-test runs: the partners' allocation, the lock
+    and the temporary folders given back (netbench-resume-* folders were
+    left behind), the node as it was."""
+    state = drained_n1
+    n1 = state["nodes"][0]["name"]
+    proc = resume_process(state, tmp_path)
+    try:
+        wait_for_rank(state, n1, timeout=120)
         proc.terminate()
         out, err = proc.communicate(timeout=60)
-        assert list((tmp_path / "tmp").glob("netbench-resume-*")) == [], err
-        assert not lock_held(lock)
-        until(lambda: not resume_jobs(state), 30, "the partners' allocation stayed")
-        assert node_reasons(state)[n1] == ("drained", OURS)
+    finally:
+        proc.kill()
+    assert list((tmp_path / "tmp").glob("netbench-resume-*")) == [], out + err
+    assert not lock_held(partition_lock(state))
+    until(lambda: not resume_jobs(state), 30, "the partners' allocation stayed")
+    until(lambda: not rank_pids(state, n1), 30, "the re-test's rank outlived resume")
+    assert node_reasons(state)[n1] == ("drained", OURS)
 
-        # an administrator drains n1 while it is re-tested: theirs now
-        evidence = tmp_path / "admin.json"
-        proc = resume_process(state, tmp_path, "--evidence", str(evidence))
-        until(lambda: resume_jobs(state), 120, "resume never allocated the partners")
+
+def test_an_administrator_s_drain_during_resume_survives(drained_n1, tmp_path):
+    """An administrator drains n1 with their own reason while resume
+    re-tests it: resume read Slurm's list once and returned the node to
+    service.  It reads it again, sees the reason is not its own, and
+    leaves it."""
+    state = drained_n1
+    n1 = state["nodes"][0]["name"]
+    evidence = tmp_path / "admin.json"
+    proc = resume_process(state, tmp_path, "--evidence", str(evidence))
+    try:
+        wait_for_rank(state, n1, timeout=120)
         drained(state, n1, "admin: reseat the cable")
         out, err = proc.communicate(timeout=300)
-        assert node_reasons(state)[n1] == ("drained", "admin: reseat the cable"), out + err
-        assert f"left alone: {n1} is now drained (admin: reseat the cable)" in out, out + err
-        (record,) = json.loads(evidence.read_text())["nodes"]
-        assert record["node"] == n1 and record["action"].startswith("left alone: ")
-        assert resume_jobs(state) == []
+    finally:
+        proc.kill()
+    assert node_reasons(state)[n1] == ("drained", "admin: reseat the cable"), out + err
+    assert f"left alone: {n1} is now drained (admin: reseat the cable)" in out, out + err
+    (record,) = json.loads(evidence.read_text())["nodes"]
+    assert record["node"] == n1 and record["action"].startswith("left alone: ")
+    assert resume_jobs(state) == []
