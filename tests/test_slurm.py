@@ -528,6 +528,9 @@ def drained_n1(resume_cluster):
     drained(state, names[0], OURS)
     until(lambda: all(st == "idle" for n, (st, _) in node_reasons(state).items()
                       if n != names[0]), 60, "the nodes did not come back to idle")
+    # no rank of an earlier test's re-test left (the tests wait for one)
+    until(lambda: not any(rank_pids(state, n) for n in names), 60,
+          "a netbench rank of an earlier test is still running")
     yield state
     vcluster.set_fault(state["name"], "1", clear_fault=True)
     slurm_cmd(state, "scontrol", "update", f"nodename={','.join(names)}", "state=resume")
