@@ -374,17 +374,22 @@ def undecided_why(node, partners, verdict, explained, found):
 
 
 def checked_evidence_path(output):
-    """The evidence file's path, writable before anything changes: an
-    empty record is written there now; DataError naming --evidence in one
-    line otherwise (a folder, a path netbench cannot write)."""
+    """The evidence file's path, checked before anything changes: not a
+    folder nor anything but a regular file, in a folder netbench can write
+    (a file is made there and removed at once; nothing stays on a refusal,
+    and a file already there is not touched until the first node's record
+    replaces it); DataError naming --evidence in one line otherwise."""
     stamp = time.strftime("%Y-%m-%dT%H-%M-%SZ", time.gmtime())
     path = Path(output) if output else paths.REPORTS / "resume" / f"resume-{stamp}.json"
     if path.is_dir():
         raise DataError("--evidence", str(path), "a folder: name a file to write")
+    if path.exists() and not path.is_file():
+        raise DataError("--evidence", str(path), "not a regular file")
     try:
         if not output:
             path.parent.mkdir(parents=True, exist_ok=True)
-        write_evidence([], path, finished=False)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
     except OSError as err:
         raise DataError("--evidence", str(path), f"cannot be written: "
                                                  f"{err.strerror or err}") from None

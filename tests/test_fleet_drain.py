@@ -322,8 +322,9 @@ def test_the_evidence_path_is_refused_before_anything_changes(tmp_path):
     assert str(err.value).startswith(f"--evidence: {tmp_path}/file/resume.json: cannot be "
                                      f"written: ")
     assert "\n" not in str(err.value)
-    path = slurmdrain.checked_evidence_path(tmp_path / "resume.json")
-    assert json.loads(path.read_text())["nodes"] == []
+    # checked, not written: a refusal after it leaves nothing behind
+    assert not slurmdrain.checked_evidence_path(tmp_path / "resume.json").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def test_the_evidence_is_written_after_each_node(tmp_path):
