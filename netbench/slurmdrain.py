@@ -164,13 +164,16 @@ def drain(report, dry_run=False, out=None):
 # -- netbench resume -----------------------------------------------------------
 #
 # A transaction with Slurm, in this order, each step bounded:
-#  1. the evidence file is written (empty) before anything changes: a path
+#  1. the evidence file's path is checked before anything changes: a path
 #     netbench cannot write is refused first, in one line;
 #  2. the partition's lock (the one the sweep's job holds with flock for
 #     its whole run, netbench.checks.exclusive) is taken, waiting at most
-#     LOCK_WAIT_S: a sweep and a re-test never share the links;
+#     LOCK_WAIT_S: a sweep and a re-test never share the links.  A
+#     partition without one (a site's: its sweeps run in exclusive Slurm
+#     jobs) is held by the allocation of step 4 alone;
 #  3. Slurm's nodes are read, and netbench.fleet.drain.resume_plan decides;
-#  4. per node, its partners are allocated through Slurm (salloc, exclusive,
+#  4. per node, its partners are chosen again from Slurm's list as it is
+#     then, and allocated through Slurm (salloc, exclusive,
 #     by name: no job runs on them while they carry the re-test, and a job
 #     holding them makes salloc wait, at most ALLOC_WAIT_S).  The node under
 #     test itself is drained, with no job left on it (a node still
