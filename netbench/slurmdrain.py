@@ -237,12 +237,15 @@ def hostfile_entry(names_by_address, node):
 
 @dataclasses.dataclass
 class Judging:
-    """How a re-test is judged: as the partition's sweep is (its line rate,
-    its profile's knobs and sweep rule, whether its latency is the host's)."""
+    """How a re-test is measured and judged: as the partition's sweep is
+    (its line rate, its profile's knobs and sweep rule, whether its latency
+    is the host's, and one pair at a time where the partition's rounds
+    contend for the host's cores, as LinkSweep measures there)."""
     latency_judged: bool = True
     line_rate_mbps: float = None
     knobs: object = None
     rule: object = None
+    sequential: bool = False
 
     @classmethod
     def of_partition(cls, extras):
@@ -252,7 +255,8 @@ class Judging:
         return cls(latency_judged=extras.get("emulates") != "rate",
                    line_rate_mbps=extras.get("line_rate_mbps"),
                    knobs=knobs.load(paths.REFERENCES, profile),
-                   rule=references.sweep_thresholds(paths.REFERENCES, profile))
+                   rule=references.sweep_thresholds(paths.REFERENCES, profile),
+                   sequential=bool(extras.get("sweep_rounds_contend")))
 
 
 def retest(node, partners, system_env, judging, mpi, families, binary):
@@ -274,8 +278,9 @@ def retest(node, partners, system_env, judging, mpi, families, binary):
         tag = supervise.new_tag()
         env = {**job_environment(mpi, families, transport), **system_env,
                "NETBENCH_HOSTFILE": str(hostfile), supervise.TAG: tag}
-        program = [str(binary), *benchspec.command_line("sweep", sizes=RETEST_SIZES,
-                                                          min_samples=3)]
+        program = [str(binary), *benchspec.command_line(
+            "sweep", sizes=RETEST_SIZES, min_samples=3,
+            **({"sequential": True} if judging.sequential else {}))]
         argv = launch.command(len(hosts), 1, program, env=env, families=families)
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, errors="replace",
