@@ -120,6 +120,7 @@ bench-sweep-calibration: setup-test
 # page size (README, "The report"); no root
 bench-report: setup-test
 	$(BIN)/python -m netbench.tools.reportbench
+	$(BIN)/python -m netbench.tools.resumebench
 
 # root: the internode checks on a 2-node GigE virtual cluster before and
 # after `tune.yml -e tune_profile=ethernet_1g`, reverted, compared in

@@ -287,8 +287,8 @@ def cmd_drain(args):
                 print(printable(f"netbench: {err}"), file=sys.stderr)
                 return exitcodes.INVALID_INPUT
         return slurmdrain.resume(args.system, dry_run=args.dry_run, partners=args.partners,
-                                 output=args.evidence)
-    except slurmdrain.SlurmError as err:
+                                 output=args.evidence, wait_s=args.wait)
+    except (slurmdrain.SlurmError, slurmdrain.PartitionBusy) as err:
         print(f"netbench {args.command}: {err}", file=sys.stderr)
         return exitcodes.INVALID_INPUT
 
@@ -308,7 +308,12 @@ def add_drain_parsers(sub):
                    help="the ReFrame system whose netbench-ssh partition reaches the nodes "
                         "outside Slurm (e.g. vcluster-NAME); required but with --dry-run")
     p.add_argument("--partners", type=int, default=2, metavar="K",
-                   help="nodes in service each node is measured against (default: 2)")
+                   help="healthy nodes in service each node is measured against, 2 or more "
+                        "(default: 2); a node with fewer available stays drained, "
+                        "inconclusive")
+    p.add_argument("--wait", type=int, default=60, metavar="S",
+                   help="seconds to wait for a sweep holding the partition, and for Slurm "
+                        "to allocate the partners, before refusing (default: 60)")
     p.add_argument("--evidence", metavar="FILE", help="write the re-tests' evidence here "
                                                       "(default: reports/resume/"
                                                       "resume-<time>.json)")

@@ -49,7 +49,9 @@ CODES = (
                                      "locked for longer than netbench waits"),
     Code(INCONCLUSIVE, "inconclusive", "no failure, but a case of the session is "
                                        "inconclusive: the host was too noisy to tell; "
-                                       "`compare`: A and B have no figure in common"),
+                                       "`compare`: A and B have no figure in common; "
+                                       "`resume` left a node drained whose re-test was "
+                                       "inconclusive"),
     Code(INTERRUPTED, "interrupted", "Ctrl-C or SIGTERM: what had started is rolled back "
                                      "or finished first (`vcluster up` rolls back, `tune` "
                                      "reverts), and one line says so; a session's summary, "

@@ -237,3 +237,207 @@ def test_a_retest_whose_ranks_shared_a_host_fails_and_says_why():
     found = slurmdrain.judged_retest("vm", ["a", "b"], ONE_HOST_SWEEP.read_text(), "")
     assert found["verdict"] == "fail"
     assert found["why"].startswith("the re-test cannot be judged: ranks ran on one host (vm)")
+
+
+# ---- netbench resume: the plan, without Slurm (#54) --------------------------
+
+OURS = f"netbench: {SESSION}: bw_Mbps@1048576 31.5 vs fleet median 94"
+SLURM_RESUME = DATA / "slurm_resume"
+
+
+@pytest.mark.parametrize("partners", [1, 0, -1])
+def test_resume_refuses_fewer_than_two_partners_in_one_line(partners):
+    """One pair cannot say which end is slow: `--partners 1`, `0` and `-1`
+    were accepted, and a node slowed to a fifth of its rate "passed"
+    against its one partner.  Refused before Slurm is asked anything."""
+    with pytest.raises(ValueError):
+        drain.resume_plan(cluster(n1=("drained", OURS)), partners)
+    with pytest.raises(DataError) as err:
+        slurmdrain.resume(dry_run=True, partners=partners)
+    assert str(err.value) == (f"--partners: {partners}: use 2 or more (one pair cannot say "
+                              f"which end is slow)")
+
+
+def test_a_node_with_fewer_than_two_healthy_partners_stays_drained_inconclusive():
+    """n1 is netbench's; of the others one is an administrator's, one is
+    down: one healthy partner is not enough, and the node's new reason
+    says so, still netbench's own."""
+    nodes = cluster(n1=("drained", OURS), n2=("drained", "admin: bad DIMM"),
+                    n3=("down", "Not responding"))
+    plan = drain.resume_plan(nodes)
+    assert plan.retest == []
+    ((node, why),) = plan.inconclusive
+    assert (node.name, why) == ("n1", "only 1 healthy partner(s) in service")
+    reason = drain.inconclusive_reason(why)
+    assert reason == "netbench: re-test inconclusive: only 1 healthy partner(s) in service"
+    assert drain.is_netbench_reason(reason)
+    assert [n.name for n in plan.left_alone] == ["n2"]
+
+
+def test_resume_re_tests_only_netbench_s_drained_nodes_against_healthy_partners():
+    nodes = {f"n{i}": drain.SlurmNode(f"n{i}", "idle") for i in range(1, 9)}
+    nodes.update(n1=drain.SlurmNode("n1", "drained", OURS),
+                 n2=drain.SlurmNode("n2", "drained", OURS),
+                 n3=drain.SlurmNode("n3", "draining", OURS),       # jobs still on it
+                 n4=drain.SlurmNode("n4", "drained", "admin: bad DIMM"),
+                 n5=drain.SlurmNode("n5", "allocated"))
+    plan = drain.resume_plan(nodes, partners=2)
+    assert [n.name for n in plan.draining] == ["n3"]
+    assert [n.name for n in plan.left_alone] == ["n4"]
+    chosen = {node.name: partners for node, partners in plan.retest}
+    assert set(chosen) == {"n1", "n2"}
+    # partners in turn, each idle with no reason of anyone's
+    assert chosen == {"n1": ["n6", "n7"], "n2": ["n8", "n6"]}
+
+
+def test_a_node_read_again_is_changed_only_with_the_reason_netbench_planned_on():
+    """LBNL NHC's rule: an administrator who drained the node with their own
+    reason while resume re-tested it (or resumed it, or took it down) owns
+    it: resume read Slurm's list once and returned such a node."""
+    planned = drain.SlurmNode("n1", "drained", OURS)
+    assert drain.unchanged_since_planned(planned, drain.SlurmNode("n1", "drained", OURS)) \
+        is None
+    for now in (drain.SlurmNode("n1", "drained", "admin: reseat the cable"),
+                drain.SlurmNode("n1", "idle"), drain.SlurmNode("n1", "down", OURS),
+                drain.SlurmNode("n1", "drained", "netbench: another session: ...")):
+        why = drain.unchanged_since_planned(planned, now)
+        assert why.startswith(f"n1 is now {now.state}") and "left as it is" in why
+    assert drain.unchanged_since_planned(planned, None) == \
+        "n1 is no longer in Slurm's node list"
+
+
+def test_sinfo_as_captured_is_planned():
+    nodes = drain.parse_sinfo((SLURM_RESUME / "sinfo-4.txt").read_text())
+    plan = drain.resume_plan(nodes)
+    assert [(n.name, p) for n, p in plan.retest] == [("rsmxpl-n1", ["rsmxpl-n3", "rsmxpl-n4"])]
+    assert [(n.name, n.reason) for n in plan.left_alone] == [("rsmxpl-n2", "admin: bad DIMM")]
+
+
+def test_a_resume_of_1000_drained_nodes_is_planned_from_sinfo_s_listing():
+    """The listing of tests/data/slurm_resume (its README): the plan the
+    dry run prints (`make bench-report` times it: resumebench)."""
+    nodes = drain.parse_sinfo((SLURM_RESUME / "sinfo-1000-drained.txt").read_text())
+    assert len(nodes) == 4000
+    plan = drain.resume_plan(nodes)
+    assert len(plan.retest) == 1000 and len(plan.draining) == 5
+    assert len(plan.left_alone) == 20 and plan.inconclusive == []
+    retested = {n.name for n, _ in plan.retest}
+    partners = {p for _, ps in plan.retest for p in ps}
+    assert not partners & retested
+    assert all(nodes[p].state == "idle" and not nodes[p].reason for p in partners)
+    lines = list(slurmdrain.plan_lines(plan))
+    assert len(lines) == 1025 and sum(line.startswith("would re-test ") for line in lines) == 1000
+
+
+# ---- the re-test judged as the sweep judges (#54) ------------------------------
+
+def sweep_of(output, hosts):
+    """The benchmark's sweep output cut down to the pairs among `hosts`
+    (its rank lines name each rank's host; pairs are ranks)."""
+    ranks = {line.split()[2]: line.split()[4] for line in output.splitlines()
+             if line.startswith("# rank ")}
+    kept = []
+    for line in output.splitlines():
+        words = line.split()
+        if line.startswith("# rank ") and words[4] not in hosts:
+            continue
+        if words and words[0].isdigit() and (ranks[words[1]] not in hosts
+                                            or ranks[words[2]] not in hosts):
+            continue
+        kept.append(line)
+    return "\n".join(kept) + "\n"
+
+
+def profile_judging():
+    from netbench import paths, references
+    from netbench.judgement import knobs
+    return slurmdrain.Judging(latency_judged=False,
+                              knobs=knobs.load(paths.REFERENCES, "virtual-cluster"),
+                              rule=references.sweep_thresholds(paths.REFERENCES,
+                                                               "virtual-cluster"))
+
+
+def node_lines(pressures):
+    """The benchmark's `# node` lines (reframe_checks/src/netbench.c,
+    print_node_conditions) for {host: CPU pressure %}."""
+    return "".join(f"# node {host} cpu_pressure {p:.2f} ranks 1 cpus 2 rank_wait 1.00\n"
+                   for host, p in pressures.items())
+
+
+HOSTS6 = ["n0", "n1", "n2", "n3", "n4", "n5"]
+
+
+def test_a_retest_never_names_a_partner_in_its_evidence():
+    """n3, a partner, is slow: the re-test of n0 passes (four healthy
+    partners), and its evidence names no partner as a slow node."""
+    found = slurmdrain.judged_retest("n0", HOSTS6[1:], SLOW_NODE_SWEEP.read_text(), "",
+                                     profile_judging())
+    assert found["verdict"] == "pass", found["why"]
+    assert found["suspects"] == []
+
+
+def test_a_retest_whose_partner_measures_slow_cannot_pass_the_node():
+    """Two partners, one of them slow: the node's pairs with the other are
+    all the re-test holds it to, as with one partner: inconclusive, and
+    the partner is not named."""
+    output = sweep_of(SLOW_NODE_SWEEP.read_text(), {"n0", "n1", "n3"})
+    found = slurmdrain.judged_retest("n0", ["n1", "n3"], output, "", profile_judging())
+    assert found["verdict"] == "inconclusive"
+    assert found["why"] == ("re-test inconclusive: only 1 of its 2 partners measured healthy "
+                            "(a partner's own state is Slurm's to say)")
+    assert found["suspects"] == [] and "n3" not in found["why"]
+
+
+def test_a_slow_node_fails_against_two_healthy_partners():
+    output = sweep_of(SLOW_NODE_SWEEP.read_text(), {"n0", "n1", "n3"})
+    found = slurmdrain.judged_retest("n3", ["n0", "n1"], output, "", profile_judging())
+    assert found["verdict"] == "fail" and found["why"].startswith("node n3: bw_Mbps@1048576")
+    assert [s["names"] for s in found["suspects"]] == [["n3"]]
+
+
+def test_a_retest_on_a_busy_host_is_judged_with_the_sweep_s_conditions_rule():
+    """The host's CPU pressure on the node explains its miss (fleet.judge.
+    unconfirmed, as the sweep judges): not a pass, not a fail: the node
+    stays drained, inconclusive, with the conditions named."""
+    output = SLOW_NODE_SWEEP.read_text() + node_lines(
+        {h: 85.0 if h == "n3" else 5.0 for h in HOSTS6})
+    found = slurmdrain.judged_retest("n3", [h for h in HOSTS6 if h != "n3"], output, "",
+                                     profile_judging())
+    assert found["verdict"] == "inconclusive"
+    assert found["why"].startswith("re-test inconclusive: outside the band, but ")
+    assert "on n3" in found["why"] and "85 %" in found["why"]
+    # on a quiet host the same figures fail it
+    quiet = SLOW_NODE_SWEEP.read_text() + node_lines(dict.fromkeys(HOSTS6, 5.0))
+    assert slurmdrain.judged_retest("n3", [h for h in HOSTS6 if h != "n3"], quiet, "",
+                                    profile_judging())["verdict"] == "fail"
+
+
+# ---- the evidence: checked first, written after each node (#54) ----------------
+
+def test_the_evidence_path_is_refused_before_anything_changes(tmp_path):
+    """A folder, or a path netbench cannot write: one line naming
+    --evidence (resume re-tested and resumed nodes, then died with a
+    traceback and lost the record of what it resumed)."""
+    with pytest.raises(DataError) as err:
+        slurmdrain.checked_evidence_path(tmp_path)
+    assert str(err.value) == f"--evidence: {tmp_path}: a folder: name a file to write"
+    (tmp_path / "file").write_text("")
+    with pytest.raises(DataError) as err:
+        slurmdrain.checked_evidence_path(tmp_path / "file" / "resume.json")
+    assert str(err.value).startswith(f"--evidence: {tmp_path}/file/resume.json: cannot be "
+                                     f"written: ")
+    assert "\n" not in str(err.value)
+    # checked, not written: a refusal after it leaves nothing behind
+    assert not slurmdrain.checked_evidence_path(tmp_path / "resume.json").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_the_evidence_is_written_after_each_node(tmp_path):
+    import io
+    path = slurmdrain.checked_evidence_path(tmp_path / "resume.json")
+    results = []
+    slurmdrain.record(results, {"node": "n1", "partners": ["n2", "n3"], "verdict": "pass",
+                                "why": "no suspect", "action": "resumed"}, path, io.StringIO())
+    written = json.loads(path.read_text())
+    assert written["finished"] is False
+    assert [(n["node"], n["action"]) for n in written["nodes"]] == [("n1", "resumed")]

@@ -252,3 +252,100 @@ def drain_plan(session, suspects, nodes):
         else:
             plan.drain.append((host, reason))
     return plan
+
+
+# -- netbench resume: the plan -----------------------------------------------
+
+#: the fewest partners a re-test may have: with one, a slow pair cannot say
+#: which end is slow (the judge leaves one node out of the fleet's median,
+#: netbench.fleet.judge), so a slowed node measured against one partner
+#: "passes" as often as not
+MIN_PARTNERS = 2
+#: what follows REASON_PREFIX in the Reason of a node whose re-test could
+#: not decide: still netbench's own, so a later resume re-tests it
+INCONCLUSIVE = "re-test inconclusive"
+
+
+def parse_sinfo(text):
+    """{name: SlurmNode} of `sinfo -a -h -N -o %N|%T|%E` output (one line per
+    node and partition: a node in two partitions is one node).  sinfo's
+    long state carries a suffix for a node not responding (*) and others;
+    a node without a reason shows "none"."""
+    nodes = {}
+    for line in text.splitlines():
+        name, state, reason = (line.split("|", 2) + ["", ""])[:3]
+        reason = "" if reason.strip() == "none" else reason.strip()
+        nodes[name.strip()] = SlurmNode(name.strip(), state.strip().rstrip("*~#!%$@^-"), reason)
+    return nodes
+
+
+def inconclusive_reason(why):
+    """The Reason of a node left drained because its re-test could not
+    decide: netbench's prefix, so it stays netbench's to re-test."""
+    return f"{REASON_PREFIX}{INCONCLUSIVE}: {comment_text(why)}"[:REASON_MAX]
+
+
+def too_few_partners(count):
+    return f"only {count} healthy partner(s) in service"
+
+
+def healthy_partners(nodes):
+    """The nodes a re-test may measure against: idle, no reason of anyone's
+    (a node drained or down by anyone, or under test, is not healthy)."""
+    return sorted(n.name for n in nodes.values() if n.in_service and not n.reason)
+
+
+@dataclasses.dataclass
+class ResumePlan:
+    retest: list = dataclasses.field(default_factory=list)        # (SlurmNode, [partner])
+    inconclusive: list = dataclasses.field(default_factory=list)  # (SlurmNode, why)
+    draining: list = dataclasses.field(default_factory=list)      # ours, jobs still running
+    left_alone: list = dataclasses.field(default_factory=list)    # someone else's
+
+
+def resume_plan(nodes, partners=MIN_PARTNERS):
+    """What `netbench resume` does on a cluster whose Slurm nodes are
+    `nodes` ({name: SlurmNode}): each node netbench drained (and that no
+    job runs on any more) re-tested against `partners` healthy nodes, or
+    left drained, inconclusive, when fewer than MIN_PARTNERS are in
+    service; a node someone else drained left alone.  ValueError when
+    `partners` is below MIN_PARTNERS."""
+    if partners < MIN_PARTNERS:
+        raise ValueError(f"--partners {partners}: use {MIN_PARTNERS} or more (with one "
+                         f"partner a slow pair cannot say which end is slow)")
+    plan = ResumePlan()
+    healthy = healthy_partners(nodes)
+    for node in sorted(nodes.values(), key=lambda n: n.name):
+        if node.drained and not node.drained_by_netbench:
+            plan.left_alone.append(node)
+        elif node.drained_by_netbench and node.state == "draining":
+            plan.draining.append(node)
+        elif node.drained_by_netbench and len(healthy) < MIN_PARTNERS:
+            plan.inconclusive.append((node, too_few_partners(len(healthy))))
+        elif node.drained_by_netbench:
+            plan.retest.append((node, rotated(healthy, len(plan.retest), partners)))
+    return plan
+
+
+def rotated(healthy, k, count):
+    """The k-th re-test's `count` partners (all of them when fewer): taken
+    in turn from the healthy nodes, so that one partner slower than its
+    state says makes few re-tests inconclusive, not all."""
+    count = min(count, len(healthy))
+    start = k * count % len(healthy)
+    return [healthy[(start + j) % len(healthy)] for j in range(count)]
+
+
+def unchanged_since_planned(planned, now):
+    """Why `now` (the node as Slurm shows it just before netbench changes
+    it) may not be changed, or None: it must still be drained with the
+    very reason netbench read when it planned (LBNL NHC's rule: never
+    touch a node whose reason is not your own, and read it again before
+    acting).  An administrator who drained it meanwhile, or resumed it,
+    or took it down, owns it now."""
+    if now is None:
+        return f"{planned.name} is no longer in Slurm's node list"
+    if now.drained and now.reason == planned.reason:
+        return None
+    return (f"{now.name} is now {now.state}" + (f" ({now.reason})" if now.reason else "")
+            + ": changed by someone else during the re-test, left as it is")
