@@ -1,6 +1,8 @@
 """Which path a launch's MPI library said it took (netbench.results.datapath),
-read from what the four MPIs of this machine printed (tests/data/provenance),
-and the verdict on it (netbench.judgement.path), as the report words it."""
+read from what the four MPIs of this machine printed (tests/data/provenance)
+and from what UCX and MPICH printed on real RDMA clusters
+(tests/data/provenance_rdma), and the verdict on it
+(netbench.judgement.path), as the report words it."""
 
 import re
 
@@ -11,7 +13,7 @@ from netbench import paths
 from netbench.datafiles import DataError
 from netbench.judgement import FAIL, INCONCLUSIVE, PASS
 from netbench.judgement.path import (ASKED_OTHER, PATH_UNKNOWN, SHM_ACROSS_NODES,
-                                     SILENT_FALLBACK, judge, rdma_class)
+                                     SILENT_FALLBACK, WRONG_DEVICE, judge, rdma_class)
 from netbench.probe import discovery
 from netbench.report import datapath as words
 from netbench.results import datapath
@@ -20,12 +22,15 @@ from netbench.results import datapath
 pytestmark = pytest.mark.alongside
 
 CAPTURED = paths.REPO / "tests" / "data" / "provenance"
+#: lines printed on real RDMA clusters, from public threads (README.md there)
+CAPTURED_RDMA = paths.REPO / "tests" / "data" / "provenance_rdma"
 
 #: environment-transport: (transport, provider, device) its library named
 SAID = {
     "mpich-shm": ("shm", "posix", "memory"),
     "mpich-native": ("shm", "posix", "memory"),
-    "mpich-ofi-tcp": ("ofi-tcp", "tcp", "198.18.1.0/24"),
+    # the NIC of `Rank to NIC assignment`, not the fabric (198.18.1.0/24)
+    "mpich-ofi-tcp": ("ofi-tcp", "tcp", "nb-drsl"),
     "mpich-ucx-tcp": ("ucx-tcp", "ucx tcp", "eth0"),
     "openmpi-shm": ("shm", "btl sm", "node vm"),
     "openmpi-native": ("shm", "btl sm", "node vm"),
@@ -67,22 +72,55 @@ def test_every_captured_output_is_covered():
     assert sorted(p.stem for p in CAPTURED.glob("*.out")) == sorted(SAID)
 
 
-def test_words_of_ranks_on_one_node_do_not_count_across_nodes(rules):
-    """MPICH's POSIX shared memory serves the ranks of one node: across
-    nodes the netmod's words decide."""
-    text = ("====== POSIX Topo Dist ======\nRank: 1, Local_rank: 1 [ 0, 0 ]\n"
-            "libfabric provider: verbs;ofi_rxm - mlx5_0\n")
-    assert datapath.library_path(text, rules["mpich"])["transport"] == "shm"
-    across = datapath.library_path(text, rules["mpich"], across_nodes=True)
-    assert (across["transport"], across["provider"], across["device"]) == \
-        ("ofi-verbs", "verbs;ofi_rxm", "mlx5_0")
+#: capture, family, across nodes: (transport, provider, device) the rules read
+SAID_ON_RDMA = {
+    # UCX 1.14+: the rank's intra-node endpoints (shared memory first) are
+    # printed before its inter-node ones: between nodes rc_mlx5 carries it
+    ("ucx-intra-node-first", "openmpi", True): ("ucx-rc-x", "ucx rc_mlx5", "mlx5_3:1"),
+    ("ucx-intra-node-first", "mpich", True): ("ucx-rc-x", "ucx rc_mlx5", "mlx5_3:1"),
+    # UCX before 1.14: across nodes the endpoint over a network lane decides
+    # (TCP over IPoIB's ib1); on one node the first endpoint, shared memory
+    ("ucx-ep-cfg-ipoib", "openmpi", True): ("ucx-tcp", "ucx tcp", "ib1"),
+    ("ucx-ep-cfg-ipoib", "mpich", True): ("ucx-tcp", "ucx tcp", "ib1"),
+    ("ucx-ep-cfg-ipoib", "openmpi", False): ("shm", "ucx sysv", "memory"),
+    # MPICH on Slingshot: ch4 POSIX serves the node's ranks; across nodes
+    # a NIC line without the provider's names no transport: never a guess
+    ("mpich-nic-assignment-cxi", "mpich", False): ("shm", "posix", "memory"),
+    ("mpich-nic-assignment-cxi", "mpich", True): (datapath.UNKNOWN, "", ""),
+}
 
 
-def test_an_rdma_lane_of_ucx_is_named_by_its_transport_layer(rules):
-    line = ("[1700000000.1] [node1:42:0]     ucp_worker.c:1912 UCX  INFO    ucp_context_0 "
-            "inter-node cfg#1 tag(rc_mlx5/mlx5_0:1 self/memory)  am(rc_mlx5/mlx5_0:1)")
-    path = datapath.library_path(line, rules["openmpi"])
-    assert (path["transport"], path["device"]) == ("ucx-rc-x", "mlx5_0:1")
+@pytest.mark.parametrize("name, family, across", sorted(SAID_ON_RDMA))
+def test_lines_captured_on_rdma_clusters_name_their_transport_and_device(
+        name, family, across, rules):
+    text = (CAPTURED_RDMA / f"{name}.out").read_text()
+    path = datapath.library_path(text, rules[family], across_nodes=across)
+    assert (path["transport"], path["provider"], path["device"]) == \
+        SAID_ON_RDMA[(name, family, across)]
+    if path["evidence"]:
+        assert path["evidence"] in [line.strip() for line in text.splitlines()]
+
+
+def test_an_intra_node_line_printed_first_never_decides_between_nodes(rules):
+    text = (CAPTURED_RDMA / "ucx-intra-node-first.out").read_text()
+    assert text.index("intra-node") < text.index("inter-node")
+    path = datapath.library_path(text, rules["openmpi"], across_nodes=True)
+    assert "inter-node cfg#6" in path["evidence"] and path["transport"] == "ucx-rc-x"
+
+
+def test_mpich_ofi_device_is_its_nic_not_the_fabric_it_names(rules):
+    """MPICH's `libfabric provider: tcp - 198.18.1.0/24` names the fabric;
+    its `Rank to NIC assignment` line the NIC.  Without that line (an MPICH
+    before pmodels/mpich#6755, or MPIR_CVAR_DEBUG_SUMMARY=1) no device is
+    named, and the fabric stays in the provider's words."""
+    text = (CAPTURED / "mpich-ofi-tcp.out").read_text()
+    path = datapath.library_path(text, rules["mpich"], across_nodes=True)
+    assert (path["transport"], path["device"]) == ("ofi-tcp", "nb-drsl")
+    assert path["evidence"] == "libfabric provider: tcp - 198.18.1.0/24"
+    without_nic = "\n".join(line for line in text.splitlines() if ", NIC: " not in line)
+    path = datapath.library_path(without_nic, rules["mpich"], across_nodes=True)
+    assert (path["transport"], path["provider"], path["device"]) == \
+        ("ofi-tcp", "tcp on fabric 198.18.1.0/24", "")
 
 
 def test_words_no_rule_knows_leave_the_path_unknown(rules):
@@ -158,6 +196,50 @@ def test_native_takes_the_library_choice_but_not_tcp_on_an_rdma_fabric():
     assert "silent fallback" in text and "asked native" in text and "used ofi-tcp" in text
 
 
+@pytest.mark.parametrize("fallback", ["ofi-sockets", "ofi-udp"])
+def test_libfabric_sockets_and_udp_are_silent_fallbacks(fallback):
+    """fi_sockets(7) and fi_udp(7): libfabric's providers over the host's
+    IP stack, no RDMA."""
+    verdict = judge("native", [path(fallback)], across_nodes=True, rdma=True)
+    assert (verdict.verdict, verdict.code) == (FAIL, SILENT_FALLBACK)
+    assert f"used {fallback}, libfabric's {fallback[4:]} provider, no RDMA" in \
+        words.sentence(verdict.to_json())
+    # asked for by name, it is the path asked for
+    assert judge(fallback, [path(fallback)], across_nodes=True, rdma=True).verdict == PASS
+
+
+def rdma_capture(name):
+    text = (CAPTURED_RDMA / f"{name}.out").read_text()
+    return datapath.library_path(text, discovery.load_families()["openmpi"]["provenance"]["says"],
+                                 across_nodes=True)
+
+
+def test_a_run_on_another_hca_or_port_fails_naming_both():
+    used = rdma_capture("ucx-intra-node-first")            # rc_mlx5 on mlx5_3:1
+    for expected in ("mlx5_3:1", "mlx5_3"):
+        assert judge("native", [used], across_nodes=True, rdma=True,
+                     expected_device=expected).verdict == PASS
+    for expected in ("mlx5_0:1", "mlx5_3:2", "mlx5_30"):
+        verdict = judge("native", [used], across_nodes=True, rdma=True,
+                        expected_device=expected)
+        assert (verdict.verdict, verdict.code) == (FAIL, WRONG_DEVICE), expected
+        assert (verdict.expected_device, verdict.device) == (expected, "mlx5_3:1")
+    assert words.sentence(verdict.to_json()).startswith(
+        "wrong device: asked native on mlx5_30, the library used ucx-rc-x on mlx5_3:1 "
+        "(launch 1 of 1: [1750940427.480195]")
+    # on one node the ranks' own path is shared memory: no device compared
+    assert judge("native", [path("shm")], rdma=True, expected_device="mlx5_0:1").verdict == PASS
+
+
+def test_native_over_ipoib_fails_naming_the_device_expected_and_the_interface():
+    used = rdma_capture("ucx-ep-cfg-ipoib")                # tcp on ib1
+    verdict = judge("native", [used], across_nodes=True, rdma=True, expected_device="mlx5_0:1")
+    assert (verdict.verdict, verdict.code) == (FAIL, SILENT_FALLBACK)
+    assert words.sentence(verdict.to_json()).startswith(
+        "silent fallback: asked native on mlx5_0:1 of an RDMA interconnect class, the library "
+        "used ucx-tcp on ib1, a TCP stack (launch 1 of 1:")
+
+
 def test_shared_memory_between_nodes_fails_whatever_was_asked():
     """Namespace nodes of one host: UCX's endpoint said intra-node sysv."""
     for asked in ("native", "shm"):
@@ -184,3 +266,7 @@ def test_the_headline_cell_escapes_the_library_words():
 def test_the_captured_files_name_their_source():
     readme = (CAPTURED / "README.md").read_text()
     assert "mpi_families.yaml" in readme and "MPICH 4.0.2" in readme
+    readme = (CAPTURED_RDMA / "README.md").read_text()
+    for capture in CAPTURED_RDMA.glob("*.out"):
+        row = next(line for line in readme.splitlines() if f"`{capture.name}`" in line)
+        assert re.search(r"https://github\.com/[\w.-]+/[\w.-]+/issues/\d+", row), capture.name

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import reframe as rfm
 import reframe.utility.sanity as sn
-from reframe.core.builtins import run_before
+from reframe.core.builtins import run_before, variable
 
 from .. import references
 from ..judgement import FAIL, PASS, case_verdict
-from ..judgement.path import NATIVE, judge as judge_path, rdma_class
+from ..judgement.path import NATIVE, TCP_TRANSPORTS, judge as judge_path, rdma_class
 from ..probe import discovery
 from ..report import datapath as path_words
 from ..results import benchmark, datapath
@@ -26,6 +26,12 @@ from .base import RAW_TCP
 
 class LibraryPath(rfm.RegressionTestPlugin):
     """The path each launch's library said it took, recorded and judged."""
+
+    #: the RDMA device, and port, a case's library must use between nodes
+    #: (`mlx5_0:1`, `mlx5_0`, `cxi0`; `-S expected_device=`): a native or
+    #: RDMA case whose library names another fails (judgement.path's
+    #: wrong_device); "" compares none
+    expected_device = variable(str, value="")
 
     def path_said(self, text):
         """The path the launch output `text` says its library took
@@ -48,8 +54,16 @@ class LibraryPath(rfm.RegressionTestPlugin):
             paths = self.launched_paths()
             self._path_verdict = None if self.transport == RAW_TCP or not paths else \
                 judge_path(self.transport, paths, across_nodes=self.placement == "internode",
-                           rdma=self.rdma_partition())
+                           rdma=self.rdma_partition(), expected_device=self.device_expected())
         return self._path_verdict
+
+    def device_expected(self):
+        """The device the case's library must name: `expected_device`
+        for a native or RDMA case; none for a TCP or shared-memory one,
+        whose library names an interface or memory, never the HCA."""
+        if self.transport in TCP_TRANSPORTS or self.transport == "shm":
+            return ""
+        return self.expected_device
 
     def rdma_partition(self):
         """Whether the case's interconnect class (the partition's, declared
@@ -88,7 +102,8 @@ class LibraryPath(rfm.RegressionTestPlugin):
             return
         entry = {"verdict": verdict["verdict"], "value": None, "lo": None, "hi": None,
                  "launches": verdict["launches"], "reason": path_words.sentence(verdict),
-                 **{k: verdict[k] for k in ("code", "asked", "used", "launch")}}
+                 **{k: verdict.get(k, "") for k in ("code", "asked", "used", "launch",
+                                                    "expected_device", "device")}}
         self.record["verdicts"] = {**(self.record.get("verdicts") or {}), "path": entry}
         self.record["verdict"] = case_verdict([self.record.get("verdict", PASS),
                                                verdict["verdict"]])

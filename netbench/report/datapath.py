@@ -4,19 +4,27 @@ headline table's cell and the sentence of a path verdict
 
 from ..textsafe import printable
 
-#: how each verdict code of netbench.judgement.path reads
+#: how each verdict code of netbench.judgement.path reads; {on_expected},
+#: {on_expected_of} and {on_device} name the devices where the case
+#: expected one
 SENTENCES = {
     "asked_other": "asked {asked}, the library used {used} (launch {launch} of {launches}: "
                    "{evidence})",
-    "silent_fallback": "silent fallback: asked {asked} on an RDMA interconnect class, the "
-                       "library used {used}, a TCP stack (launch {launch} of {launches}: "
-                       "{evidence})",
+    "silent_fallback": "silent fallback: asked {asked}{on_expected_of} an RDMA interconnect "
+                       "class, the library used {used}{on_device}, {fallback} (launch {launch} "
+                       "of {launches}: {evidence})",
     "shm_across_nodes": "asked {asked} between nodes, the library used shared memory: the "
                         "bytes did not cross the interconnect (launch {launch} of {launches}: "
                         "{evidence})",
+    "wrong_device": "wrong device: asked {asked}{on_expected}, the library used {used}"
+                    "{on_device} (launch {launch} of {launches}: {evidence})",
     "path_unknown": "could not tell which path the library used: asked {asked}, its words "
                     "named none netbench knows (launch {launch} of {launches})",
 }
+
+#: what a fallback transport is, said of the one used
+FALLBACK_KINDS = {"ofi-sockets": "libfabric's sockets provider, no RDMA",
+                  "ofi-udp": "libfabric's udp provider, no RDMA"}
 
 
 def sentence(entry):
@@ -27,6 +35,12 @@ def sentence(entry):
         return ""
     words = {k: printable(str(entry.get(k, ""))) for k in
              ("asked", "used", "launch", "launches", "evidence")}
+    expected = printable(str(entry.get("expected_device") or ""))
+    device = printable(str(entry.get("device") or ""))
+    words["on_expected"] = f" on {expected}" if expected else ""
+    words["on_expected_of"] = f" on {expected} of" if expected else " on"
+    words["on_device"] = f" on {device}" if expected and device else ""
+    words["fallback"] = FALLBACK_KINDS.get(entry.get("used"), "a TCP stack")
     return template.format(**words)
 
 

@@ -56,9 +56,11 @@ def library_path(text, rules, across_nodes=False):
     """The path the launch output `text` says its library took, by the
     family's `says` rules in order: the first rule that matches decides.
     Across nodes, words about ranks that share a node (`local`) are passed
-    over: between nodes no shared memory can carry the messages."""
+    over: between nodes no shared memory can carry the messages; words
+    that tell only between nodes (`remote`: an endpoint whose first lane is
+    a network's) are read only there."""
     for rule in rules or []:
-        if across_nodes and rule.get("local"):
+        if rule.get("local" if across_nodes else "remote"):
             continue
         match = re.search(rule["regex"], text, re.MULTILINE)
         if match:
