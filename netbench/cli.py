@@ -109,6 +109,11 @@ def cmd_references(args):
         for cname, match in references.class_matches(folder).items():
             rates = ", ".join(f"{m / 1000:g}" for m in match["mbps"])
             print(f"auto: {' or '.join(match['link_layer'])} at {rates} Gbit/s -> {cname}")
+        # ... and for the RDMA cases, from the RDMA devices discovered
+        for cname, match in references.rdma_class_matches(folder).items():
+            rates = ", ".join(f"{m / 1000:g}" for m in match["mbps"])
+            print(f"auto, RDMA cases: {' or '.join(match['device'])} port at {rates} Gbit/s "
+                  f"-> {cname}")
     print(f"netbench: {len(figures)} documented figures, {len(table)} threshold groups, "
           f"{len(claims)} findings in {folder}")
     return 0

@@ -29,6 +29,9 @@ FIGURE_FILES = ("seed*.yaml", "modern*.yaml")
 AUTO_CLASS = "auto"
 #: link layers netbench.probe.linerate tells apart
 LINK_LAYERS = ("ethernet", "infiniband", "omnipath", "slingshot")
+#: the kinds of RDMA device netbench.probe.fabric tells apart (an RDMA
+#: class's `device_match`)
+DEVICE_KINDS = ("infiniband", "roce", "omnipath", "efa", "slingshot")
 #: the virtual cluster's link classes: every class it can give a partition
 #: must have thresholds
 LINKS_FILE = paths.DATA / "links.yaml"
@@ -113,6 +116,15 @@ _KINDS = {"type": "object", "additionalProperties": {
 #: what an RDMA class adds: the group it judges, and the class that judges
 #: its partition's TCP cases
 _RDMA_PROPERTIES = {"judges": {"enum": [RDMA_GROUP]}, "tcp_class": _STRING}
+#: the RDMA devices an RDMA class is for, when a partition declares
+#: `interconnect: auto` (netbench/probe/fabric.py choose_rdma_class)
+_DEVICE_MATCH = {"type": "object", "required": ["device", "mbps"],
+                 "additionalProperties": False, "properties": {
+                     "device": {"type": "array", "minItems": 1,
+                                "items": {"enum": list(DEVICE_KINDS)}},
+                     "mbps": {"type": "array", "minItems": 1,
+                              "items": {"type": "number", "exclusiveMinimum": 0}},
+                 }}
 
 THRESHOLDS_SCHEMA = {
     "type": "object",
@@ -135,6 +147,7 @@ THRESHOLDS_SCHEMA = {
                               "mbps": {"type": "array", "minItems": 1,
                                        "items": {"type": "number", "exclusiveMinimum": 0}},
                           }},
+                "device_match": _DEVICE_MATCH,
                 **_RDMA_PROPERTIES,
             },
             "additionalProperties": _KINDS,
@@ -146,6 +159,8 @@ THRESHOLDS_SCHEMA = {
             "properties": {
                 "description": _STRING,
                 "link_layer": {"enum": list(LINK_LAYERS)},
+                # an RDMA family's device kind: its `device_match` per rate
+                "device": {"enum": list(DEVICE_KINDS)},
                 "rates": {"type": "object", "minProperties": 1, "additionalProperties": {
                     "type": "number", "exclusiveMinimum": 0}},
                 **_RDMA_PROPERTIES,
@@ -156,7 +171,7 @@ THRESHOLDS_SCHEMA = {
 }
 
 #: the keys of a class that are no check kind
-CLASS_KEYS = ("description", "match", "judges", "tcp_class")
+CLASS_KEYS = ("description", "match", "device_match", "judges", "tcp_class")
 
 #: the classes links.yaml gives a virtual cluster's partition besides its
 #: `classes`: an unshaped link, and a shaped rate no class has
@@ -290,12 +305,15 @@ def expand_rate_classes(data, path):
             if name in classes:
                 raise DataError(path, where, f"class {name!r} is also defined at "
                                              f"{classes[name][1]}")
-            expanded = {k: v for k, v in spec.items() if k not in ("rates", "link_layer")}
+            expanded = {k: v for k, v in spec.items()
+                        if k not in ("rates", "link_layer", "device")}
             expanded["description"] = _format_rate(spec["description"], mbps)
             if "tcp_class" in spec:
                 expanded["tcp_class"] = _format_rate(spec["tcp_class"], mbps)
             if "link_layer" in spec:
                 expanded["match"] = {"link_layer": [spec["link_layer"]], "mbps": [mbps]}
+            if "device" in spec:
+                expanded["device_match"] = {"device": [spec["device"]], "mbps": [mbps]}
             classes[name] = (expanded, where)
     return classes
 
@@ -329,6 +347,9 @@ def _load_thresholds(folder):
     for cname, (checks, cwhere) in classes.items():
         if checks.get("judges"):
             _check_rdma_class(path, cwhere, cname, checks, classes)
+        elif "device_match" in checks:
+            raise DataError(path, f"{cwhere}.device_match", "only an RDMA class (judges: "
+                                                            "rdma) is chosen by its devices")
         for kind, by_group in checks.items():
             if kind in CLASS_KEYS:
                 continue
@@ -373,6 +394,32 @@ def class_matches(folder=paths.REFERENCES):
             seen[link] = cname
         matches[cname] = spec["match"]
     return matches
+
+
+@functools.lru_cache(maxsize=None)
+def rdma_class_matches(folder=paths.REFERENCES):
+    """{RDMA class: its `device_match`} of the classes `interconnect: auto`
+    can choose for the RDMA transports' cases, in the file's order; two
+    classes matching the same device kind and rate are refused."""
+    _, _, _, specs, wheres = _load_thresholds(folder)          # validated there
+    path = Path(folder) / THRESHOLDS_FILE
+    matches, seen = {}, {}
+    for cname, spec in specs.items():
+        if "device_match" not in spec:
+            continue
+        for device in ((kind, float(mbps)) for kind in spec["device_match"]["device"]
+                       for mbps in spec["device_match"]["mbps"]):
+            if device in seen:
+                where = wheres[cname]
+                raise DataError(path, f"{where}.device_match" if where.startswith("classes.")
+                                else where, f"the same devices as class {seen[device]!r}")
+            seen[device] = cname
+        matches[cname] = spec["device_match"]
+    return matches
+
+
+def is_rdma_transport(transport, folder=paths.REFERENCES):
+    return transport_group(transport, folder) == RDMA_GROUP
 
 
 def transport_group(transport, folder=paths.REFERENCES):
@@ -451,9 +498,20 @@ def missing_thresholds(interconnect, kind, transport, folder=paths.REFERENCES):
     others = sorted(c for c, k, g in table if (k, g) == (kind, group))
     if not others:
         return None
+    if group == RDMA_GROUP:
+        return undeclared_rdma_class(f"interconnect class {interconnect!r} judges no RDMA "
+                                     f"transport", folder)
     via = f"transport group {group}" if group != transport else f"transport {transport}"
     return (f"interconnect class {interconnect!r} has no {kind} thresholds for {via} in "
             f"{path} (documented for {', '.join(others)})")
+
+
+def undeclared_rdma_class(why, folder=paths.REFERENCES):
+    """Why an RDMA transport's case is not judged, and the fix: the site
+    file's partition declares its RDMA class (whose tcp_class then judges
+    its TCP cases)."""
+    return (f"{why}; declare the partition's RDMA class in the site file "
+            f"(extras.interconnect: one of {', '.join(rdma_classes(folder))})")
 
 
 #: the field of a table row that gives the message size its figures were
@@ -516,6 +574,7 @@ def validate(folder=paths.REFERENCES, links=LINKS_FILE):
     _load_thresholds.cache_clear()
     sweep_thresholds.cache_clear()
     class_matches.cache_clear()
+    rdma_class_matches.cache_clear()
     figures = load_figures(folder)
     table, _ = load_thresholds(folder)
     sweep_thresholds(folder)
@@ -524,6 +583,7 @@ def validate(folder=paths.REFERENCES, links=LINKS_FILE):
     for profile in sorted((Path(folder) / judging_knobs.PROFILES.name).glob("*.yaml")):
         judging_knobs.load(folder, str(profile))
     class_matches(folder)
+    rdma_class_matches(folder)
     classes = interconnect_classes(folder)
     for key, cname in link_classes(links).items():
         if cname not in classes:

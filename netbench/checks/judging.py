@@ -11,7 +11,7 @@ import reframe.utility.sanity as sn
 from reframe.core.builtins import run_before, variable
 
 from .. import judgement, paths, references
-from ..probe import linerate
+from ..probe import fabric, linerate
 from ..judgement import baseline, knobs
 from ..judgement.conditions import CPU_BOUND_BYTES
 from ..report import reasons
@@ -275,13 +275,34 @@ class Judging(rfm.RegressionTestPlugin):
         declared = self.current_partition.extras.get("interconnect", "")
         if declared != references.AUTO_CLASS:
             return declared
+        choice = self.rdma_choice()
+        if choice is not None:
+            return choice.cname
         return linerate.matching_class(
             self.line_rate(), references.class_matches(Path(self.thresholds_folder))) or ""
 
+    def rdma_choice(self):
+        """The RDMA class `interconnect: auto` chose for an RDMA transport's
+        case across nodes (netbench.probe.fabric.choose_rdma_class, from the
+        fabric discovery the case was generated from), or None: the class
+        comes from elsewhere (declared, TCP, one node)."""
+        kind, transport = self.judged_by()
+        if (getattr(self, "placement", "internode") == "intranode"
+                or self.current_partition.extras.get("interconnect") != references.AUTO_CLASS
+                or not references.is_rdma_transport(transport, Path(self.thresholds_folder))):
+            return None
+        return fabric.choose_rdma_class(
+            fabric.node_fabric(), references.rdma_class_matches(Path(self.thresholds_folder)))
+
     def thresholds(self, line_rate_mbps=None):
         """{variable: Threshold} of the case's interconnect class, scaled to
-        the partition's line rate (or `line_rate_mbps`)."""
+        the partition's line rate (or `line_rate_mbps`; an RDMA class `auto`
+        chose: the rate of the port it was chosen by, unless declared)."""
         kind, transport = self.judged_by()
+        choice = self.rdma_choice()
+        if not line_rate_mbps and choice and choice.cname and \
+                not self.current_partition.extras.get("line_rate_mbps"):
+            line_rate_mbps = choice.link.rate_mbps
         return references.thresholds_for(
             self.interconnect_class(), kind, transport, folder=Path(self.thresholds_folder),
             line_rate_mbps=line_rate_mbps or self.line_rate().mbps)
@@ -292,7 +313,12 @@ class Judging(rfm.RegressionTestPlugin):
         it).  Without thresholds ReFrame compares with 0, unbounded, and
         passes: such a case must fail instead."""
         kind, transport = self.judged_by()
+        choice = self.rdma_choice()
+        if choice is not None and not choice.cname:
+            return references.undeclared_rdma_class(choice.why, Path(self.thresholds_folder))
         rate = self.line_rate()
+        if choice is not None and not rate.mbps:
+            rate = linerate.LineRate(choice.link.rate_mbps, "rdma", choice.link.name)
         cname = self.interconnect_class()
         if not cname and self.current_partition.extras.get("interconnect") == \
                 references.AUTO_CLASS:
