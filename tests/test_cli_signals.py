@@ -57,6 +57,20 @@ def wait_for(ready, proc, what):
         time.sleep(0.01)
 
 
+def signalled_when(ready, proc, what, signum, before=lambda: None):
+    """Once `ready()` holds, `proc` sent `signum`; its stderr.  A proc
+    still running after is killed, so no test leaves one behind."""
+    try:
+        wait_for(ready, proc, what)
+        before()
+        proc.send_signal(signum)
+        return proc.communicate(timeout=60)[1]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 @pytest.mark.parametrize("command", COMMANDS, ids=["script", "python-m"])
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
 def test_publish_stopped_with_its_session_staged_removes_it(tmp_path, signum, command):
@@ -68,14 +82,7 @@ def test_publish_stopped_with_its_session_staged_removes_it(tmp_path, signum, co
         proc = subprocess.Popen(command + ["publish", str(raw), "-o", str(reports)],
                                 cwd=paths.REPO, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-        try:
-            wait_for(lambda: staged(reports), proc, "staged session")
-            proc.send_signal(signum)
-            _, err = proc.communicate(timeout=60)
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.communicate()
+        err = signalled_when(lambda: staged(reports), proc, "staged session", signum)
     assert err.splitlines() == [f"netbench publish: interrupted by "
                                 f"{signal.Signals(signum).name}"], err
     assert proc.returncode == 130
@@ -133,15 +140,9 @@ def test_a_page_stopped_while_written_leaves_no_folder(tmp_path, action, signum)
            "NETBENCH_TEST_READY": str(ready)}
     proc = subprocess.Popen(COMMANDS[0] + args, cwd=paths.REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(ready.exists, proc, "page being written")
-        assert out.is_dir()          # made by the command, for its page
-        proc.send_signal(signum)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.communicate()
+    # the folder is made by the command, for its page
+    err = signalled_when(ready.exists, proc, "page being written", signum,
+                         before=lambda: out.is_dir() or pytest.fail(f"{out} not made"))
     assert err.splitlines() == [f"netbench {action}: interrupted by "
                                 f"{signal.Signals(signum).name}"], err
     assert proc.returncode == 130
