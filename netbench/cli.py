@@ -281,7 +281,7 @@ def add_tune_parser(sub):
 
 
 def cmd_drain(args):
-    from . import slurmdrain
+    from . import slurmdrain, slurmresume
     try:
         if args.command == "drain":
             try:
@@ -291,9 +291,9 @@ def cmd_drain(args):
                 # as their escapes, never driving the terminal
                 print(printable(f"netbench: {err}"), file=sys.stderr)
                 return exitcodes.INVALID_INPUT
-        return slurmdrain.resume(args.system, dry_run=args.dry_run, partners=args.partners,
-                                 output=args.evidence, wait_s=args.wait)
-    except (slurmdrain.SlurmError, slurmdrain.PartitionBusy) as err:
+        return slurmresume.resume(args.system, dry_run=args.dry_run, partners=args.partners,
+                                  output=args.evidence, wait_s=args.wait)
+    except (slurmdrain.SlurmError, slurmresume.PartitionBusy) as err:
         print(f"netbench {args.command}: {err}", file=sys.stderr)
         return exitcodes.INVALID_INPUT
 

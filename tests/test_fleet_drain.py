@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers.reports import minimal_report, sweep_report
-from netbench import report, slurmdrain
+from netbench import report, slurmdrain, slurmresume
 from netbench.datafiles import DataError, validate
 from netbench.fleet import drain
 from netbench.results.suspects import Evidence, Suspect
@@ -225,16 +225,16 @@ ONE_HOST_SWEEP = DATA / "benchmark" / "sweep-3ranks.mpich-wheel.txt"
 
 def test_a_retest_passes_a_node_nothing_names_and_fails_the_slow_one():
     output = SLOW_NODE_SWEEP.read_text()
-    healthy = slurmdrain.judged_retest("n0", ["n1", "n2", "n3", "n4", "n5"], output, "")
+    healthy = slurmresume.judged_retest("n0", ["n1", "n2", "n3", "n4", "n5"], output, "")
     assert healthy["verdict"] == "pass" and len(healthy["pairs"]) == 30, healthy["why"]
-    slow = slurmdrain.judged_retest("n3", ["n0", "n1", "n2", "n4", "n5"], output, "")
+    slow = slurmresume.judged_retest("n3", ["n0", "n1", "n2", "n4", "n5"], output, "")
     assert slow["verdict"] == "fail" and slow["why"].startswith("node n3: bw_Mbps@1048576")
 
 
 def test_a_retest_whose_ranks_shared_a_host_fails_and_says_why():
     """The fleet's judge refuses ranks on one host (ValueError): `netbench
     resume` stopped on it with a traceback; the node stays drained."""
-    found = slurmdrain.judged_retest("vm", ["a", "b"], ONE_HOST_SWEEP.read_text(), "")
+    found = slurmresume.judged_retest("vm", ["a", "b"], ONE_HOST_SWEEP.read_text(), "")
     assert found["verdict"] == "fail"
     assert found["why"].startswith("the re-test cannot be judged: ranks ran on one host (vm)")
 
@@ -253,7 +253,7 @@ def test_resume_refuses_fewer_than_two_partners_in_one_line(partners):
     with pytest.raises(ValueError):
         drain.resume_plan(cluster(n1=("drained", OURS)), partners)
     with pytest.raises(DataError) as err:
-        slurmdrain.resume(dry_run=True, partners=partners)
+        slurmresume.resume(dry_run=True, partners=partners)
     assert str(err.value) == (f"--partners: {partners}: use 2 or more (one pair cannot say "
                               f"which end is slow)")
 
@@ -325,7 +325,7 @@ def test_a_resume_of_1000_drained_nodes_is_planned_from_sinfo_s_listing():
     partners = {p for _, ps in plan.retest for p in ps}
     assert not partners & retested
     assert all(nodes[p].state == "idle" and not nodes[p].reason for p in partners)
-    lines = list(slurmdrain.plan_lines(plan))
+    lines = list(slurmresume.plan_lines(plan))
     assert len(lines) == 1025 and sum(line.startswith("would re-test ") for line in lines) == 1000
 
 
@@ -351,7 +351,7 @@ def sweep_of(output, hosts):
 def profile_judging():
     from netbench import paths, references
     from netbench.judgement import knobs
-    return slurmdrain.Judging(latency_judged=False,
+    return slurmresume.Judging(latency_judged=False,
                               knobs=knobs.load(paths.REFERENCES, "virtual-cluster"),
                               rule=references.sweep_thresholds(paths.REFERENCES,
                                                                "virtual-cluster"))
@@ -370,7 +370,7 @@ HOSTS6 = ["n0", "n1", "n2", "n3", "n4", "n5"]
 def test_a_retest_never_names_a_partner_in_its_evidence():
     """n3, a partner, is slow: the re-test of n0 passes (four healthy
     partners), and its evidence names no partner as a slow node."""
-    found = slurmdrain.judged_retest("n0", HOSTS6[1:], SLOW_NODE_SWEEP.read_text(), "",
+    found = slurmresume.judged_retest("n0", HOSTS6[1:], SLOW_NODE_SWEEP.read_text(), "",
                                      profile_judging())
     assert found["verdict"] == "pass", found["why"]
     assert found["suspects"] == []
@@ -381,7 +381,7 @@ def test_a_retest_whose_partner_measures_slow_cannot_pass_the_node():
     all the re-test holds it to, as with one partner: inconclusive, and
     the partner is not named."""
     output = sweep_of(SLOW_NODE_SWEEP.read_text(), {"n0", "n1", "n3"})
-    found = slurmdrain.judged_retest("n0", ["n1", "n3"], output, "", profile_judging())
+    found = slurmresume.judged_retest("n0", ["n1", "n3"], output, "", profile_judging())
     assert found["verdict"] == "inconclusive"
     assert found["why"] == ("re-test inconclusive: only 1 of its 2 partners measured healthy "
                             "(a partner's own state is Slurm's to say)")
@@ -390,7 +390,7 @@ def test_a_retest_whose_partner_measures_slow_cannot_pass_the_node():
 
 def test_a_slow_node_fails_against_two_healthy_partners():
     output = sweep_of(SLOW_NODE_SWEEP.read_text(), {"n0", "n1", "n3"})
-    found = slurmdrain.judged_retest("n3", ["n0", "n1"], output, "", profile_judging())
+    found = slurmresume.judged_retest("n3", ["n0", "n1"], output, "", profile_judging())
     assert found["verdict"] == "fail" and found["why"].startswith("node n3: bw_Mbps@1048576")
     assert [s["names"] for s in found["suspects"]] == [["n3"]]
 
@@ -401,14 +401,14 @@ def test_a_retest_on_a_busy_host_is_judged_with_the_sweep_s_conditions_rule():
     stays drained, inconclusive, with the conditions named."""
     output = SLOW_NODE_SWEEP.read_text() + node_lines(
         {h: 85.0 if h == "n3" else 5.0 for h in HOSTS6})
-    found = slurmdrain.judged_retest("n3", [h for h in HOSTS6 if h != "n3"], output, "",
+    found = slurmresume.judged_retest("n3", [h for h in HOSTS6 if h != "n3"], output, "",
                                      profile_judging())
     assert found["verdict"] == "inconclusive"
     assert found["why"].startswith("re-test inconclusive: outside the band, but ")
     assert "on n3" in found["why"] and "85 %" in found["why"]
     # on a quiet host the same figures fail it
     quiet = SLOW_NODE_SWEEP.read_text() + node_lines(dict.fromkeys(HOSTS6, 5.0))
-    assert slurmdrain.judged_retest("n3", [h for h in HOSTS6 if h != "n3"], quiet, "",
+    assert slurmresume.judged_retest("n3", [h for h in HOSTS6 if h != "n3"], quiet, "",
                                     profile_judging())["verdict"] == "fail"
 
 
@@ -419,24 +419,24 @@ def test_the_evidence_path_is_refused_before_anything_changes(tmp_path):
     --evidence (resume re-tested and resumed nodes, then died with a
     traceback and lost the record of what it resumed)."""
     with pytest.raises(DataError) as err:
-        slurmdrain.checked_evidence_path(tmp_path)
+        slurmresume.checked_evidence_path(tmp_path)
     assert str(err.value) == f"--evidence: {tmp_path}: a folder: name a file to write"
     (tmp_path / "file").write_text("")
     with pytest.raises(DataError) as err:
-        slurmdrain.checked_evidence_path(tmp_path / "file" / "resume.json")
+        slurmresume.checked_evidence_path(tmp_path / "file" / "resume.json")
     assert str(err.value).startswith(f"--evidence: {tmp_path}/file/resume.json: cannot be "
                                      f"written: ")
     assert "\n" not in str(err.value)
     # checked, not written: a refusal after it leaves nothing behind
-    assert not slurmdrain.checked_evidence_path(tmp_path / "resume.json").exists()
+    assert not slurmresume.checked_evidence_path(tmp_path / "resume.json").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
 
 
 def test_the_evidence_is_written_after_each_node(tmp_path):
     import io
-    path = slurmdrain.checked_evidence_path(tmp_path / "resume.json")
+    path = slurmresume.checked_evidence_path(tmp_path / "resume.json")
     results = []
-    slurmdrain.record(results, {"node": "n1", "partners": ["n2", "n3"], "verdict": "pass",
+    slurmresume.record(results, {"node": "n1", "partners": ["n2", "n3"], "verdict": "pass",
                                 "why": "no suspect", "action": "resumed"}, path, io.StringIO())
     written = json.loads(path.read_text())
     assert written["finished"] is False

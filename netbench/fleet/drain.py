@@ -1,5 +1,6 @@
 """What to drain after a sweep: drain.sh, and the plan `netbench drain`
-carries out (netbench.slurmdrain runs scontrol; this module decides).
+carries out (netbench.slurmdrain and netbench.slurmresume run Slurm; this
+module decides).
 
 `drain_plan`: from a session's suspects.json and the Slurm nodes, each
 suspect node to drain with netbench's reason (``netbench: <session>: ...``,

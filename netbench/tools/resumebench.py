@@ -7,7 +7,7 @@ netbench (tests/data/slurm_resume/sinfo-1000-drained.txt, sinfo's format as
 captured from slurm-wlm 22.05; its README says how it was written) is
 planned as `netbench resume --dry-run` plans the list sinfo gives it
 (netbench.fleet.drain.parse_sinfo, resume_plan, and the dry run's lines,
-netbench.slurmdrain.plan_lines), in a fresh interpreter each time, imports
+netbench.slurmresume.plan_lines), in a fresh interpreter each time, imports
 included: wall and CPU time and peak RSS (the child's rusage), the median
 of the repeats.  Without Slurm: sinfo's output is the captured file, no
 Slurm client is run or imitated.  Prints figures; asserts nothing.
@@ -29,7 +29,7 @@ LISTING = paths.REPO / "tests" / "data" / "slurm_resume" / "sinfo-1000-drained.t
 PLAN = """
 import sys
 from netbench.fleet import drain
-from netbench.slurmdrain import plan_lines
+from netbench.slurmresume import plan_lines
 plan = drain.resume_plan(drain.parse_sinfo(open(sys.argv[1]).read()))
 lines = list(plan_lines(plan))
 print(len(plan.retest), len(plan.inconclusive), len(plan.left_alone), len(lines))
