@@ -7,7 +7,8 @@ from reframe.core.builtins import parameter, run_before
 
 from netbench import benchspec, checks
 from netbench.checks.generation import (fabric_case_in_default_set, is_fabric_transport,
-                                       network_transport_of)
+                                       native_case_in_default_set, network_transport_of)
+from netbench.judgement.path import NATIVE
 
 checks.require_netbench_config()
 
@@ -23,10 +24,13 @@ class PingPong(checks.PingPongBase):
     def in_default_set(self, env):
         # blocking, over shared memory on one node, over the MPI's own
         # network transport, and over the fabric's own data path between
-        # nodes where discovery found one (its RDMA transports); the other
+        # nodes where discovery found one (its RDMA transports, and the
+        # MPI's own choice, `native`, which must take it); the other
         # transports and the non-blocking variant are one `-t full` away
         if self.variant != "blocking":
             return False
+        if self.transport == NATIVE:
+            return native_case_in_default_set(self.placement)
         if self.transport == "shm":
             return self.placement == "intranode"
         if is_fabric_transport(self.transport):

@@ -18,7 +18,7 @@ from reframe.core.builtins import run_before, variable
 from .. import references
 from ..judgement import FAIL, PASS, case_verdict
 from ..judgement.path import NATIVE, TCP_TRANSPORTS, judge as judge_path, rdma_class
-from ..probe import discovery
+from ..probe import discovery, fabric
 from ..report import datapath as path_words
 from ..results import benchmark, datapath
 from .base import RAW_TCP
@@ -28,9 +28,10 @@ class LibraryPath(rfm.RegressionTestPlugin):
     """The path each launch's library said it took, recorded and judged."""
 
     #: the RDMA device, and port, a case's library must use between nodes
-    #: (`mlx5_0:1`, `mlx5_0`, `cxi0`; `-S expected_device=`): a native or
-    #: RDMA case whose library names another fails (judgement.path's
-    #: wrong_device); "" compares none
+    #: (`mlx5_0:1`, `mlx5_0`, `cxi0`): a native or RDMA case whose library
+    #: names another fails (judgement.path's wrong_device).  "" (the
+    #: default): the port fabric discovery found (device_expected);
+    #: `-S expected_device=` overrides it
     expected_device = variable(str, value="")
 
     def path_said(self, text):
@@ -53,25 +54,66 @@ class LibraryPath(rfm.RegressionTestPlugin):
         if "_path_verdict" not in self.__dict__:     # once: it reads the thresholds file
             paths = self.launched_paths()
             self._path_verdict = None if self.transport == RAW_TCP or not paths else \
-                judge_path(self.transport, paths, across_nodes=self.placement == "internode",
-                           rdma=self.rdma_partition(), expected_device=self.device_expected())
+                self.path_verdict_of(paths)
         return self._path_verdict
 
+    def path_verdict_of(self, paths):
+        """The PathVerdict of launches whose libraries said `paths`."""
+        return judge_path(self.transport, paths, across_nodes=self.placement == "internode",
+                          rdma=self.rdma_partition(), expected_device=self.device_expected())
+
     def device_expected(self):
-        """The device the case's library must name: `expected_device`
-        for a native or RDMA case; none for a TCP or shared-memory one,
-        whose library names an interface or memory, never the HCA."""
+        """The device the case's library must name: none for a TCP or
+        shared-memory case, whose library names an interface or memory,
+        never the HCA; else `expected_device` where set, or the RDMA port
+        fabric discovery found (fabric.expected_device) for an RDMA
+        transport's case, and for a `native` one on a partition of an RDMA
+        class (elsewhere TCP is a native case's own path, on no HCA)."""
         if self.transport in TCP_TRANSPORTS or self.transport == "shm":
             return ""
-        return self.expected_device
+        if self.expected_device:
+            return self.expected_device
+        rdma_case = references.is_rdma_transport(self.transport, Path(self.thresholds_folder))
+        if rdma_case or (self.transport == NATIVE and self.rdma_partition()):
+            return fabric.expected_device(fabric.node_fabric())
+        return ""
 
     def rdma_partition(self):
         """Whether the case's interconnect class (the partition's, declared
         or matched from its discovered link) is an RDMA class
         (judgement.path.rdma_class), as the case's thresholds file defines
-        it (netbench.references, its one reader)."""
+        it (netbench.references, its one reader); for a `native` case
+        across nodes of an `auto` partition, whether `auto` chose an RDMA
+        class from the discovered fabric, whatever path the MPI then took
+        (a TCP fallback is judged by a TCP class, but was not expected)."""
+        if self.transport == NATIVE and self.discovered_rdma_class():
+            return True
         return rdma_class(references.class_definition(self.interconnect_class(),
                                                       Path(self.thresholds_folder)))
+
+    def discovered_rdma_class(self):
+        """The RDMA class `interconnect: auto` chooses from the fabric
+        discovery found (fabric.choose_rdma_class) for a case across
+        nodes; "" for none, or a declared class or one node."""
+        if self.placement != "internode" or \
+                self.current_partition.extras.get("interconnect") != references.AUTO_CLASS:
+            return ""
+        return fabric.choose_rdma_class(
+            fabric.node_fabric(),
+            references.rdma_class_matches(Path(self.thresholds_folder))).cname
+
+    def expected_native_transport(self):
+        """The transport a `native` case across nodes is expected to take:
+        where fabric discovery found an RDMA device, the MPI's first RDMA
+        transport offered (mpi_families.yaml's order: the accelerated UCX
+        ones first); else its preferred network transport."""
+        offered = self.current_environ.extras.get("transports", {})
+        if fabric.rdma_device_found(fabric.node_fabric()):
+            rdma = [t for t in offered
+                    if references.is_rdma_transport(t, Path(self.thresholds_folder))]
+            if rdma:
+                return rdma[0]
+        return discovery.preferred_network_transport(offered)
 
     @sn.deferrable
     def assert_path_as_asked(self):
@@ -122,8 +164,7 @@ class LibraryPath(rfm.RegressionTestPlugin):
                 return kind, used
         if self.placement == "intranode":
             return kind, "shm"
-        offered = self.current_environ.extras.get("transports", {})
-        return kind, discovery.preferred_network_transport(offered) or transport
+        return kind, self.expected_native_transport() or transport
 
     def series_label(self):
         """A `native` case is named by what its library chose: `native:shm`."""

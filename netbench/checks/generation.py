@@ -42,6 +42,15 @@ def fabric_case_in_default_set(placement):
     return placement == "internode"
 
 
+def native_case_in_default_set(placement):
+    """A `native` case (the MPI's own choice, nothing forced) belongs to the
+    focused default run between nodes wherever fabric discovery found an
+    active RDMA device: it proves the MPI takes the fabric by itself, and
+    fails a silent fallback to TCP or another port (judgement.path).
+    Without one the MPI's network transport's case is the network's."""
+    return placement == "internode" and fabric.rdma_device_found(fabric.node_fabric())
+
+
 def network_transport_of(env):
     """The MPI's preferred network transport (its own TCP module first)."""
     return discovery.preferred_network_transport(offered_transports(env))

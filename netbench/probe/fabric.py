@@ -508,6 +508,25 @@ def choose_rdma_class(fabric, matches):
                                 f"{_gbps(link.rate_mbps)}, which no RDMA class matches")
 
 
+def expected_device(fabric):
+    """The RDMA port an RDMA or `native` case's library is expected to use
+    between nodes (`mlx5_0:1`, `cxi0`): the one fastest active RDMA port,
+    the compute rail choose_rdma_class judges by; "" where there is none,
+    or several at that rate (two rails or HCAs: which one the MPI takes is
+    its own choice, so no device is expected)."""
+    active = [link for link in fabric.links() if link.active]
+    if not active:
+        return ""
+    fastest = max(link.rate_mbps for link in active)
+    top = [link for link in active if link.rate_mbps == fastest]
+    return top[0].name if len(top) == 1 else ""
+
+
+def rdma_device_found(fabric):
+    """Whether discovery found an active RDMA port or NIC on the node."""
+    return any(link.active for link in fabric.links())
+
+
 # ---- site replicas (tests/data/replicas/<system>) ----------------------------
 
 #: the file of a replica folder naming the public source of each capture
