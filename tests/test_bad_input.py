@@ -144,6 +144,7 @@ def spack_env(tmp_path, change=None, text=None, raw=None):
         change(data["spack"])
         path.write_text(yaml.safe_dump(data, sort_keys=False))
     (tmp_path / "spack_repo").symlink_to(paths.REPO / "spack_repo")
+    (tmp_path / "spack").symlink_to(paths.REPO / "spack")      # the fabric files
     return path
 
 
@@ -162,6 +163,9 @@ def replace(old, new):
     (lambda env: env.update(develop=[1]), "spack.develop",
      "expected a mapping or null, got list [1]"),
     (lambda env: env.update(modules=3), "spack.modules", "expected a mapping or null, got int 3"),
+    (lambda env: env["include"].append({"when": "True"}), "spack.include[4].path", "missing"),
+    (lambda env: env["include"][1].update(path="spack/fabrics/cassini.yaml"),
+     "spack.include[1].path", "spack/fabrics/cassini.yaml: no such file"),
 ])
 def test_bad_spack_environments_give_one_line(tmp_path, capsys, change, key, problem):
     path = spack_env(tmp_path, change)
@@ -203,13 +207,13 @@ def test_an_undefined_definition_names_the_file_checked(tmp_path, capsys):
 def test_a_variant_given_twice_names_the_spec(tmp_path, capsys, variants, problem):
     """Spack refuses the spec; the check reports it once, where it is
     written, not again in every spec built from it."""
-    path = spack_env(tmp_path, text=replace("    - mpich@5.0.1 device=ch4 netmod=ucx +slurm ^ucx",
-                                            f"    - mpich@5.0.1 device=ch4 {variants} ^ucx"))
+    path = spack_env(tmp_path, text=replace('- ["mpich@5.0.1 device=ch4 netmod=ucx +slurm"]',
+                                            f'- ["mpich@5.0.1 device=ch4 {variants}"]'))
     rc = cli.main(["spack-check", str(path)])
     lines = capsys.readouterr().err.strip().splitlines()
     assert rc == 2      # invalid input (netbench.exitcodes)
     assert lines[-1] == "netbench spack-check: 1 problem(s)", lines
-    assert lines[0].startswith(f"{path}: spack.definitions[0].mpich_builds[1] 'mpich@5.0.1 "
+    assert lines[0].startswith(f"{path}: spack.definitions[0].mpich_builds[1].matrix 'mpich@5.0.1 "
                                f"device=ch4 "), lines[0]
     assert lines[0].endswith(f": not a spec: {problem}"), lines[0]
 

@@ -30,11 +30,111 @@ def spack_check(*args):
 def test_the_shipped_environment_passes_with_a_view_folder_per_mpi_build():
     proc = spack_check()
     assert proc.returncode == 0, proc.stderr
-    folders = re.findall(r"^  views/(\S+): (\S+)", proc.stdout, re.M)
+    # the default fabric's choice (InfiniBand) comes first
+    ib = proc.stdout.split("\nnetbench spack-check: ")[0]
+    assert "with spack/fabrics/ib.yaml" in ib.splitlines()[0]
+    folders = re.findall(r"^  views/(\S+): (\S+)", ib, re.M)
     assert sorted(f for f, _ in folders) == ["mpich-ofi", "mpich-tcp", "mpich-ucx",
                                              "openmpi-ofi", "openmpi-ucx"]
     # each folder: the MPI build and the four benchmarks built against it
-    assert proc.stdout.count("and 4 benchmark(s)") == 5
+    assert ib.count("and 4 benchmark(s)") == 5
+
+
+def fabric_builds(label):
+    """{view folder: MPI build} of the shipped spack.yaml with one fabric's
+    file (spack/fabrics/<label>.yaml)."""
+    problems, summary = spackcheck.check()
+    assert problems == []
+    (choice,) = [c for name, c in summary["choices"].items()
+                 if name.startswith(f"spack/fabrics/{label}.yaml ")]
+    return {folder: spec for spec, folder in choice["mpi_builds"].items()}
+
+
+def libfabric_providers(build):
+    return set(spackspec.parse(build).dependency("libfabric").variants["fabrics"].split(","))
+
+
+@pytest.mark.parametrize("label,provider", [("slingshot", "cxi"), ("efa", "efa"),
+                                            ("opa", "opx"), ("ib", "verbs")])
+def test_each_fabric_choice_builds_its_provider_into_the_ofi_views(label, provider):
+    builds = fabric_builds(label)
+    for folder in ("mpich-ofi", "openmpi-ofi"):
+        assert provider in libfabric_providers(builds[folder]), builds[folder]
+    # the Ethernet-only build keeps libfabric's TCP providers and no RDMA one
+    assert libfabric_providers(builds["mpich-tcp"]) == {"tcp", "rxm", "shm"}
+    if label != "ib":
+        # UCX has no transport for these fabrics: no UCX build, no view
+        assert not [f for f in builds if f.endswith("-ucx")]
+
+
+def test_the_infiniband_choice_builds_ucx_with_rc_and_dc():
+    builds = fabric_builds("ib")
+    for folder in ("mpich-ucx", "openmpi-ucx"):
+        ucx = spackspec.parse(builds[folder]).dependency("ucx")
+        assert all(ucx.variants.get(v) is True for v in ("verbs", "rc", "dc", "ud", "mlx5_dv"))
+
+
+def fabric_copy(tmp_path, fabric_text):
+    """spack.yaml beside a spack/fabrics/ whose slingshot.yaml is
+    `fabric_text` (the other fabrics' files as shipped)."""
+    shutil.copytree(paths.REPO / "spack", tmp_path / "spack")
+    (tmp_path / "spack" / "fabrics" / "slingshot.yaml").write_text(fabric_text)
+    text = (paths.REPO / "spack.yaml").read_text().replace("path: .", f"path: {paths.REPO}")
+    (tmp_path / "spack.yaml").write_text(text)
+    os.symlink(paths.REPO / "spack_repo", tmp_path / "spack_repo")
+    return tmp_path / "spack.yaml"
+
+
+def test_a_fabric_file_naming_an_unknown_provider_is_refused_in_one_line(tmp_path):
+    path = fabric_copy(tmp_path, "definitions:\n- ofi_fabric:\n"
+                                 "  - libfabric fabrics=tcp,rxm,shm,cassini\n"
+                                 "- ucx_fabric: []\n")
+    proc = spack_check(path)
+    assert proc.returncode == 2      # invalid input (netbench.exitcodes)
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1] == "netbench spack-check: 1 problem(s)", proc.stderr
+    assert lines[0].startswith(f"{tmp_path}/spack/fabrics/slingshot.yaml: "
+                               f"definitions[0].ofi_fabric[0] 'libfabric fabrics=tcp,rxm,shm,"
+                               f"cassini': libfabric variant fabrics=tcp,rxm,shm,cassini: "
+                               f"'cassini' not allowed (allowed: cxi, efa,"), lines[0]
+
+
+def test_a_fabric_file_whose_libfabric_has_no_rdma_provider_is_refused(tmp_path):
+    """Its MPI builds land beside the TCP-only ones: one folder, two
+    builds, or an ofi view that can run no RDMA transport."""
+    path = fabric_copy(tmp_path, "definitions:\n- ofi_fabric:\n"
+                                 "  - libfabric fabrics=tcp,rxm,shm,udp\n"
+                                 "- ucx_fabric: []\n")
+    problems, _ = spackcheck.check(path)
+    assert problems and all(p.startswith(f"{path}: spack.view") for p in problems), problems
+    assert "view folder 'mpich-tcp' gets 2 MPI builds" in problems[0]
+
+
+TCP_ONLY = "mpich@5.0.1 device=ch4 netmod=ofi +slurm ^libfabric fabrics=tcp,rxm,shm"
+
+
+@pytest.mark.parametrize("folder,problem", [
+    ("tcponly-ofi", "lands in views/tcponly-ofi, whose transports need libfabric with an "
+                    "RDMA provider"),
+    ("mpich-tcpip", "view folder 'mpich-tcpip': an MPI build's folder is <mpi>-<fabric>, "
+                    "the fabric one of ofi, ucx, tcp"),
+])
+def test_a_view_folder_that_discovery_would_misread_is_refused(tmp_path, folder, problem):
+    """Discovery runs a view's transports by its name's fabric: the TCP-only
+    build in an `-ofi` folder would be asked for RDMA providers it lacks."""
+    path = broken_copy(tmp_path, "mpich netmod=ofi: mpich-tcp", f"mpich netmod=ofi: {folder}")
+    problems, _ = spackcheck.check(path)
+    wanted = f"{path}: spack.view '{TCP_ONLY}': {problem}"
+    assert [line for line in problems if line.startswith(wanted)], problems
+
+
+def test_a_missing_fabric_file_is_named_in_one_line(tmp_path):
+    path = fabric_copy(tmp_path, "definitions: []\n")
+    (tmp_path / "spack" / "fabrics" / "efa.yaml").unlink()
+    proc = spack_check(path)
+    assert proc.returncode == 2
+    assert proc.stderr == f"netbench: {path}: spack.include[2].path: spack/fabrics/efa.yaml: " \
+                          f"no such file\n"
 
 
 def test_the_vendored_facts_are_the_shared_ones():
@@ -48,6 +148,7 @@ def broken_copy(tmp_path, old, new):
     assert old in text, old
     (tmp_path / "spack.yaml").write_text(text.replace(old, new, 1))
     os.symlink(paths.REPO / "spack_repo", tmp_path / "spack_repo")
+    os.symlink(paths.REPO / "spack", tmp_path / "spack")
     return tmp_path / "spack.yaml"
 
 
@@ -55,24 +156,25 @@ MPICH_UCX = "mpich@5.0.1 device=ch4 netmod=ucx +slurm ^ucx +verbs +rc +dc +ud +m
 
 
 @pytest.mark.parametrize("old,new,where,problem", [
-    ("netmod=ucx +slurm", "netmod=verbs +slurm", "spack.definitions[0].mpich_builds[1]",
+    ("netmod=ucx +slurm", "netmod=verbs +slurm",
+     "spack.definitions[0].mpich_builds[1].matrix",
      "mpich variant netmod=verbs: 'verbs' not allowed (allowed: mxm, ofi, tcp, ucx)"),
     ("openmpi@5.0.10 fabrics=ucx", "openmpi@5.2 fabrics=ucx",
-     "spack.definitions[1].openmpi_builds[0]",
+     "spack.definitions[1].openmpi_builds[0].matrix",
      "openmpi@5.2: no such version (known: main, 5.0.10, 5.0.9, 5.0.8, 5.0.7, 5.0.6, 5.0.5, "
      "5.0.4, ...)"),
     ("fabrics=ofi schedulers=slurm", "fabrics=auto,ofi schedulers=slurm",
-     "spack.definitions[1].openmpi_builds[1]",
+     "spack.definitions[1].openmpi_builds[1].matrix",
      "openmpi variant fabrics: auto cannot be combined with other values"),
     ("+mpi1 ~io", "+mpi1 ~iox", "spack.definitions[3].benchmarks[1]",
      "intel-mpi-benchmarks has no variant 'iox' (variants: check, ext, io, mpi1, mt, nbc, "
      "p2p, rma)"),
-    ("+slurm ^libfabric fabrics=tcp,rxm,shm,verbs\n",
-     "+slurm +hcoll ^libfabric fabrics=tcp,rxm,shm,verbs\n",
-     "spack.definitions[0].mpich_builds[0]",
+    ('netmod=ofi +slurm"]', 'netmod=ofi +slurm +hcoll"]',
+     "spack.definitions[0].mpich_builds[0].matrix",
      "mpich variant hcoll exists only when @3.3: device=ch4 netmod=ucx"),
     ("device=ch4 netmod=ucx", "device=ch4,ch3 netmod=ucx",
-     "spack.definitions[0].mpich_builds[1]", "mpich variant device takes one value"),
+     "spack.definitions[0].mpich_builds[1].matrix",
+     "mpich variant device takes one value"),
     ("netpipe@3.7.2 +mpi", "netpipe@3.7.2 mpi=yes", "spack.definitions[3].benchmarks[2]",
      "netpipe variant mpi is boolean: use +mpi or ~mpi"),
     ("- iperf3@3.17.1", "- iperf@3.17.1", "spack.specs[2]",
@@ -177,6 +279,7 @@ def test_a_patch_a_local_recipe_names_must_lie_beside_it(tmp_path):
     repo = tmp_path / "spack_repo"
     shutil.copytree(recipes, repo)
     (repo / "packages" / "perftest" / "bind_source_ip.patch").unlink()
+    os.symlink(paths.REPO / "spack", tmp_path / "spack")      # the fabric files
     spack_yaml = tmp_path / "spack.yaml"
     spack_yaml.write_text((paths.REPO / "spack.yaml").read_text()
                           .replace("netbench: spack_repo/netbench", "netbench: spack_repo")

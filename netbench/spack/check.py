@@ -9,6 +9,14 @@ project-local repository (`spack_repo/netbench`, read from its package.py
 files).  Then the views: each MPI build must land in a view folder of its
 own, and every benchmark in the folder of the MPI it was built with, the
 layout netbench's MPI discovery turns into ReFrame environments.
+
+A site chooses its fabric with `include:` entries under a `when:` (one
+file per fabric, spack/fabrics/<fabric>.yaml, naming the libfabric and UCX
+the MPI builds link): each such entry is one choice, and the whole check
+runs once per choice, with that file's definitions before the manifest's
+(the order Spack reads them in).  Per choice, each MPI build's view folder
+`<mpi>-<fabric>` must name a fabric of netbench/data/fabrics.yaml, and the
+build must link the library that fabric's transports need.
 """
 
 import itertools
@@ -18,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import exitcodes, paths
-from ..probe import discovery
+from ..probe import discovery, fabric
 from ..datafiles import DataError, load_yaml, validate
 from . import spec as spackspec
 from .facts import FACTS, REPO_SCHEMA, is_boolean, load_facts, load_local_repo
@@ -30,21 +38,37 @@ MPI_PROVIDERS_VIRTUAL = "mpi"
 _STRING = {"type": "string"}
 _STRINGS = {"type": "array", "items": _STRING}
 _PROJECTIONS = {"type": "object", "additionalProperties": _STRING}
+#: a definitions list: named spec lists, each with an optional `when`
+_DEFINITIONS = {"type": ["array", "null"], "items": {
+    "type": "object",
+    "properties": {"when": _STRING},
+    "additionalProperties": {"type": ["array", "null"],
+                             "items": {"$ref": "#/$defs/spec_item"}}}}
+_SPEC_DEFS = {
+    # a spec list: spec strings, `$name` references, nested lists, matrices
+    "spec_list": {"type": "array", "items": {"$ref": "#/$defs/spec_item"}},
+    "spec_item": {"type": ["string", "array", "object"],
+                  "items": {"$ref": "#/$defs/spec_item"},
+                  "required": ["matrix"], "additionalProperties": False,
+                  "properties": {"matrix": {"type": "array",
+                                            "items": {"$ref": "#/$defs/spec_list"}},
+                                 "exclude": {"type": "array", "items": _STRING}}},
+}
+#: a file spack.yaml includes: a configuration scope, of which the check
+#: reads the definitions
+INCLUDED_SCHEMA = {"type": "object", "$defs": _SPEC_DEFS,
+                   "properties": {"definitions": _DEFINITIONS}}
 #: the parts of a Spack environment (the `spack:` mapping) the check reads,
 #: with the types Spack's own schema gives them
 ENV_SCHEMA = {
     "type": "object",
-    "$defs": {
-        # a spec list: spec strings, `$name` references and nested lists
-        "spec_list": {"type": "array", "items": {"$ref": "#/$defs/spec_item"}},
-        "spec_item": {"type": ["string", "array"], "items": {"$ref": "#/$defs/spec_item"}},
-    },
+    "$defs": _SPEC_DEFS,
     "properties": {
-        "definitions": {"type": ["array", "null"], "items": {
-            "type": "object",
-            "properties": {"when": _STRING},
-            "additionalProperties": {"type": ["array", "null"],
-                                     "items": {"$ref": "#/$defs/spec_item"}}}},
+        "include": {"type": ["array", "null"], "items": {
+            "type": ["string", "object"], "required": ["path"],
+            "properties": {"path": _STRING, "when": _STRING,
+                           "optional": {"type": "boolean"}}}},
+        "definitions": _DEFINITIONS,
         "specs": {"type": ["array", "null"], "items": {
             "type": ["string", "object"],
             "required": ["matrix"],
@@ -76,12 +100,16 @@ class Located:
     kind: str = "spec"        # spec | constraint
 
 
-def _expand(items, definitions, where, path):
-    """A definitions/specs list with `$name` and `$^name` references expanded;
-    `path`: the file they come from."""
+def _expand(items, definitions, where, path, included=False):
+    """A definitions/specs list with `$name` and `$^name` references and
+    matrices expanded; `path`: the file they come from (`included`: a file
+    spack.yaml includes)."""
     out = []
     for i, item in enumerate(items):
         here = f"{where}[{i}]"
+        if isinstance(item, dict) and "matrix" in item:
+            out += _matrix(item, definitions, here, path, included)
+            continue
         if isinstance(item, str) and item.startswith("$"):
             ref = item[1:]
             dep = ref.startswith("^")
@@ -90,34 +118,50 @@ def _expand(items, definitions, where, path):
                 raise DataError(path, here, f"{item}: no definition named {ref!r}")
             out += [(w, ("^" + t) if dep else t) for w, t in definitions[ref]]
         elif isinstance(item, str):
-            out.append((here, item))
+            out.append(((path, here) if included else here, item))
         elif isinstance(item, list):
-            out += _expand(item, definitions, here, path)
+            out += _expand(item, definitions, here, path, included)
         else:
             raise DataError(path, here, f"expected a spec string, got {item!r}")
     return out
 
 
-def environment_specs(env, path):
-    """[(where, spec text)] of the root specs, with the definitions."""
-    definitions = {}
-    for i, entry in enumerate(env.get("definitions") or []):
-        if not isinstance(entry, dict):
-            raise DataError(path, f"spack.definitions[{i}]", "expected a mapping name: [specs]")
+def _matrix(item, definitions, here, path, included=False):
+    """A matrix entry: one spec per combination of its rows (none where a
+    row is empty).  Where: the key, or (file, key) in an included file
+    (the Checker names spack.yaml itself)."""
+    rows = [_expand(row, definitions, f"{here}.matrix[{r}]", path, included)
+            for r, row in enumerate(item["matrix"])]
+    where = f"{here}.matrix"
+    return [((path, where) if included else where, " ".join(t for _, t in combo))
+            for combo in itertools.product(*rows)]
+
+
+def add_definitions(definitions, entries, prefix, path, included=False):
+    """Add a definitions list's named spec lists to `definitions`, in order
+    (a list refers only to lists above it)."""
+    for i, entry in enumerate(entries or []):
         for name, items in entry.items():
             if name == "when":
                 continue
             definitions[name] = definitions.get(name, []) + _expand(
-                items or [], definitions, f"spack.definitions[{i}].{name}", path)
+                items or [], definitions, f"{prefix}[{i}].{name}", path, included)
+    return definitions
+
+
+def environment_specs(env, path, included=()):
+    """[(where, spec text)] of the root specs, with the definitions;
+    `included`: [(file, its definitions list)], read before the manifest's
+    own as Spack does."""
+    definitions = {}
+    for file, entries in included:
+        add_definitions(definitions, entries, "definitions", file, included=True)
+    add_definitions(definitions, env.get("definitions"), "spack.definitions", path)
     specs = []
     for i, item in enumerate(env.get("specs") or []):
         here = f"spack.specs[{i}]"
         if isinstance(item, dict) and "matrix" in item:
-            rows = [_expand(row, definitions, f"{here}.matrix[{r}]", path)
-                    for r, row in enumerate(item["matrix"])]
-            # a matrix entry: one spec per combination of its rows
-            for combo in itertools.product(*rows):
-                specs.append((f"{here}.matrix", " ".join(t for _, t in combo)))
+            specs += _matrix(item, definitions, here, path)
         elif isinstance(item, str):
             specs += [(here, t) for _, t in _expand([item], definitions, "spack.specs", path)]
         else:
@@ -142,7 +186,12 @@ class Checker:
                 return
             self.seen.add((once, message))
         spec = f" '{text}'" if text else ""
-        self.problems.append(f"{self.path}: {where}{spec}: {message}")
+        path = self.path
+        if isinstance(where, tuple):        # in a file spack.yaml includes
+            path, where = where
+        line = f"{path}: {where}{spec}: {message}"
+        if line not in self.problems:       # once, however many choices repeat it
+            self.problems.append(line)
 
     def node_problem(self, node, where, text, message):
         self.problem(where, text, message, once=str(node))
@@ -340,8 +389,36 @@ def built_with(spec, build):
     return build.root in spec.deps and all(d in spec.deps for d in build.deps)
 
 
+def fabric_choices(env, path):
+    """[(label, [(file, its definitions)])]: one per conditional include
+    (a site's fabric), each with the unconditional includes; one unlabelled
+    choice where spack.yaml has no conditional include."""
+    always, choices = [], []
+    for i, entry in enumerate(env.get("include") or []):
+        entry = {"path": entry} if isinstance(entry, str) else entry
+        where = f"spack.include[{i}].path"
+        if "://" in entry["path"] or "$" in entry["path"]:
+            raise DataError(path, where, f"{entry['path']}: spack-check reads local "
+                                         f"files named as they are")
+        file = path.parent / entry["path"]
+        if not file.is_file():
+            if entry.get("optional"):
+                continue
+            raise DataError(path, where, f"{entry['path']}: no such file")
+        data = validate(load_yaml(file) or {}, INCLUDED_SCHEMA, file)
+        included = (file, data.get("definitions") or [])
+        if "when" in entry:
+            choices.append((f"{entry['path']} (when {entry['when']})", included))
+        else:
+            always.append(included)
+    if not choices:
+        return [("", always)]
+    return [(label, always + [included]) for label, included in choices]
+
+
 def check(path=SPACK_YAML, facts=FACTS):
-    """(problems, summary) of one spack.yaml."""
+    """(problems, summary) of one spack.yaml: the summary of its first
+    fabric choice, with every choice's under "choices"."""
     path = Path(path)
     data = load_yaml(path)
     env = data.get("spack")
@@ -355,15 +432,6 @@ def check(path=SPACK_YAML, facts=FACTS):
         for name, pkg in load_local_repo(repo).items():
             packages.setdefault(name, pkg)
             check_patches(pkg, checker)
-    definitions, specs = environment_specs(env, path)
-    for name, items in definitions.items():
-        for where, text in items:
-            checker.check_spec(where, text.lstrip("^"))
-    root_specs = []
-    for where, text in specs:
-        spec = checker.check_spec(where, text)
-        if spec:
-            root_specs.append((where, text, spec))
     for name, entry in (env.get("develop") or {}).items():
         checker.check_spec(f"spack.develop.{name}.spec", entry.get("spec", ""))
         if not (path.parent / entry.get("path", name)).exists():
@@ -374,15 +442,78 @@ def check(path=SPACK_YAML, facts=FACTS):
                 if key != "all":
                     checker.check_spec(f"spack.modules.{mset}.{tool}.projections", key,
                                        anonymous_ok=True)
+    choices = {label: check_choice(env, path, checker, included)
+               for label, included in fabric_choices(env, path)}
+    summary = dict(next(iter(choices.values())))
+    summary["choices"] = choices
+    return checker.problems, summary
+
+
+def check_choice(env, path, checker, included):
+    """The summary of the environment with one fabric choice's includes."""
+    definitions, specs = environment_specs(env, path, included)
+    for name, items in definitions.items():
+        for where, text in items:
+            checker.check_spec(where, text.lstrip("^"))
+    root_specs = []
+    for where, text in specs:
+        spec = checker.check_spec(where, text)
+        if spec:
+            root_specs.append((where, text, spec))
     unify = (env.get("concretizer") or {}).get("unify", True)
     names = [s.root.name for _, _, s in root_specs]
     if unify is True and len(names) != len(set(names)):
         checker.problem("spack.concretizer.unify", "", "several builds of one package "
                                                        "cannot concretize together: use "
                                                        "false or when_possible")
+    if checker.problems:
+        # a spec already refused: where it lands would only repeat it
+        return {"specs": len(root_specs), "mpi_builds": {}, "folders": {}}
     folders, builds = check_views(env, checker, root_specs)
-    return checker.problems, {"specs": len(root_specs), "mpi_builds": builds,
-                              "folders": folders}
+    check_fabrics(checker, builds, {t: s for _, t, s in root_specs})
+    return {"specs": len(root_specs), "mpi_builds": builds, "folders": folders}
+
+
+#: what an MPI build in a view folder `<mpi>-<fabric>` must link, per
+#: fabric of data/fabrics.yaml: (package, does it carry an RDMA transport)
+FABRIC_LIBRARY = {"ofi": ("libfabric", True), "ucx": ("ucx", True), "tcp": ("libfabric", False)}
+#: UCX variants that build a transport of the InfiniBand/RoCE fabric
+UCX_RDMA_VARIANTS = ("verbs",)
+
+
+def carries_rdma(node):
+    """Does a libfabric or UCX node name a transport of an RDMA fabric?"""
+    if node.name == "libfabric":
+        return bool(set(str(node.variants.get("fabrics", "")).split(","))
+                    & fabric.RDMA_PROVIDERS)
+    return any(node.variants.get(v) is True for v in UCX_RDMA_VARIANTS)
+
+
+def check_fabrics(checker, builds, specs):
+    """Each MPI build's folder names a fabric netbench's discovery knows
+    (its transports come from data/fabrics.yaml), and the build links the
+    library that fabric runs on, carrying (or, for tcp, not carrying) an
+    RDMA provider."""
+    known = discovery.load_fabrics()
+    for text, folder in builds.items():
+        suffix = folder.rsplit("-", 1)[-1]
+        if "-" not in folder or suffix not in known:
+            checker.problem("spack.view", text, f"view folder {folder!r}: an MPI build's "
+                                                f"folder is <mpi>-<fabric>, the fabric one of "
+                                                f"{', '.join(known)} (data/fabrics.yaml)")
+            continue
+        if suffix not in FABRIC_LIBRARY:
+            continue
+        package, rdma = FABRIC_LIBRARY[suffix]
+        node = specs[text].dependency(package)
+        if node is None:
+            checker.problem("spack.view", text, f"lands in views/{folder} but names no "
+                                                f"^{package}: its fabric's library")
+        elif carries_rdma(node) != rdma:
+            wanted = "an RDMA provider" if rdma else "no RDMA provider"
+            checker.problem("spack.view", text, f"lands in views/{folder}, whose transports "
+                                                f"need {package} with {wanted} "
+                                                f"({'/'.join(sorted(fabric.RDMA_PROVIDERS))})")
 
 
 def main(path, facts):
@@ -396,9 +527,12 @@ def main(path, facts):
     if problems:
         print(f"netbench spack-check: {len(problems)} problem(s)", file=sys.stderr)
         return exitcodes.INVALID_INPUT      # invalid input, as `references` says it
-    print(f"netbench spack-check: {path or SPACK_YAML}: {summary['specs']} root specs, "
-          f"{len(summary['mpi_builds'])} MPI builds, each in its own view folder:")
-    for spec, folder in summary["mpi_builds"].items():
-        count = len(summary["folders"][folder]) - 1
-        print(f"  views/{folder}: {spec} and {count} benchmark(s)")
+    for label, choice in summary["choices"].items():
+        fabric_choice = f" with {label}" if label else ""
+        print(f"netbench spack-check: {path or SPACK_YAML}{fabric_choice}: {choice['specs']} "
+              f"root specs, {len(choice['mpi_builds'])} MPI builds, each in its own view "
+              f"folder:")
+        for spec, folder in choice["mpi_builds"].items():
+            count = len(choice["folders"][folder]) - 1
+            print(f"  views/{folder}: {spec} and {count} benchmark(s)")
     return 0
