@@ -249,13 +249,14 @@ def plainly_valid(data, schema):
     return True
 
 
-def validate(data, schema, path, where=()):
-    """`data` (read from `path`) against a JSON Schema; DataError naming the
-    file, the dotted key of the first violation and what was expected.
-    `where`: the key path of `data` inside the file."""
+def first_violation(data, schema, path, where=()):
+    """jsonschema's best match among the ways `data` (read from `path`;
+    `where`: its key path there) breaks `schema`, or None when it holds:
+    plainly_valid decides first, Validator only where it cannot or to name
+    the fault."""
     try:
         if plainly_valid(data, schema):
-            return data
+            return None
     except (_Unsupported, OverflowError, RecursionError):
         pass            # Validator decides
     try:
@@ -263,9 +264,16 @@ def validate(data, schema, path, where=()):
                         key=lambda e: (len(e.absolute_path), list(map(str, e.absolute_path))))
     except RecursionError as err:
         raise DataError(path, dotted(where) or None, "nested too deeply to check") from err
-    if not errors:
+    return jsonschema.exceptions.best_match(errors) if errors else None
+
+
+def validate(data, schema, path, where=()):
+    """`data` (read from `path`) against a JSON Schema; DataError naming the
+    file, the dotted key of the first violation and what was expected.
+    `where`: the key path of `data` inside the file."""
+    error = first_violation(data, schema, path, where)
+    if error is None:
         return data
-    error = jsonschema.exceptions.best_match(errors)
     parts = list(where) + list(error.absolute_path)
     if error.validator == "required":          # name the missing key itself
         missing = re.search(r"'([^']+)' is a required property", error.message)
@@ -339,18 +347,9 @@ def checked_unquoted(path, schema, load=None):
         data = (load or load_yaml)(path)
     except DataError as err:
         raise unquoted(err) from err
-    try:
-        if plainly_valid(data, schema):
-            return data
-    except (_Unsupported, OverflowError, RecursionError):
-        pass
-    try:
-        errors = list(Validator(schema).iter_errors(data))
-    except RecursionError as err:
-        raise DataError(path, None, "nested too deeply to check") from err
-    if not errors:
+    error = first_violation(data, schema, path)
+    if error is None:
         return data
-    error = jsonschema.exceptions.best_match(errors)
     raise DataError(path, dotted(error.absolute_path) or None, _unquoted_problem(error))
 
 
