@@ -18,6 +18,8 @@ import stat
 import jsonschema
 import yaml
 
+from .safefile import invoking_uid
+
 
 class DataError(Exception):
     """A data file is unreadable or malformed; str() is one line naming
@@ -358,8 +360,7 @@ def caller_may_read(path):
     could read `path` without it, by the file's mode bits: an error may
     quote a file only then.  Group rights count as none (a conservative
     no); netbench run by root itself may read anything."""
-    uid = os.environ.get("SUDO_UID", "")
-    uid = int(uid) if uid.isdigit() else os.getuid()
+    uid = invoking_uid()
     if uid == 0:
         return True
     try:

@@ -8,6 +8,7 @@ name inside its folder, or refused."""
 import contextlib
 import os
 import re
+import stat
 import tempfile
 from pathlib import Path
 
@@ -50,3 +51,23 @@ def child(folder, name):
         raise ValueError(f"{name!r} is not a plain file name (letters, digits and "
                          f"_ . + @ = , - only, not starting with a dot)")
     return Path(folder) / name
+
+
+def invoking_uid():
+    """The user who ran netbench (through sudo, the one sudo names)."""
+    with contextlib.suppress(ValueError):
+        return int(os.environ.get("SUDO_UID", os.getuid()))
+    return os.getuid()
+
+
+def others_could_change(info, uids=None):
+    """Why a user other than `uids` (default: root and this process's
+    user) could change the file whose os.stat result is `info`, or None:
+    another owner, or write rights for group or others (sshd's
+    StrictModes)."""
+    uids = {0, os.getuid()} if uids is None else uids
+    if info.st_uid not in uids:
+        return f"owned by uid {info.st_uid}, neither root nor the caller"
+    if info.st_mode & 0o022:
+        return f"writable by group or others (mode {stat.S_IMODE(info.st_mode):o})"
+    return None

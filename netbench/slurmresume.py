@@ -36,7 +36,7 @@ from .fleet import drain as plan_of
 from .fleet import judge as fleet
 from .fleet.figures import hosts_of
 from .results.sweep import parse_sweep
-from .safefile import atomic_write
+from .safefile import atomic_write, others_could_change
 from .slurmdrain import SCONTROL_TIMEOUT_S, SlurmError, scontrol_update, slurm
 from .textsafe import printable
 
@@ -315,7 +315,7 @@ def partition_held(lock, wait_s=LOCK_WAIT_S):
         raise DataError("partition_lock", lock, f"cannot open: {err.strerror}") from None
     try:
         info = os.fstat(fd)
-        if info.st_uid not in (0, os.geteuid()) or info.st_mode & 0o022:
+        if others_could_change(info):
             raise DataError("partition_lock", lock, "not root's own file: refused")
         deadline = time.monotonic() + wait_s
         while True:

@@ -37,6 +37,7 @@ import subprocess
 from pathlib import Path
 
 from ..datafiles import DataError
+from ..safefile import others_could_change
 
 CAPTURE_VARIABLE = "NETBENCH_FABRIC_CAPTURE"
 #: tool -> (command line, the file of a capture folder holding its output)
@@ -320,7 +321,7 @@ def _refuse_untrusted(path, root):
     info = os.lstat(path)
     if stat.S_ISLNK(info.st_mode):
         raise DataError(path, "", f"a symbolic link in the capture {root}: refused")
-    if info.st_uid not in (0, os.getuid()) or info.st_mode & 0o022:
+    if others_could_change(info):
         raise DataError(path, "", f"writable or owned by another user (capture {root}): "
                                   f"refused")
 

@@ -17,8 +17,8 @@ from ..probe import linerate
 from ..judgement import knobs
 from ..datafiles import DataError, load_yaml, validate, without_contents
 from ..fleet.topology import load_topology
+from ..safefile import invoking_uid, others_could_change
 from ..vcluster.fabric import TOPOLOGY_KIND
-from ..vcluster.registry import invoking_uid
 
 SITES = paths.CHECKS / "sites"
 #: ReFrame's schedulers that make sense for a benchmark site
@@ -295,12 +295,7 @@ def trust_problem(path, top=None):
 
 def untrusted(path):
     """Why another user than root or the caller could change `path`, or None."""
-    info = os.stat(path)
-    if info.st_uid not in trusted_uids():
-        return f"owned by uid {info.st_uid}, neither root nor the caller"
-    if info.st_mode & 0o022:
-        return f"writable by group or others (mode {stat.S_IMODE(info.st_mode):o})"
-    return None
+    return others_could_change(os.stat(path), trusted_uids())
 
 
 def trusted_uids():

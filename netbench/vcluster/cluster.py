@@ -8,6 +8,7 @@ import os
 import shutil
 import time
 
+from ..safefile import invoking_uid
 from .fabric import TOPOLOGY_FILE, build_switches, fabric_of, leaf_bridge, read_topology
 from .files import (client_files, is_legacy_folder, keygen, remove_checkout_copies,
                     remove_legacy_folder, write_checkout_copies)
@@ -19,7 +20,7 @@ from .netns import (Undo, all_pids, ancestors, deferred_interrupts, delete_link,
                     delete_namespace, is_recorded, namespace_id, namespaces, owned_links,
                     owned_namespaces, processes_using, run, stop_processes)
 from .nodes import SSHD, make_head, make_node, node_files, start_sshd, wait_for_sshd
-from .registry import (cluster_names, free_subnet, invoking_uid, load_state, locked, make_dir,
+from .registry import (cluster_names, free_subnet, load_state, locked, make_dir,
                        owner_text, read_entry, registry_file, remove_registration, remove_tree,
                        verify_tree, write_file, write_json)
 from .slurm import problems as slurm_problems, records as slurm_records, require_slurm

@@ -194,13 +194,6 @@ def owner_text(entry):
             f"{entry.get('created', '?')})")
 
 
-def invoking_uid():
-    """The user who ran netbench (through sudo, the one sudo names)."""
-    with contextlib.suppress(ValueError):
-        return int(os.environ.get("SUDO_UID", os.getuid()))
-    return os.getuid()
-
-
 def free_subnet():
     """The first /24 of 198.18.0.0/15 no registered cluster has and no
     route or address of this machine touches.  Called under the lock, and
